@@ -1,0 +1,31 @@
+# Two commands for a new user: `make demo` and `make test`. Both install into .venv when needed.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test bench lint clean
+
+install: $(STAMP)
+
+# torch first, pinned: the CPU wheel. A bare `torch` requirement would resolve a multi-GB CUDA build.
+# optimum-intel declares torchvision, but the only reachable builds are CUDA builds that break
+# `import optimum.intel` beside CPU torch, so it is removed again (text and VLM export never need it).
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip uninstall --quiet -y torchvision
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/dflash-bot demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/build_overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,66 @@
+"""Export a checkpoint to OpenVINO IR with int4 weights through optimum-cli (optimum-intel + NNCF).
+
+The CLI is used rather than `main_export`: with a quantization config the Python API writes an fp32 IR and the
+CLI applies weight compression as a separate step (notes/toolchain-on-cpu.md §4). Each export runs in its own
+process, inside the trust boundary of `bot.isolation`, so the draft and target exports can run side by side.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.isolation import python_tool, run_logged, untrusted_env
+from bot.recipe import ExportSettings
+
+TASK_LLM = "text-generation-with-past"
+TASK_VLM = "image-text-to-text"
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """One model to export. `role` is "draft" or "target"."""
+
+    role: str
+    source: Path
+    output: Path
+    task: str
+    trust_remote_code: bool
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    role: str
+    ir_dir: Path
+    seconds: float
+    log: Path
+
+
+def optimum_cli_args(request: ExportRequest, settings: ExportSettings) -> list[str]:
+    """The optimum-cli arguments a user would type for this export."""
+    args = ["export", "openvino", "-m", str(request.source), "--task", request.task,
+            "--weight-format", settings.weight_format, "--group-size", str(settings.group_size),
+            "--ratio", str(settings.ratio), "--group-size-fallback", settings.group_size_fallback]
+    if settings.sym:
+        args.append("--sym")
+    if settings.backup_precision:
+        args += ["--backup-precision", settings.backup_precision]
+    if request.trust_remote_code:
+        # Loads optimum-intel's own Qwen3DFlashForCausalLM: the source's auto_map and *.py never reach here.
+        args += ["--trust-remote-code", "--disable-convert-tokenizer"]
+    args.append(str(request.output))
+    return args
+
+
+def export_model(request: ExportRequest, settings: ExportSettings, *, log_dir: Path, home: Path) -> ExportResult:
+    """Run one export in an untrusted-input subprocess.
+
+    Raises:
+        Failure: optimum-cli failed or ran past the recipe's `export.timeout_s`.
+    """
+    started = time.monotonic()
+    log = log_dir / f"export-{request.role}.log"
+    run_logged(python_tool("optimum.commands.optimum_cli") + optimum_cli_args(request, settings), log_path=log,
+               timeout_s=settings.timeout_s, env=untrusted_env(home=home), what=f"{request.role} export")
+    return ExportResult(role=request.role, ir_dir=request.output, seconds=time.monotonic() - started, log=log)

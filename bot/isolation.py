@@ -1,0 +1,91 @@
+"""The trust boundary for the processes that touch untrusted checkpoints (DESIGN §3).
+
+Exports and GenAI runs happen in child processes that get an environment without any Hub token, run offline,
+have a wall-clock limit, and have their whole process group killed when they overrun.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from bot.errors import Failure
+
+# Anything that looks like a credential stays out of the build processes: they load untrusted files.
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|CREDENTIAL|API_KEY|PRIVATE_KEY", re.IGNORECASE)
+
+
+def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = None) -> dict[str, str]:
+    """Environment for a process that loads checkpoint files: no secrets, offline, no telemetry."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET_NAME.search(k)}
+    env.update({
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_XET": "1",
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    })
+    if home is not None:
+        # A private HF cache: nothing from the user's cache (or a token file in it) is visible.
+        env["HF_HOME"] = str(home)
+    return env
+
+
+def python_tool(module_or_script: str) -> list[str]:
+    """Command prefix running a console script of this environment with this interpreter."""
+    return [sys.executable, "-c", f"import sys; from {module_or_script} import main; sys.exit(main())"]
+
+
+def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Mapping[str, str],
+               what: str, cwd: Path | None = None) -> None:
+    """Run `cmd`, stdout and stderr into `log_path`, within `timeout_s`.
+
+    Raises:
+        Failure: non-zero exit (with the last meaningful log line) or timeout (the process group is killed).
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd,
+                                   start_new_session=True)
+        try:
+            code = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            raise Failure(f"{what} timed out after {timeout_s:.0f}s (log: {log_path.name})") from None
+        except BaseException:
+            _kill_group(process)
+            raise
+    if code != 0:
+        raise Failure(f"{what} failed (exit {code}): {last_error_line(log_path)}")
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+_NOISE = re.compile(r"^\s*(warnings\.warn|File \"|\^|~|$)")
+
+
+def last_error_line(log_path: Path, limit: int = 400) -> str:
+    """The line that says what went wrong: the last exception line of a traceback, else the last line."""
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", line.strip()):
+            return line.strip()[:limit]
+    for line in reversed(lines):
+        if not _NOISE.match(line):
+            return line.strip()[:limit]
+    return "(empty log)"

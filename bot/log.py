@@ -1,0 +1,61 @@
+"""Progress output that knows whether it runs in GitHub Actions.
+
+Elsewhere it prints plain, line-buffered progress lines; on Actions, `group()` folds a stage's output and
+warnings/errors become annotations (see `bot.actions`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+
+_LOGGER_NAME = "dflash-bot"
+
+
+def setup(verbose: bool = False) -> logging.Logger:
+    """Configure the bot's logger once; stdout is line-buffered so subprocess output stays in order."""
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(line_buffering=True)
+    logger = logging.getLogger(_LOGGER_NAME)
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    return logger
+
+
+def get() -> logging.Logger:
+    return logging.getLogger(_LOGGER_NAME)
+
+
+def on_github_actions(env: os._Environ[str] | dict[str, str] | None = None) -> bool:
+    env = os.environ if env is None else env
+    return env.get("GITHUB_ACTIONS") == "true"
+
+
+@contextlib.contextmanager
+def group(title: str) -> Iterator[None]:
+    """A timed, foldable section: `::group::` on Actions, a `==>` header elsewhere."""
+    logger = get()
+    started = time.monotonic()
+    if on_github_actions():
+        print(f"::group::{title}", flush=True)
+    else:
+        logger.info("==> %s", title)
+    try:
+        yield
+    finally:
+        elapsed = time.monotonic() - started
+        if on_github_actions():
+            print("::endgroup::", flush=True)
+        logger.info("    %s done in %.1fs", title, elapsed)
+
+
+def step(message: str, *args: object) -> None:
+    get().info("    " + message, *args)
