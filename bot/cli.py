@@ -43,7 +43,7 @@ def build(
     keep_work: Annotated[bool, typer.Option(help="keep the scratch folder for debugging")] = False,
 ) -> None:
     """Classify, export, inspect and validate one draft/target pair into a bundle folder."""
-    from bot.pipeline import SourceRef, build_pair
+    from bot.build import SourceRef, build_pair
     from bot.recipe import load_recipe
 
     try:

@@ -1,234 +1,194 @@
-"""Chain the build stages for checkpoints on disk: classify → fetch → export → inspect → validate → bundle.
+"""The scheduled job: discover → plan → build → publish → report, in one process (`dflash-bot run`).
 
-One target export serves every draft that drafts for it; the target export runs beside the first draft export
-(two processes on two cores). Each draft's outcome is independent: one broken draft never stops its siblings.
+Each candidate is independent: a skip or failure is recorded and the run goes on. The build stage runs its
+exports and GenAI checks in child processes without any token (`bot.isolation`); this process downloads with the
+read token and publishes with the write token, and never loads a checkpoint itself.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot import log
-from bot.bundle import (
-    Bundle,
-    assert_no_local_paths,
-    base_provenance,
-    write_draft_folder,
-    write_provenance,
-    write_target_folder,
-)
-from bot.check_ir import TargetIrReport, inspect_draft, inspect_target
-from bot.checkpoints import (
-    DraftSpec,
-    TargetSpec,
-    check_weights,
-    classify_draft,
-    cross_check,
-    load_config,
-    read_target,
-    require_exportable,
-)
-from bot.errors import BotError, Failure, Skip
-from bot.export import TASK_LLM, TASK_VLM, ExportRequest, ExportResult, export_model
-from bot.fetch import safe_copy
+from bot import discover, log, plan
+from bot.build import SourceRef, build_group
+from bot.card import template_fingerprint
+from bot.errors import BotError, Skip
+from bot.fetch import ALLOWED_PATTERNS
+from bot.hub import REQUESTS, Hub, RepoListing
+from bot.publish import PublishResult, publish_bundle, refresh_cards
 from bot.recipe import Recipe
-from bot.toolchain import Toolchain, detect
-from bot.validate import validate_pair
+from bot.report import FAILED, PLANNED, PUBLISHED, SKIPPED, UP_TO_DATE, Outcome, RunReport
+from bot.toolchain import detect
 
 
 @dataclass(frozen=True)
-class SourceRef:
-    """A checkpoint on disk and, when it came from the Hub, where from."""
-
-    path: Path
-    repo_id: str | None = None
-    revision: str | None = None
-
-    @property
-    def name(self) -> str:
-        return self.repo_id or self.path.name
-
-    def as_provenance(self) -> dict:
-        return {"repo": self.repo_id, "revision": self.revision}
+class RunOptions:
+    only: str | None = None
+    force: bool = False
+    dry_run: bool = False
+    work: Path | None = None
+    keep_work: bool = False
 
 
-@dataclass(frozen=True)
-class ClassifiedPair:
-    draft: DraftSpec
-    target: TargetSpec
-    draft_format: str
-    weight_bytes: int
-
-
-@dataclass(frozen=True)
-class DraftOutcome:
-    """What happened to one draft: a bundle (passed or failed its gates) or the error that stopped it."""
-
-    draft: SourceRef
-    bundle: Bundle | None
-    error: BotError | None
-
-    @property
-    def ok(self) -> bool:
-        return self.bundle is not None and self.bundle.passed and self.error is None
-
-
-def classify_pair(draft: SourceRef, target: SourceRef, recipe: Recipe, toolchain: Toolchain) -> ClassifiedPair:
-    """Everything that can be known before an export (DESIGN §4).
-
-    Raises:
-        Skip: naming the first defect of the draft, the target or the pair.
-    """
-    draft_config = load_config(draft.path, subject=draft.name)
-    draft_spec = classify_draft(draft_config, subject=draft.name)
-    draft_format = require_exportable(draft_spec, toolchain, subject=draft.name)
-    target_spec = read_target(load_config(target.path, subject=target.name), subject=target.name)
-    cross_check(draft_spec, target_spec, subject=draft.name, target_name=target.name)
-    weight_bytes = check_weights(draft.path, subject=draft.name) + check_weights(target.path, subject=target.name)
-    if weight_bytes > recipe.watch.max_checkpoint_bytes:
-        raise Skip(f"draft + target weights are {weight_bytes} bytes, over the recipe's max_checkpoint_bytes "
-                   f"{recipe.watch.max_checkpoint_bytes}", subject=draft.name, stage="classify")
-    return ClassifiedPair(draft_spec, target_spec, draft_format, weight_bytes)
-
-
-def build_group(target: SourceRef, drafts: list[tuple[SourceRef, Path]], recipe: Recipe, *,
-                work: Path | None = None, keep_work: bool = False) -> list[DraftOutcome]:
-    """Build every draft of one target into its own bundle folder, exporting the target once.
-
-    Args:
-        target: the target checkpoint shared by all drafts.
-        drafts: (draft checkpoint, bundle output folder) pairs.
-        recipe: export and validation settings.
-        work: scratch folder (a fresh temporary one by default); removed on every exit unless `keep_work`.
-    """
+def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport
+             ) -> tuple[list[plan.Decision], list[discover.Candidate]]:
+    """Discover and plan: decisions for every listed source, and resolved candidates for those to build."""
     toolchain = detect()
-    scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-", dir=work))
+    with log.group("discover"):
+        listings, skips = discover.list_sources(reader, recipe)
+        if options.only:
+            skips = [s for s in skips if s.repo_id == options.only]
+            listings = [l for l in listings if l.repo_id == options.only]
+            if not listings and not skips:
+                try:
+                    listings = [_listing_for(reader, options.only)]
+                except BotError as error:
+                    report.outcomes.append(Outcome(options.only, None, _status(error), error.message))
+        for skip in skips:
+            report.outcomes.append(Outcome(skip.repo_id, skip.revision, SKIPPED, skip.reason))
+        log.step("%d candidate(s), %d ruled out by the listing", len(listings), len(skips))
+
+    card_fp = template_fingerprint()
+    decisions, candidates = [], []
+    with log.group("plan"):
+        for listing in listings:
+            try:
+                published = plan.read_published(reader, plan.draft_output_repo(recipe, listing.repo_id))
+                decision = plan.decide(listing, published, recipe, toolchain, card_fp, force=options.force)
+            except BotError as error:
+                report.outcomes.append(Outcome(listing.repo_id, listing.sha, _status(error), error.message))
+                continue
+            decisions.append(decision)
+            if decision.action == plan.UP_TO_DATE:
+                report.outcomes.append(Outcome(listing.repo_id, listing.sha, UP_TO_DATE, "",
+                                               _repos(decision.published)))
+            elif decision.action == plan.BUILD:
+                try:
+                    candidates.append(discover.resolve(reader, listing, recipe, toolchain))
+                except BotError as error:
+                    report.outcomes.append(Outcome(listing.repo_id, listing.sha, _status(error), error.message))
+                    decisions.remove(decision)
+            log.step("%s: %s %s", listing.repo_id, decision.action, "; ".join(decision.reasons))
+    return decisions, candidates
+
+
+def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions) -> RunReport:
+    """Run the whole job once and return its report (never raises for one candidate's problem)."""
+    report = RunReport(dry_run=options.dry_run)
+    requests_before = REQUESTS.count
+    decisions, candidates = plan_run(reader, recipe, options, report)
+    by_repo = {c.repo_id: c for c in candidates}
+
+    if options.dry_run:
+        for decision in decisions:
+            if decision.action != plan.UP_TO_DATE:
+                candidate = by_repo.get(decision.listing.repo_id)
+                detail = f" (target {candidate.target_repo})" if candidate else ""
+                report.outcomes.append(Outcome(decision.listing.repo_id, decision.listing.sha, PLANNED,
+                                               f"{decision.action}: {'; '.join(decision.reasons)}{detail}"))
+        report.hub_requests = REQUESTS.count - requests_before
+        return report
+
+    for decision in decisions:
+        if decision.action == plan.CARD_ONLY and decision.published is not None:
+            _publish_step(report, decision.listing, lambda d=decision: refresh_cards(_need(writer), d.published,
+                                                                                      recipe), "card refreshed")
+
+    groups: dict[tuple[str, str], list[discover.Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        groups[(candidate.target_repo, candidate.target_revision)].append(candidate)
+    scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-run-", dir=options.work))
     try:
-        return _build_group(target, drafts, recipe, toolchain, scratch)
+        for (target_repo, target_revision), members in groups.items():
+            _build_and_publish(report, reader, writer, recipe, target_repo, target_revision, members, scratch,
+                               options)
     finally:
-        if not keep_work:
+        if not options.keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
+    report.hub_requests = REQUESTS.count - requests_before
+    return report
 
 
-def _build_group(target: SourceRef, drafts: list[tuple[SourceRef, Path]], recipe: Recipe, toolchain: Toolchain,
-                 scratch: Path) -> list[DraftOutcome]:
-    outcomes: dict[int, DraftOutcome] = {}
-    classified: dict[int, ClassifiedPair] = {}
-    with log.group(f"classify {len(drafts)} draft(s) for {target.name}"):
-        for index, (draft, _) in enumerate(drafts):
-            try:
-                classified[index] = classify_pair(draft, target, recipe, toolchain)
-                pair = classified[index]
-                log.step("%s: %s draft (%s format), target %s %s", draft.name, pair.draft.kind, pair.draft_format,
-                         pair.target.model_type, "VLM" if pair.target.is_vlm else "LLM")
-            except BotError as error:
-                outcomes[index] = DraftOutcome(draft, None, error.at(subject=draft.name, stage="classify"))
-                log.step("%s", error.one_line())
-    if not classified:
-        return [outcomes[i] for i in range(len(drafts))]
-
-    target_spec = next(iter(classified.values())).target
-    src = safe_copy(target.path, scratch / "src" / "target", subject=target.name)
-    ir_root, logs = scratch / "ir", scratch / "logs"
-    target_request = ExportRequest("target", src, ir_root / "target", TASK_VLM if target_spec.is_vlm else TASK_LLM,
-                                   trust_remote_code=False)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        target_future = pool.submit(export_model, target_request, recipe.export, log_dir=logs, home=scratch / "hf")
-        draft_futures: dict[int, Future[ExportResult]] = {}
-        for index, pair in classified.items():
-            draft = drafts[index][0]
-            draft_src = safe_copy(draft.path, scratch / "src" / f"draft-{index}", subject=draft.name)
-            request = ExportRequest(f"draft-{index}", draft_src, ir_root / f"draft-{index}", TASK_LLM,
-                                    trust_remote_code=True)
-            draft_futures[index] = pool.submit(export_model, request, recipe.export, log_dir=logs,
-                                               home=scratch / "hf")
-        with log.group(f"export target {target.name} and {len(draft_futures)} draft(s) (int4, NNCF)"):
-            try:
-                target_export = target_future.result()
-                log.step("target exported in %.1fs", target_export.seconds)
-            except BotError as error:
-                error.at(subject=target.name, stage="export")
-                for index in draft_futures:
-                    draft_futures[index].cancel()
-                    outcomes[index] = DraftOutcome(drafts[index][0], None, error)
-                return [outcomes[i] for i in range(len(drafts))]
-
-    target_report: TargetIrReport | None = None
-    for index, pair in classified.items():
-        draft, out = drafts[index]
+def _build_and_publish(report: RunReport, reader: Hub, writer: Hub | None, recipe: Recipe, target_repo: str,
+                       target_revision: str, members: list[discover.Candidate], scratch: Path,
+                       options: RunOptions) -> None:
+    group_dir = scratch / _safe_name(target_repo)
+    with log.group(f"fetch {target_repo} and {len(members)} draft(s)"):
         try:
-            draft_export = draft_futures[index].result()
-            with log.group(f"inspect {draft.name} and {target.name}"):
-                if target_report is None:
-                    target_report = inspect_target(target_export.ir_dir, target_spec, pair.draft)
-                    log.step("target: %d attention layers -> %d PagedAttention ops", target_report.attention_layers,
-                             target_report.paged_attention.paged_attention_ops)
-                draft_report = inspect_draft(draft_export.ir_dir, pair.draft)
-                log.step("draft: %s format, PagedAttention-ready: %s", draft_report.format,
-                         draft_report.paged_attention.ready)
-            with log.group(f"validate {draft.name} with GenAI"):
-                validation = validate_pair(target_export.ir_dir, draft_export.ir_dir, recipe.validation,
-                                           work=scratch / f"validate-{index}", is_vlm=target_spec.is_vlm)
-                for run in validation.runs:
-                    log.step("k=%-2d accept length %.2f  %.1f tok/s (plain %.1f, x%.2f)", run.num_assistant_tokens,
-                             run.accept_length, run.tokens_per_s, run.baseline_tokens_per_s, run.speedup)
-                log.step("lossless: %s; accept length %.2f (minimum %.2f)", validation.lossless,
-                         validation.accept_length, validation.min_accept_length)
-            with log.group(f"bundle {draft.name} -> {out}"):
-                provenance = {
-                    **base_provenance(),
-                    "status": "validated" if validation.passed else "failed",
-                    "failed_gates": validation.failed_gates(),
-                    "draft": {"kind": pair.draft.kind, "format": draft_report.format,
-                              "architecture": pair.draft.architecture, "base_model_type": pair.draft.model_type},
-                    "source": draft.as_provenance(),
-                    "target": {**target.as_provenance(), "model_type": pair.target.model_type,
-                               "architecture": pair.target.architecture, "is_vlm": pair.target.is_vlm},
-                    "toolchain": {**toolchain.as_provenance(), "draft_format": draft_report.format},
-                    "recipe": {"name": recipe.name, "fingerprint": recipe.fingerprint()},
-                    "recipe_fingerprint": recipe.fingerprint(),
-                    "export": {**recipe.export.model_dump(exclude={"timeout_s"}),
-                               "task": {"draft": TASK_LLM, "target": target_request.task},
-                               "seconds": {"draft": round(draft_export.seconds, 1),
-                                           "target": round(target_export.seconds, 1)}},
-                    "inspect": {"target": target_report.as_provenance(), "draft": draft_report.as_provenance()},
-                    "validation": validation.as_provenance(),
-                }
-                bundle = _write_bundle(out, draft_export.ir_dir, target_export.ir_dir,
-                                       scratch / "src" / f"draft-{index}" / "config.json", provenance, scratch)
-            outcomes[index] = DraftOutcome(draft, bundle, None if bundle.passed else Failure(
-                "; ".join(validation.failed_gates()), subject=draft.name, stage="validate"))
+            target_dir = reader.download(target_repo, target_revision, group_dir / "target", ALLOWED_PATTERNS)
         except BotError as error:
-            outcomes[index] = DraftOutcome(draft, None, error.at(subject=draft.name, stage="build"))
-            log.step("%s", error.one_line())
-    return [outcomes[i] for i in range(len(drafts))]
+            for c in members:
+                report.outcomes.append(Outcome(c.repo_id, c.revision, _status(error),
+                                               f"target {target_repo}: {error.message}"))
+            return
+        drafts: list[tuple[SourceRef, Path]] = []
+        for index, candidate in enumerate(members):
+            try:
+                path = reader.download(candidate.repo_id, candidate.revision, group_dir / f"draft-{index}",
+                                       ALLOWED_PATTERNS)
+            except BotError as error:
+                report.outcomes.append(Outcome(candidate.repo_id, candidate.revision, _status(error), error.message))
+                continue
+            drafts.append((SourceRef(path, candidate.repo_id, candidate.revision),
+                           group_dir / "bundles" / f"draft-{index}"))
+    if not drafts:
+        return
+    target = SourceRef(target_dir, target_repo, target_revision)
+    for outcome in build_group(target, drafts, recipe, work=scratch, keep_work=options.keep_work):
+        listing_revision = outcome.draft.revision
+        if outcome.error is not None:
+            report.outcomes.append(Outcome(outcome.draft.name, listing_revision, _status(outcome.error),
+                                           f"{outcome.error.stage}: {outcome.error.message}"))
+            continue
+        assert outcome.bundle is not None
+        bundle_root = outcome.bundle.root
+        with log.group(f"publish {outcome.draft.name}"):
+            _publish_step(report, _Ref(outcome.draft.name, listing_revision),
+                          lambda root=bundle_root: publish_bundle(_need(writer), root, recipe), "")
 
 
-def _write_bundle(out: Path, draft_ir: Path, target_ir: Path, draft_config: Path, provenance: dict,
-                  scratch: Path) -> Bundle:
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    draft_dir = write_draft_folder(draft_ir, draft_config, out / "draft")
-    target_dir = write_target_folder(target_ir, out / "target")
-    write_provenance(out, provenance)
-    assert_no_local_paths(out, scratch)
-    return Bundle(root=out, draft_dir=draft_dir, target_dir=target_dir, provenance=provenance)
+@dataclass(frozen=True)
+class _Ref:
+    repo_id: str
+    sha: str | None
 
 
-def build_pair(draft: SourceRef, target: SourceRef, out: Path, recipe: Recipe, *,
-               keep_work: bool = False) -> Bundle:
-    """Build one pair; the `dflash-bot build` command.
+def _publish_step(report: RunReport, ref: RepoListing | _Ref, action, reason: str) -> None:
+    try:
+        result: PublishResult = action()
+    except BotError as error:
+        report.outcomes.append(Outcome(ref.repo_id, ref.sha, _status(error), error.message))
+        return
+    for repo, commit in result.commits.items():
+        report.commits.append({"repo": repo, "commit": commit})
+    status = UP_TO_DATE if result.status == UP_TO_DATE else PUBLISHED
+    report.outcomes.append(Outcome(ref.repo_id, ref.sha, status, reason, [result.draft_repo, result.target_repo]))
 
-    Raises:
-        BotError: the Skip or Failure that stopped the build (a bundle that failed a gate is still written).
-    """
-    (outcome,) = build_group(target, [(draft, out)], recipe, keep_work=keep_work)
-    if outcome.error is not None:
-        raise outcome.error
-    assert outcome.bundle is not None
-    return outcome.bundle
+
+def _need(writer: Hub | None) -> Hub:
+    if writer is None or not writer.token:
+        raise Skip("no write token (HF_TOKEN) configured: nothing can be published", stage="publish")
+    return writer
+
+
+def _listing_for(reader: Hub, repo_id: str) -> RepoListing:
+    files = reader.repo_files(repo_id)
+    return RepoListing(repo_id=repo_id, sha=files.sha, last_modified=None, tags=(), gated=files.gated,
+                       private=files.private, architectures=(), model_type=None, card_data=files.card_data)
+
+
+def _repos(published: dict | None) -> list[str]:
+    repos = (published or {}).get("repos", {})
+    return [r for r in (repos.get("draft"), repos.get("target")) if r]
+
+
+def _status(error: BotError) -> str:
+    return SKIPPED if isinstance(error, Skip) else FAILED
+
+
+def _safe_name(repo_id: str) -> str:
+    return repo_id.replace("/", "--")

@@ -26,12 +26,19 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class SourceQuery(_Strict):
+    """One server-side filtered listing (author + search + tags): a page of results costs one request."""
+
+    author: str | None = None
+    search: str | None = None
+    filter_tags: list[str] = Field(default_factory=list, description="tags every result must carry")
+
+
 class WatchRules(_Strict):
     """Which Hub repos are candidates, found with server-side filters so a run costs few requests."""
 
-    authors: list[str] = Field(default_factory=list, description="namespaces to list")
-    search: list[str] = Field(default_factory=lambda: ["DFlash"], description="substrings of the repo id")
-    filter_tags: list[str] = Field(default_factory=list, description="tags every candidate must carry")
+    sources: list[SourceQuery] = Field(default_factory=lambda: [SourceQuery(author="z-lab", search="DFlash")],
+                                       min_length=1)
     kinds: list[DraftKind] = Field(default_factory=lambda: ["dflash"], description="kinds to build")
     exclude: list[str] = Field(default_factory=list, description="repo ids never to build")
     max_candidates: int = Field(200, ge=1)
@@ -46,6 +53,9 @@ class TargetRules(_Strict):
     )
     map: dict[str, str] = Field(default_factory=dict, description="draft repo id -> target repo id")
     default_namespace: str = Field("Qwen", description="namespace for targets inferred from a repo name")
+    namespace_by_prefix: dict[str, str] = Field(
+        default_factory=lambda: {"gemma": "google", "gpt-oss": "openai", "llama": "meta-llama"},
+        description="target-name prefix -> namespace, for names inferred from a repo name")
 
 
 class ExportSettings(_Strict):

@@ -1,0 +1,60 @@
+"""Model cards rendered from `templates/*.md.j2` (DESIGN §7).
+
+Metadata goes through `huggingface_hub.ModelCardData` so the YAML is what the Hub expects; the body is a Jinja2
+template rendered with `StrictUndefined`, so a missing figure fails the render instead of printing blank.
+The card is written into the bundle and committed with the rest: nothing here contacts the Hub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import jinja2
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+DRAFT_TEMPLATE = "draft_card.md.j2"
+TARGET_TEMPLATE = "target_card.md.j2"
+
+
+def template_fingerprint(folder: Path = TEMPLATES) -> str:
+    """Hash of every card template: a change re-renders published cards without a rebuild."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.j2")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _environment(folder: Path) -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(folder), undefined=jinja2.StrictUndefined,
+                              keep_trailing_newline=True, autoescape=False)
+
+
+def _metadata(*, base_model: str, license_: str | None, license_link: str | None, tags: list[str]) -> str:
+    from huggingface_hub import ModelCardData
+
+    data = ModelCardData(base_model=base_model, base_model_relation="quantized", license=license_,
+                         license_link=license_link, library_name="openvino", pipeline_tag="text-generation",
+                         tags=tags)
+    return data.to_yaml()
+
+
+def render_draft_card(provenance: dict, *, draft_repo: str, target_repo: str, folder: Path = TEMPLATES) -> str:
+    """The draft repo's README.md from its provenance."""
+    source = provenance["source"]
+    family = "dspark" if provenance["draft"]["kind"] == "dspark" else "dflash"
+    metadata = _metadata(base_model=source["repo"] or "local", license_=source.get("license"),
+                         license_link=source.get("license_link"),
+                         tags=["openvino", "nncf", "int4", family, "speculative-decoding"])
+    return _environment(folder).get_template(DRAFT_TEMPLATE).render(
+        metadata=metadata, p=provenance, draft_repo=draft_repo, target_repo=target_repo, family=family)
+
+
+def render_target_card(provenance: dict, *, target_repo: str, drafts: list[dict], folder: Path = TEMPLATES) -> str:
+    """The target repo's README.md; `drafts` lists the draft repos validated against it, with their figures."""
+    target = provenance["target"]
+    metadata = _metadata(base_model=target["repo"] or "local", license_=target.get("license"),
+                         license_link=target.get("license_link"),
+                         tags=["openvino", "nncf", "int4", "speculative-decoding"])
+    return _environment(folder).get_template(TARGET_TEMPLATE).render(
+        metadata=metadata, p=provenance, target_repo=target_repo, drafts=drafts)

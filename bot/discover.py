@@ -1,0 +1,190 @@
+"""Find candidate drafts on the Hub with few requests, and resolve what a build needs before any download.
+
+`list_sources` costs one listing request per recipe source and classifies by architecture from the listing
+itself. `resolve` runs only for repos the plan decided to build: it reads `config.json` and `README.md`, finds and
+cross-checks the target (DESIGN §4), and checks sizes and weight formats from file metadata, all before a single
+weight byte is downloaded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from bot.checkpoints import (
+    DSPARK_ARCHITECTURES,
+    PICKLE_SUFFIXES,
+    classify_draft,
+    cross_check,
+    parse_config_text,
+    read_target,
+    require_exportable,
+    split_card,
+)
+from bot.errors import BotError, Skip
+from bot.hub import Hub, RepoListing
+from bot.recipe import Recipe
+from bot.toolchain import Toolchain
+
+_CARD_TARGET = re.compile(r"in conjunction with the target model\s*[\[`*]*([\w.-]+/[\w.-]+)", re.IGNORECASE)
+_DFLASH_NAME = re.compile(r"^(?P<target>.+?)-DFlash2?(?:-b\d+)?(?:-.*)?$", re.IGNORECASE)
+_DSPARK_NAME = re.compile(r"^dspark_(?P<target>[a-z0-9_.]+?)_block\d+$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SkipRecord:
+    """A source the run looked at and will not build, with the reason shown to maintainers."""
+
+    repo_id: str
+    revision: str | None
+    reason: str
+    stage: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A draft the plan wants built, with its target pinned to a revision."""
+
+    repo_id: str
+    revision: str
+    kind: str
+    draft_format: str
+    target_repo: str
+    target_revision: str
+    target_is_vlm: bool
+    target_how: str  # which rule named the target
+    weight_bytes: int
+    draft_card: dict = field(default_factory=dict)
+    target_card: dict = field(default_factory=dict)
+
+
+def kind_from_listing(listing: RepoListing) -> str | None:
+    """The draft kind the listing's config subset shows, or None when the listing carries no architecture."""
+    if not listing.architectures:
+        return None
+    architecture = listing.architectures[0]
+    if architecture in DSPARK_ARCHITECTURES:
+        return "dspark"
+    if architecture == "DFlash2DraftModel":
+        return "dflash2"
+    if architecture == "DFlashDraftModel":
+        return "dflash" if listing.model_type in (None, "qwen3") else "dflash-other-base"
+    return "unknown"
+
+
+def list_sources(hub: Hub, recipe: Recipe) -> tuple[list[RepoListing], list[SkipRecord]]:
+    """Every listed repo worth a closer look, and skip records for the ones the listing already rules out."""
+    seen: dict[str, RepoListing] = {}
+    for query in recipe.watch.sources:
+        for listing in hub.list_models(author=query.author, search=query.search, filter_tags=query.filter_tags,
+                                       limit=recipe.watch.max_candidates):
+            seen.setdefault(listing.repo_id, listing)
+    keep, skips = [], []
+    for listing in list(seen.values())[: recipe.watch.max_candidates]:
+        kind = kind_from_listing(listing)
+        if listing.repo_id in recipe.watch.exclude:
+            skips.append(SkipRecord(listing.repo_id, listing.sha, "excluded by the recipe", "discover"))
+        elif kind is not None and kind not in recipe.watch.kinds:
+            skips.append(SkipRecord(listing.repo_id, listing.sha,
+                                    f"{kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}",
+                                    "discover"))
+        else:
+            keep.append(listing)
+    return keep, skips
+
+
+def resolve_target_name(repo_id: str, card_data: dict, card_text: str, recipe: Recipe) -> tuple[str, str]:
+    """The target repo id and the rule that named it, trying the recipe's order (DESIGN §4).
+
+    Raises:
+        Skip: no rule names a target.
+    """
+    name = repo_id.split("/")[-1]
+    for rule in recipe.targets.order:
+        if rule == "map" and repo_id in recipe.targets.map:
+            return recipe.targets.map[repo_id], "recipe map"
+        if rule == "card_metadata":
+            base = card_data.get("base_model")
+            base = base[0] if isinstance(base, list) and base else base
+            if isinstance(base, str) and "/" in base:
+                return base, "card base_model"
+        if rule == "card_text":
+            match = _CARD_TARGET.search(card_text)
+            if match:
+                return match.group(1).rstrip(".,)"), "card text"
+        if rule == "repo_name":
+            if match := _DSPARK_NAME.match(name):
+                parts = match.group("target").split("_")
+                target = "-".join([parts[0].capitalize(), *[p.upper() for p in parts[1:]]])
+                return f"{_namespace_for(target, recipe)}/{target}", "repo name"
+            if (match := _DFLASH_NAME.match(name)) and match.group("target"):
+                target = match.group("target")
+                return f"{_namespace_for(target, recipe)}/{target}", "repo name"
+    raise Skip("cannot tell which target this draft is for: add it to the recipe's targets.map", subject=repo_id,
+               stage="discover")
+
+
+def _namespace_for(target_name: str, recipe: Recipe) -> str:
+    lowered = target_name.lower()
+    for prefix, namespace in recipe.targets.namespace_by_prefix.items():
+        if lowered.startswith(prefix.lower()):
+            return namespace
+    return recipe.targets.default_namespace
+
+
+def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, toolchain: Toolchain) -> Candidate:
+    """Read the draft's config and card, find and cross-check its target, and check sizes: no weights downloaded.
+
+    Raises:
+        Skip: unsupported, broken, gated or oversized source, or a target that does not fit.
+    """
+    repo, revision = listing.repo_id, listing.sha
+    if revision is None:
+        revision = hub.repo_files(repo).sha
+    config_bytes = hub.read_file(repo, "config.json", revision)
+    if config_bytes is None:
+        raise Skip("no config.json in the repo", subject=repo, stage="discover")
+    draft = classify_draft(parse_config_text(config_bytes, subject=repo), subject=repo)
+    if draft.kind not in recipe.watch.kinds:
+        raise Skip(f"{draft.kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}", subject=repo,
+                   stage="discover")
+    draft_format = require_exportable(draft, toolchain, subject=repo)
+    card_data, card_text = split_card((hub.read_file(repo, "README.md", revision) or b"").decode("utf-8", "replace"))
+    target_repo, how = resolve_target_name(repo, card_data, card_text, recipe)
+
+    draft_files = hub.repo_files(repo, revision)
+    _check_file_names(repo, draft_files.sizes)
+    target_files = hub.repo_files(target_repo)
+    _check_file_names(target_repo, target_files.sizes)
+    target_bytes = hub.read_file(target_repo, "config.json", target_files.sha)
+    if target_bytes is None:
+        raise Skip(f"target {target_repo} has no config.json", subject=repo, stage="discover")
+    target = read_target(parse_config_text(target_bytes, subject=target_repo), subject=target_repo)
+    cross_check(draft, target, subject=repo, target_name=target_repo)
+    weight_bytes = sum(size for name, size in {**draft_files.sizes, **{f"t/{k}": v for k, v in
+                                                                         target_files.sizes.items()}}.items()
+                       if name.endswith(".safetensors"))
+    if weight_bytes > recipe.watch.max_checkpoint_bytes:
+        raise Skip(f"draft + target weights are {weight_bytes} bytes, over the recipe's max_checkpoint_bytes "
+                   f"{recipe.watch.max_checkpoint_bytes}", subject=repo, stage="discover")
+    return Candidate(repo_id=repo, revision=revision, kind=draft.kind, draft_format=draft_format,
+                     target_repo=target_repo, target_revision=target_files.sha, target_is_vlm=target.is_vlm,
+                     target_how=how, weight_bytes=weight_bytes, draft_card=card_data,
+                     target_card=target_files.card_data)
+
+
+def _check_file_names(repo: str, sizes: dict[str, int]) -> None:
+    """Weights must be safetensors; names must be plain relative paths (a hostile listing is refused)."""
+    for name in sizes:
+        if name.startswith("/") or ".." in name.split("/") or "\\" in name or "\x00" in name:
+            raise Skip(f"repo lists a file with an unsafe path: {name[:80]!r}", subject=repo, stage="discover")
+    if not any(name.endswith(".safetensors") for name in sizes):
+        pickles = sorted(n for n in sizes if n.endswith(PICKLE_SUFFIXES))
+        if pickles:
+            raise Skip(f"weights only in pickle format ({', '.join(pickles[:3])}); the bot loads safetensors only "
+                       "and never unpickles", subject=repo, stage="discover")
+        raise Skip("no *.safetensors weights in the repo", subject=repo, stage="discover")
+
+
+def skip_record(error: BotError, listing: RepoListing) -> SkipRecord:
+    return SkipRecord(listing.repo_id, listing.sha, error.message, error.stage or "discover")

@@ -1,0 +1,271 @@
+"""The one module that talks to the Hub, through `huggingface_hub`.
+
+Raw client objects and exceptions stop here: callers get small records, and Hub errors become `Skip` (gated,
+missing, private: the source is not ours to build) or `Failure` (the Hub misbehaved after bounded retries).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+
+from bot import log
+from bot.errors import Failure, Skip
+
+T = TypeVar("T")
+DEFAULT_ENDPOINT = "https://huggingface.co"
+_RETRY_STATUSES = {429, 500, 502, 503, 504}
+_LISTING_EXPAND = ["sha", "lastModified", "tags", "gated", "private", "config", "cardData"]
+
+
+def _hf():
+    """Import huggingface_hub lazily, after the endpoint settings of this process are final."""
+    import huggingface_hub
+    import huggingface_hub.constants
+    import huggingface_hub.errors
+    import huggingface_hub.utils._http
+
+    return huggingface_hub
+
+
+@dataclass(frozen=True)
+class RepoListing:
+    """A repo as a listing page shows it: enough to classify by architecture and to know its revision."""
+
+    repo_id: str
+    sha: str | None
+    last_modified: str | None
+    tags: tuple[str, ...]
+    gated: bool
+    private: bool
+    architectures: tuple[str, ...]
+    model_type: str | None
+    card_data: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RepoFiles:
+    """A repo at one revision: its commit and file sizes."""
+
+    repo_id: str
+    sha: str
+    sizes: dict[str, int]
+    gated: bool
+    private: bool
+    card_data: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    repo_id: str
+    commit: str | None  # None when nothing changed
+    url: str
+    files: tuple[str, ...]
+
+
+class RequestCounter:
+    """Counts every HTTP request this process sends through huggingface_hub (the report's `hub_requests`)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.by_method: dict[str, int] = {}
+
+    def __call__(self, request: httpx.Request) -> None:
+        self.count += 1
+        self.by_method[request.method] = self.by_method.get(request.method, 0) + 1
+
+
+REQUESTS = RequestCounter()
+
+
+def _counting_client() -> httpx.Client:
+    hf = _hf()
+    return httpx.Client(event_hooks={"request": [hf.utils._http.hf_request_event_hook, REQUESTS]},
+                        follow_redirects=True, timeout=None)
+
+
+class Hub:
+    """A Hub endpoint plus one token (read or write, depending on the stage that holds it)."""
+
+    def __init__(self, endpoint: str | None = None, token: str | None = None, *, max_attempts: int = 5,
+                 backoff_s: float = 0.5):
+        self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+        self.token = token or None
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        hf = _hf()
+        if self.endpoint != DEFAULT_ENDPOINT:
+            # Only huggingface.co speaks Xet; a local or mirror endpoint needs classic LFS uploads.
+            hf.constants.HF_HUB_DISABLE_XET = True
+        self.api = hf.HfApi(endpoint=self.endpoint, token=self.token or False, library_name="dflash-bot")
+        if hf.utils._http._GLOBAL_CLIENT_FACTORY is not _counting_client:
+            hf.set_client_factory(_counting_client)
+
+    # ---- retries and error translation ----
+
+    def call(self, what: str, fn: Callable[[], T], *, subject: str | None = None) -> T:
+        """Run one Hub operation with bounded retries for transient errors; translate the rest.
+
+        Raises:
+            Skip: the repo is gated without access, private, or absent (or the revision is).
+            Failure: the Hub kept failing (5xx, 429, dropped connections) or rejected the request.
+        """
+        hf = _hf()
+        errors = hf.errors
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                return fn()
+            except errors.GatedRepoError:
+                raise Skip("gated repo and the token has not been granted access (request access on the Hub)",
+                           subject=subject, stage=what) from None
+            except errors.RevisionNotFoundError:
+                raise Skip("revision not found", subject=subject, stage=what) from None
+            except errors.EntryNotFoundError:
+                raise Skip("file not found at that revision", subject=subject, stage=what) from None
+            except errors.RepositoryNotFoundError:
+                raise Skip("repo not found, or private and the token cannot see it", subject=subject,
+                           stage=what) from None
+            except errors.HfHubHTTPError as exc:
+                status = exc.response.status_code if exc.response is not None else None
+                if status in _RETRY_STATUSES and attempt < self.max_attempts:
+                    self._wait(attempt, exc.response, what)
+                    continue
+                raise Failure(f"Hub answered {status}: {_short(exc)}", subject=subject, stage=what) from None
+            except (httpx.TransportError, ConnectionError, OSError) as exc:
+                if attempt < self.max_attempts:
+                    self._wait(attempt, None, what)
+                    continue
+                raise Failure(f"Hub unreachable: {_short(exc)}", subject=subject, stage=what) from None
+        raise AssertionError("unreachable")
+
+    def _wait(self, attempt: int, response: httpx.Response | None, what: str) -> None:
+        delay = self.backoff_s * 2 ** (attempt - 1)
+        retry_after = response.headers.get("Retry-After") if response is not None else None
+        if retry_after and retry_after.isdigit():
+            delay = max(delay, min(float(retry_after), 60.0))
+        log.get().debug("retrying %s in %.1fs (attempt %d)", what, delay, attempt)
+        time.sleep(delay)
+
+    # ---- reads ----
+
+    def list_models(self, *, author: str | None, search: str | None, filter_tags: Iterable[str],
+                    limit: int) -> list[RepoListing]:
+        """One filtered listing, newest first (a page is one request; the client follows `Link` pages)."""
+        def fetch() -> list[RepoListing]:
+            results = self.api.list_models(author=author, search=search, filter=list(filter_tags) or None,
+                                           sort="lastModified", limit=limit, expand=_LISTING_EXPAND)
+            return [_listing(info) for info in results]
+
+        return self.call("list", fetch, subject=f"listing author={author} search={search}")
+
+    def repo_files(self, repo_id: str, revision: str | None = None) -> RepoFiles:
+        def fetch() -> RepoFiles:
+            info = self.api.model_info(repo_id, revision=revision, files_metadata=True)
+            sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+            return RepoFiles(repo_id=repo_id, sha=info.sha, sizes=sizes, gated=bool(info.gated),
+                             private=bool(info.private), card_data=_card_dict(info))
+
+        return self.call("info", fetch, subject=repo_id)
+
+    def read_file(self, repo_id: str, filename: str, revision: str | None = None, *,
+                  max_bytes: int = 4 * 1024 * 1024) -> bytes | None:
+        """One small file in one GET (no HEAD round trip), or None when the repo or file does not exist."""
+        hf = _hf()
+
+        def fetch() -> bytes | None:
+            url = hf.hf_hub_url(repo_id, filename, revision=revision, endpoint=self.endpoint)
+            headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
+            with hf.utils.get_session().stream("GET", url, headers=headers, follow_redirects=True,
+                                               timeout=30) as response:
+                if response.status_code == 404 and response.headers.get("X-Error-Code") in (
+                        "EntryNotFound", "RepoNotFound", None):
+                    return None
+                hf.utils.hf_raise_for_status(response)
+                declared = int(response.headers.get("Content-Length") or 0)
+                if declared > max_bytes:
+                    raise Skip(f"{filename} is {declared} bytes, over the {max_bytes}-byte limit",
+                               subject=repo_id, stage="read")
+                body = b""
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > max_bytes:
+                        raise Skip(f"{filename} is over the {max_bytes}-byte limit", subject=repo_id, stage="read")
+                return body
+
+        return self.call("read", fetch, subject=repo_id)
+
+    def download(self, repo_id: str, revision: str, dest: Path, allow_patterns: Iterable[str]) -> Path:
+        """Download the allowed files of one revision into a plain folder (no cache symlinks)."""
+        def fetch() -> Path:
+            return Path(self.api.snapshot_download(repo_id, revision=revision, local_dir=dest,
+                                                   allow_patterns=list(allow_patterns)))
+
+        return self.call("download", fetch, subject=repo_id)
+
+    # ---- writes (publish stage only) ----
+
+    def publish_folder(self, repo_id: str, folder: Path, *, message: str, private: bool,
+                       delete_stale: bool = True, only: Iterable[str] | None = None) -> CommitResult:
+        """Create the repo if needed and commit the folder in ONE commit, guarded by `parent_commit`.
+
+        Unchanged files are skipped by the client (their oids match), stale files are deleted in the same
+        commit, and a concurrent writer makes the commit fail with 412 instead of interleaving.
+        """
+        hf = _hf()
+        self.call("create repo", lambda: self.api.create_repo(repo_id, private=private, exist_ok=True),
+                  subject=repo_id)
+        head = self.repo_files(repo_id)
+        names = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+        if only is not None:
+            names = [n for n in names if n in set(only)]
+        operations: list = [hf.CommitOperationAdd(path_in_repo=n, path_or_fileobj=str(folder / n)) for n in names]
+        if delete_stale and only is None:
+            keep = set(names) | {".gitattributes"}
+            operations += [hf.CommitOperationDelete(path_in_repo=n) for n in sorted(head.sizes) if n not in keep]
+
+        def commit() -> CommitResult:
+            info = self.api.create_commit(repo_id, operations, commit_message=message, parent_commit=head.sha)
+            changed = info.oid != head.sha
+            return CommitResult(repo_id=repo_id, commit=info.oid if changed else None,
+                                url=f"{self.endpoint}/{repo_id}", files=tuple(names))
+
+        return self.call("commit", commit, subject=repo_id)
+
+    def tag(self, repo_id: str, tag: str, revision: str | None = None) -> None:
+        self.call("tag", lambda: self.api.create_tag(repo_id, tag=tag, revision=revision, exist_ok=True),
+                  subject=repo_id)
+
+
+def is_precondition_failed(error: Failure) -> bool:
+    """True when a commit lost the `parent_commit` race to another writer."""
+    return "answered 412" in error.message
+
+
+def _listing(info) -> RepoListing:
+    config = info.config if isinstance(getattr(info, "config", None), dict) else {}
+    architectures = config.get("architectures") or []
+    return RepoListing(
+        repo_id=info.id, sha=info.sha, last_modified=str(info.last_modified) if info.last_modified else None,
+        tags=tuple(info.tags or ()), gated=bool(info.gated), private=bool(info.private),
+        architectures=tuple(str(a) for a in architectures if isinstance(a, str)),
+        model_type=config.get("model_type") if isinstance(config.get("model_type"), str) else None,
+        card_data=_card_dict(info),
+    )
+
+
+def _card_dict(info) -> dict:
+    card = getattr(info, "card_data", None) or getattr(info, "cardData", None)
+    if card is None:
+        return {}
+    return card.to_dict() if hasattr(card, "to_dict") else dict(card)
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text[:limit]
