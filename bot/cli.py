@@ -82,12 +82,78 @@ def hub_serve(
     faults: Annotated[Optional[Path], typer.Option(help="JSON file of fault rules", exists=True)] = None,
 ) -> None:
     """Serve a Hub-compatible API on loopback until interrupted."""
-    from bot.hubserver import serve
+    from bot.hubserver import load_rules, serve
 
     if not token:
         typer.echo("error: --token (or HUB_TOKEN) is required", err=True)
         raise typer.Exit(2)
-    serve(port=port, data_dir=data, user=user, token=token, faults=faults)
+    serve(port=port, data_dir=data, user=user, token=token, faults=load_rules(faults) if faults else ())
+
+
+def _hubs(endpoint: str | None) -> tuple:
+    """(reader, writer): HF_READ_TOKEN for discovery and downloads when set, HF_TOKEN for publishing."""
+    import os
+
+    from bot.hub import Hub
+
+    write_token = os.environ.get("HF_TOKEN")
+    read_token = os.environ.get("HF_READ_TOKEN") or write_token
+    return Hub(endpoint, read_token), Hub(endpoint, write_token)
+
+
+EndpointOption = Annotated[Optional[str], typer.Option(help="Hub endpoint (default: HF_ENDPOINT or huggingface.co)")]
+
+
+@app.command("run")
+def run_command(
+    recipe: RecipeOption = None,
+    only: Annotated[Optional[str], typer.Option(help="build only this source repo id")] = None,
+    force: Annotated[bool, typer.Option(help="rebuild even when the published build is current")] = False,
+    dry_run: Annotated[bool, typer.Option(help="print the plan and change nothing")] = False,
+    report: Annotated[Optional[Path], typer.Option(help="write the run report as JSON here")] = None,
+    endpoint: EndpointOption = None,
+    work: Annotated[Optional[Path], typer.Option(help="parent folder for scratch space", file_okay=False)] = None,
+) -> None:
+    """The scheduled job: discover, plan, build, publish, report."""
+    from bot.pipeline import RunOptions, run
+    from bot.recipe import load_recipe
+
+    try:
+        loaded = load_recipe(recipe)
+    except BotError as error:
+        _fail(error)
+    reader, writer = _hubs(endpoint)
+    result = run(loaded, reader, writer, RunOptions(only=only, force=force, dry_run=dry_run, work=work))
+    result.print_table()
+    if report:
+        result.write(report)
+    raise typer.Exit(result.exit_code)
+
+
+@app.command("publish")
+def publish_command(
+    bundle: Annotated[Path, typer.Option(help="bundle folder written by build", exists=True, file_okay=False)],
+    recipe: RecipeOption = None,
+    endpoint: EndpointOption = None,
+) -> None:
+    """Publish one bundle (re-checking the Hub first, so a stale bundle never overwrites newer work)."""
+    from bot.publish import publish_bundle
+    from bot.recipe import load_recipe
+
+    _, writer = _hubs(endpoint)
+    try:
+        result = publish_bundle(writer, bundle.resolve(), load_recipe(recipe))
+    except BotError as error:
+        _fail(error)
+    typer.echo(f"{result.status}: {result.draft_repo}, {result.target_repo}")
+
+
+@app.command()
+def demo() -> None:
+    """Start a local Hub with generated checkpoints, run the job twice, print the report and the card."""
+    from bot.demo import run_demo
+
+    raise typer.Exit(run_demo())
 
 
 def main() -> int:

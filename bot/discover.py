@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from bot.checkpoints import (
     DSPARK_ARCHITECTURES,
+    DraftSpec,
     PICKLE_SUFFIXES,
     classify_draft,
     cross_check,
@@ -72,8 +73,12 @@ def kind_from_listing(listing: RepoListing) -> str | None:
     return "unknown"
 
 
-def list_sources(hub: Hub, recipe: Recipe) -> tuple[list[RepoListing], list[SkipRecord]]:
-    """Every listed repo worth a closer look, and skip records for the ones the listing already rules out."""
+def list_sources(hub: Hub, recipe: Recipe, toolchain: Toolchain) -> tuple[list[RepoListing], list[SkipRecord]]:
+    """Every listed repo worth a closer look, and skip records for the ones the listing already rules out.
+
+    A kind the installed exporter cannot handle at all is ruled out here, from the listing's architecture,
+    without a request of its own; the next run with a more capable toolchain picks it up.
+    """
     seen: dict[str, RepoListing] = {}
     for query in recipe.watch.sources:
         for listing in hub.list_models(author=query.author, search=query.search, filter_tags=query.filter_tags,
@@ -88,9 +93,21 @@ def list_sources(hub: Hub, recipe: Recipe) -> tuple[list[RepoListing], list[Skip
             skips.append(SkipRecord(listing.repo_id, listing.sha,
                                     f"{kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}",
                                     "discover"))
+        elif kind is not None and kind != "dflash" and (reason := _unexportable(kind, listing, toolchain)):
+            skips.append(SkipRecord(listing.repo_id, listing.sha, reason, "discover"))
         else:
             keep.append(listing)
     return keep, skips
+
+
+def _unexportable(kind: str, listing: RepoListing, toolchain: Toolchain) -> str | None:
+    spec = DraftSpec(kind=kind, architecture=listing.architectures[0], model_type=listing.model_type or "",
+                     hidden_size=None, mask_token_id=None, target_layer_ids=())
+    try:
+        require_exportable(spec, toolchain, subject=listing.repo_id)
+    except Skip as skip:
+        return skip.message
+    return None
 
 
 def resolve_target_name(repo_id: str, card_data: dict, card_text: str, recipe: Recipe) -> tuple[str, str]:

@@ -39,7 +39,7 @@ def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport
     """Discover and plan: decisions for every listed source, and resolved candidates for those to build."""
     toolchain = detect()
     with log.group("discover"):
-        listings, skips = discover.list_sources(reader, recipe)
+        listings, skips = discover.list_sources(reader, recipe, toolchain)
         if options.only:
             skips = [s for s in skips if s.repo_id == options.only]
             listings = [l for l in listings if l.repo_id == options.only]
