@@ -17,16 +17,16 @@ DRAFT_TEMPLATE = "draft_card.md.j2"
 TARGET_TEMPLATE = "target_card.md.j2"
 
 
-def template_fingerprint(folder: Path = TEMPLATES) -> str:
+def template_fingerprint(folder: Path | None = None) -> str:
     """Hash of every card template: a change re-renders published cards without a rebuild."""
     digest = hashlib.sha256()
-    for path in sorted(folder.glob("*.j2")):
+    for path in sorted((folder or TEMPLATES).glob("*.j2")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def _environment(folder: Path) -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(folder), undefined=jinja2.StrictUndefined,
+def _environment(folder: Path | None) -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(folder or TEMPLATES), undefined=jinja2.StrictUndefined,
                               keep_trailing_newline=True, autoescape=False)
 
 
@@ -39,7 +39,7 @@ def _metadata(*, base_model: str, license_: str | None, license_link: str | None
     return data.to_yaml()
 
 
-def render_draft_card(provenance: dict, *, draft_repo: str, target_repo: str, folder: Path = TEMPLATES) -> str:
+def render_draft_card(provenance: dict, *, draft_repo: str, target_repo: str, folder: Path | None = None) -> str:
     """The draft repo's README.md from its provenance."""
     source = provenance["source"]
     family = "dspark" if provenance["draft"]["kind"] == "dspark" else "dflash"
@@ -50,7 +50,7 @@ def render_draft_card(provenance: dict, *, draft_repo: str, target_repo: str, fo
         metadata=metadata, p=provenance, draft_repo=draft_repo, target_repo=target_repo, family=family)
 
 
-def render_target_card(provenance: dict, *, target_repo: str, drafts: list[dict], folder: Path = TEMPLATES) -> str:
+def render_target_card(provenance: dict, *, target_repo: str, drafts: list[dict], folder: Path | None = None) -> str:
     """The target repo's README.md; `drafts` lists the draft repos validated against it, with their figures."""
     target = provenance["target"]
     metadata = _metadata(base_model=target["repo"] or "local", license_=target.get("license"),

@@ -101,6 +101,8 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions) ->
     groups: dict[tuple[str, str], list[discover.Candidate]] = defaultdict(list)
     for candidate in candidates:
         groups[(candidate.target_repo, candidate.target_revision)].append(candidate)
+    if options.work is not None:
+        options.work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-run-", dir=options.work))
     try:
         for (target_repo, target_revision), members in groups.items():

@@ -1,0 +1,228 @@
+"""The write path of `create_commit`, in the client's order: validate-yaml, preupload, LFS batch, upload, verify,
+commit.
+
+LFS uploads go to `PUT /_lfs/upload/{oid}` without credentials, as the Hub's presigned storage URLs do; only
+objects a writer announced through the batch endpoint are accepted, and only with exactly that sha256 and size.
+The commit itself is all-or-nothing (see `HubStore.commit`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from . import errors
+from .gitobjects import LFS_SIZE_THRESHOLD, check_repo_path, lfs_patterns, looks_binary, needs_lfs
+from .metadata import CardError, parse_front_matter
+from .protocol import GIT_PREFIX, REPO, SEG, Request, Response, RouteTable
+from .storage import AddFile, CommitOp, DeleteFile, DeleteFolder, FileEntry
+from .views import repo_url
+
+if TYPE_CHECKING:
+    from .app import HubApp
+
+routes = RouteTable()
+
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_LFS_JSON = {"Content-Type": "application/vnd.git-lfs+json"}
+_NO_PULL_REQUESTS = "Pull requests are not supported by the local hub"
+
+
+@routes.route("POST", "/api/validate-yaml")
+def validate_yaml(hub: HubApp, req: Request) -> Response:
+    """400 with `errors` makes the client raise ValueError before it uploads anything."""
+    content = req.json_object().get("content")
+    if not isinstance(content, str):
+        raise errors.bad_request("Missing `content`")
+    try:
+        metadata = parse_front_matter(content)
+    except CardError as exc:
+        return Response.json({"error": str(exc), "errors": [{"message": str(exc)}], "warnings": []}, status=400)
+    warnings = [] if metadata else [{"message": "Empty or missing yaml metadata in repo card"}]
+    return Response.json({"errors": [], "warnings": warnings})
+
+
+@routes.route("POST", rf"/api/{REPO}/preupload/{SEG}")
+def preupload(hub: HubApp, req: Request) -> Response:
+    """Upload mode per file, and the remote `oid` of files already at that path so unchanged ones are skipped."""
+    kind, namespace, name, branch = req.params
+    repo = hub.writable_repo(req, kind[:-1], f"{namespace}/{name}")
+    if req.flag("create_pr"):
+        raise errors.bad_request(_NO_PULL_REQUESTS)
+    if branch not in repo.branches:
+        raise errors.revision_not_found(branch)
+    head = hub.store.get_commit(repo, repo.branches[branch])
+    attributes = head.files.get(".gitattributes")
+    patterns = lfs_patterns(hub.store.read_blob(attributes.sha256).decode(errors="replace")) if attributes else []
+    answers = []
+    for item in req.json_object().get("files") or []:
+        path, size = item.get("path"), item.get("size")
+        if not isinstance(path, str) or not isinstance(size, int):
+            raise errors.bad_request("Each file needs `path` and `size`")
+        try:
+            sample = base64.b64decode(item.get("sample") or "")
+        except (binascii.Error, ValueError):
+            raise errors.bad_request(f"Invalid base64 sample for {path}") from None
+        existing = head.files.get(path)
+        answers.append(
+            {
+                "path": path,
+                "uploadMode": "lfs" if needs_lfs(path, size, sample, patterns) else "regular",
+                "shouldIgnore": False,
+                "oid": existing.etag if existing else None,
+            }
+        )
+    return Response.json({"files": answers, "commitOid": head.id})
+
+
+@routes.route("POST", rf"/{GIT_PREFIX}{SEG}/([^/]+?)\.git/info/lfs/objects/batch")
+def lfs_batch(hub: HubApp, req: Request) -> Response:
+    """Objects already stored come back without `actions`, so the client does not send them again."""
+    prefix, namespace, name = req.params
+    repo = hub.writable_repo(req, prefix[:-1] if prefix else "model", f"{namespace}/{name}")
+    body = req.json_object()
+    if body.get("operation") != "upload":
+        raise errors.bad_request("Only the LFS `upload` operation is supported; download through /resolve/")
+    verify_href = f"{repo_url(req.base_url, repo.repo_type, repo.repo_id)}.git/info/lfs/objects/verify"
+    objects = []
+    for item in body.get("objects") or []:
+        oid, size = item.get("oid"), item.get("size")
+        if not isinstance(oid, str) or not _SHA256_RE.match(oid) or not isinstance(size, int) or size < 0:
+            objects.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
+                            "error": {"code": 422, "message": "Invalid oid or size"}})  # fmt: skip
+            continue
+        if hub.store.has_blob(oid, size):
+            objects.append({"oid": oid, "size": size})
+            continue
+        hub.expect_upload(oid, size)
+        objects.append(
+            {
+                "oid": oid,
+                "size": size,
+                "authenticated": True,
+                "actions": {
+                    "upload": {"href": f"{req.base_url}/_lfs/upload/{oid}", "expires_in": 3600},
+                    "verify": {"href": verify_href, "expires_in": 3600},
+                },
+            }
+        )
+    return Response.json({"transfer": "basic", "objects": objects, "hash_algo": "sha256"}, headers=_LFS_JSON)
+
+
+@routes.route("PUT", f"/_lfs/upload/{SEG}")
+def lfs_upload(hub: HubApp, req: Request) -> Response:
+    (oid,) = req.params
+    size = hub.expected_upload(oid)
+    if size is None:
+        raise errors.HubError(403, f"No upload of {oid} was announced through the LFS batch endpoint")
+    if not hub.store.has_blob(oid, size):
+        hub.store.put_stream(req.body.chunks(), oid, size)
+    hub.upload_received(oid)
+    return Response(headers={"ETag": f'"{oid}"'})
+
+
+@routes.route("POST", rf"/{GIT_PREFIX}{SEG}/([^/]+?)\.git/info/lfs/objects/verify")
+def lfs_verify(hub: HubApp, req: Request) -> Response:
+    prefix, namespace, name = req.params
+    hub.writable_repo(req, prefix[:-1] if prefix else "model", f"{namespace}/{name}")
+    body = req.json_object()
+    oid, size = body.get("oid"), body.get("size")
+    if not isinstance(oid, str) or not _SHA256_RE.match(oid) or not hub.store.has_blob(oid, size):
+        raise errors.HubError(404, f"Object {oid} with size {size} not found")
+    return Response.json({"message": "Object verified"}, headers=_LFS_JSON)
+
+
+@routes.route("POST", rf"/api/{REPO}/commit/{SEG}")
+def commit(hub: HubApp, req: Request) -> Response:
+    """Apply an NDJSON commit: a `header` line, then `file`, `lfsFile`, `deletedFile` and `deletedFolder` lines."""
+    kind, namespace, name, branch = req.params
+    repo = hub.writable_repo(req, kind[:-1], f"{namespace}/{name}")
+    if req.flag("create_pr"):
+        raise errors.bad_request(_NO_PULL_REQUESTS)
+    lines = _ndjson(req.body.read())
+    if not lines or lines[0].get("key") != "header":
+        raise errors.bad_request("The commit payload must start with a `header` line")
+    header = lines[0].get("value") or {}
+    title = header.get("summary")
+    if not isinstance(title, str) or not title.strip():
+        raise errors.bad_request("The commit needs a summary")
+    ops = [_operation(hub, line) for line in lines[1:]]
+    assert req.caller.user is not None  # writable_repo refused anonymous callers
+    new = hub.store.commit(
+        repo,
+        branch,
+        ops,
+        title=title,
+        message=header.get("description") or "",
+        author=req.caller.user,
+        parent=header.get("parentCommit"),
+    )
+    return Response.json(
+        {
+            "success": True,
+            "commitOid": new.id,
+            "commitUrl": f"{repo_url(req.base_url, repo.repo_type, repo.repo_id)}/commit/{new.id}",
+            "pullRequestUrl": None,
+        }
+    )
+
+
+def _ndjson(data: bytes) -> list[dict[str, Any]]:
+    lines = []
+    for number, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            raise errors.bad_request(f"Line {number} of the commit payload is not JSON") from None
+        if not isinstance(line, dict):
+            raise errors.bad_request(f"Line {number} of the commit payload is not an object")
+        lines.append(line)
+    return lines
+
+
+def _operation(hub: HubApp, line: dict[str, Any]) -> CommitOp:
+    """One payload line as a store operation; file contents are stored first (content-addressed, so harmless
+    if the commit is then refused)."""
+    key, value = line.get("key"), line.get("value") or {}
+    path = value.get("path")
+    if not isinstance(path, str):
+        raise errors.bad_request(f"`{key}` line without a path")
+    if problem := check_repo_path(path.strip("/") if key == "deletedFolder" else path):
+        raise errors.bad_request(problem)
+    if key == "file":
+        data = _decode_content(value, path)
+        if len(data) >= LFS_SIZE_THRESHOLD or looks_binary(data):
+            raise errors.bad_request(f"{path} is binary or larger than 10 MB: upload it through LFS")
+        hub.store.put_bytes(data)
+        return AddFile(path, FileEntry.regular(data))
+    if key == "lfsFile":
+        oid, size = value.get("oid"), value.get("size")
+        if value.get("algo", "sha256") != "sha256" or not isinstance(oid, str) or not _SHA256_RE.match(oid):
+            raise errors.bad_request(f"Invalid LFS oid for {path}")
+        if size is None and hub.store.has_blob(oid):  # copies of LFS files come without a size
+            size = hub.store.blob_path(oid).stat().st_size
+        if not isinstance(size, int) or not hub.store.has_blob(oid, size):
+            raise errors.bad_request(f"The LFS object {oid} for {path} was never uploaded")
+        return AddFile(path, FileEntry.lfs_object(oid, size))
+    if key == "deletedFile":
+        return DeleteFile(path)
+    if key == "deletedFolder":
+        return DeleteFolder(path.strip("/"))
+    raise errors.bad_request(f"Unknown commit operation {key!r}")
+
+
+def _decode_content(value: dict[str, Any], path: str) -> bytes:
+    content = value.get("content")
+    if not isinstance(content, str):
+        raise errors.bad_request(f"`file` line for {path} without content")
+    if value.get("encoding") == "base64":
+        try:
+            return base64.b64decode(content, validate=True)
+        except (binascii.Error, ValueError):
+            raise errors.bad_request(f"Invalid base64 content for {path}") from None
+    return content.encode()

@@ -1,0 +1,66 @@
+"""Shared, session-scoped fixtures: tiny checkpoints, real builds and a real local Hub, each made once.
+
+The client settings a local Hub needs are set before anything imports huggingface_hub.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="dflash-bot-tests-hf-"))
+for _secret in ("HF_TOKEN", "HF_READ_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+    os.environ.pop(_secret, None)
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from bot.recipe import Recipe, load_recipe  # noqa: E402
+
+
+def fast_recipe(**validation) -> Recipe:
+    """The default recipe with a shorter sweep, so each build stays a few seconds."""
+    recipe = load_recipe()
+    settings = {"num_assistant_tokens": [3, 7], "repeats": 1, **validation}
+    return recipe.model_copy(update={"validation": recipe.validation.model_copy(update=settings)})
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """tiny(kind) -> TinyPair, generated once per kind per session."""
+    from bot.tiny import make_tiny
+
+    made = {}
+
+    def get(kind: str):
+        if kind not in made:
+            made[kind] = make_tiny(kind, tmp_path_factory.mktemp(f"tiny-{kind}"))
+        return made[kind]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def built(tiny, tmp_path_factory):
+    """built(kind) -> (Bundle or None, BotError or None), from one real build per kind."""
+    from bot.build import SourceRef, build_group
+
+    results = {}
+
+    def get(kind: str):
+        if kind not in results:
+            pair = tiny(kind)
+            out = tmp_path_factory.mktemp(f"bundle-{kind}") / "bundle"
+            (outcome,) = build_group(SourceRef(pair.target), [(SourceRef(pair.draft), out)], fast_recipe())
+            results[kind] = outcome
+        return results[kind]
+
+    return get
+
+
+@pytest.fixture()
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent

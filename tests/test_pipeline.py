@@ -1,0 +1,177 @@
+"""The scheduled job against the project's local Hub over real HTTP: publish, idempotence, rebuilds, skips.
+
+One seeded hub and one first run are shared by the module; the tests that change the hub's state run last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from bot import card, demo
+from bot.hub import Hub
+from bot.pipeline import RunOptions, run
+from bot.plan import draft_output_repo, target_output_repo
+from tests.conftest import fast_recipe
+
+TOKEN = "hf_test_write_token"
+READER = "hf_test_reader_token"
+GATED_REPO = "z-lab/Qwen3-Tiny-DFlash-gated"
+PRIVATE_REPO = "z-lab/Qwen3-Tiny-DFlash-private"
+RECIPE = fast_recipe()
+DRAFT_OUT = draft_output_repo(RECIPE, demo.DRAFT_REPO)
+TARGET_OUT = target_output_repo(RECIPE, demo.TARGET_REPO)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    from huggingface_hub import HfApi
+
+    from bot.hubserver import LocalHub
+
+    root = tmp_path_factory.mktemp("hub")
+    with LocalHub(root / "data", user="maintainer", token=TOKEN) as server:
+        demo.seed(server.url, TOKEN, root / "seed")
+        api = HfApi(endpoint=server.url, token=TOKEN)
+        for repo, private in ((GATED_REPO, False), (PRIVATE_REPO, True)):
+            api.create_repo(repo, private=private)
+            api.upload_folder(repo_id=repo, folder_path=root / "seed" / "dflash" / "draft")
+        api.update_repo_settings(GATED_REPO, gated="auto")
+        server.add_token(READER, "reader")
+        yield server
+
+
+@pytest.fixture(scope="module")
+def first_run(hub, tmp_path_factory):
+    return run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path_factory.mktemp("w")))
+
+
+def _outcomes(report) -> dict:
+    return {o.source: o for o in report.outcomes}
+
+
+def test_full_run_publishes_draft_and_target_with_card_and_provenance(hub, first_run):
+    outcomes = _outcomes(first_run)
+    assert outcomes[demo.DRAFT_REPO].status == "published", outcomes[demo.DRAFT_REPO]
+    assert outcomes[demo.DRAFT_REPO].repos == [DRAFT_OUT, TARGET_OUT]
+    assert first_run.exit_code == 0
+    api = Hub(hub.url).api
+    draft_files = set(api.list_repo_files(DRAFT_OUT))
+    assert {"openvino_model.xml", "openvino_model.bin", "config.json", "README.md",
+            "openvino_export.json"} <= draft_files
+    assert not any(name.endswith(".py") for name in draft_files)
+    target_files = set(api.list_repo_files(TARGET_OUT))
+    assert {"openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml", "openvino_detokenizer.xml",
+            "chat_template.jinja", "README.md", "openvino_export.json"} <= target_files
+
+    info = api.model_info(DRAFT_OUT)
+    card_data = info.card_data.to_dict()
+    assert card_data["base_model"] == demo.DRAFT_REPO
+    assert card_data["base_model_relation"] == "quantized"
+    assert card_data["license"] == "mit"
+    assert card_data["library_name"] == "openvino"
+    assert {"openvino", "nncf", "int4", "dflash", "speculative-decoding"} <= set(card_data["tags"])
+    provenance = json.loads(Hub(hub.url).read_file(DRAFT_OUT, "openvino_export.json"))
+    source_sha = api.model_info(demo.DRAFT_REPO).sha
+    assert provenance["source"] == {"repo": demo.DRAFT_REPO, "revision": source_sha, "license": "mit",
+                                    "license_link": None}
+    assert provenance["target"]["repo"] == demo.TARGET_REPO
+    assert provenance["status"] == "validated" and provenance["validation"]["lossless"]
+    tags = [t.name for t in api.list_repo_refs(DRAFT_OUT).tags]
+    assert f"src-{source_sha[:7]}" in tags
+    target_card = api.model_info(TARGET_OUT).card_data.to_dict()
+    assert target_card["base_model"] == demo.TARGET_REPO and target_card["license"] == "apache-2.0"
+
+
+def test_broken_unsupported_and_gated_sources_are_skipped_with_reasons(first_run):
+    outcomes = _outcomes(first_run)
+    assert outcomes[demo.BROKEN_REPO].status == "skipped"
+    assert "target_layer_ids [1, 9] reach beyond" in outcomes[demo.BROKEN_REPO].reason
+    assert outcomes[demo.DSPARK_REPO].status == "skipped"
+    assert "dflash-per-row" in outcomes[demo.DSPARK_REPO].reason
+    assert outcomes[GATED_REPO].status == "skipped"
+    assert "gated repo" in outcomes[GATED_REPO].reason
+    assert PRIVATE_REPO not in outcomes  # invisible to the reader's token
+
+
+def test_private_source_without_access_is_skipped_when_dispatched(hub, tmp_path):
+    report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(only=PRIVATE_REPO, work=tmp_path))
+    (outcome,) = report.outcomes
+    assert outcome.status == "skipped" and "private" in outcome.reason
+    assert report.exit_code == 0
+
+
+def test_second_run_makes_no_commit_and_downloads_no_weights(hub, first_run, tmp_path):
+    hub.clear_requests()
+    report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path))
+    assert report.commits == []
+    assert _outcomes(report)[demo.DRAFT_REPO].status == "up-to-date"
+    paths = [r["path"] for r in hub.requests()]
+    assert not [p for p in paths if re.search(r"\.(safetensors|bin)$", p)]
+    assert not [r for r in hub.requests() if r["method"] in ("POST", "PUT") and "/commit/" in r["path"]]
+    assert report.hub_requests == len(hub.requests())
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(hub, first_run, tmp_path):
+    hub.clear_requests()
+    report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN),
+                 RunOptions(force=True, dry_run=True, work=tmp_path))
+    planned = _outcomes(report)[demo.DRAFT_REPO]
+    assert planned.status == "planned" and "forced" in planned.reason
+    assert not [r for r in hub.requests() if r["method"] in ("POST", "PUT", "DELETE")]
+
+
+def test_published_usage_snippet_runs_and_matches_plain_greedy(hub, first_run, tmp_path):
+    readme = Hub(hub.url).read_file(DRAFT_OUT, "README.md").decode()
+    snippet = re.search(r"```python\n(.*?)```", readme.split("## Usage", 1)[1], re.S).group(1)
+    assert "draft_model" in snippet and DRAFT_OUT in snippet and TARGET_OUT in snippet
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_XET": "1", "HF_HOME": str(tmp_path / "hf")}
+    spec = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, env=env, timeout=300)
+    assert spec.returncode == 0, spec.stderr[-2000:]
+    plain_code = snippet.split("scheduler = ")[0].split("# DFlash")[0] + (
+        "\nprint(ov_genai.LLMPipeline(target_dir, 'CPU').generate('What is speculative decoding?', "
+        "max_new_tokens=64))\n")
+    plain = subprocess.run([sys.executable, "-c", plain_code], capture_output=True, text=True, env=env, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert spec.stdout.strip() and spec.stdout == plain.stdout
+
+
+def test_card_template_change_alone_re_renders_only_the_card(hub, first_run, tmp_path, monkeypatch):
+    templates = tmp_path / "templates"
+    shutil.copytree(card.TEMPLATES, templates)
+    draft_template = templates / card.DRAFT_TEMPLATE
+    draft_template.write_text(draft_template.read_text().replace("## Usage", "## Usage (updated)"))
+    monkeypatch.setattr(card, "TEMPLATES", templates)
+    api = Hub(hub.url).api
+    before = {f.path: f for f in api.list_repo_tree(DRAFT_OUT, recursive=True)}
+    hub.clear_requests()
+    report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path / "w"))
+    assert _outcomes(report)[demo.DRAFT_REPO].status == "published"
+    assert not [r for r in hub.requests() if "lfs" in r["path"] or r["path"].endswith(".safetensors")]
+    after = {f.path: f for f in api.list_repo_tree(DRAFT_OUT, recursive=True)}
+    changed = sorted(p for p in after if getattr(after[p], "blob_id", None) != getattr(before.get(p), "blob_id", 0))
+    assert changed == ["README.md", "openvino_export.json"]
+    assert "## Usage (updated)" in Hub(hub.url).read_file(DRAFT_OUT, "README.md").decode()
+    again = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path / "w2"))
+    assert again.commits == []
+
+
+def test_new_source_commit_triggers_exactly_one_rebuild(hub, first_run, tmp_path):
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    readme = Hub(hub.url).read_file(demo.DRAFT_REPO, "README.md").decode() + "\nUpdated training notes.\n"
+    new_sha = api.upload_file(path_or_fileobj=readme.encode(), path_in_repo="README.md", repo_id=demo.DRAFT_REPO).oid
+    report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path))
+    published = [o for o in report.outcomes if o.status == "published"]
+    assert [o.source for o in published] == [demo.DRAFT_REPO]
+    assert "source changed" in " ".join(o.reason for o in report.outcomes) or published[0].revision == new_sha
+    provenance = json.loads(Hub(hub.url).read_file(DRAFT_OUT, "openvino_export.json"))
+    assert provenance["source"]["revision"] == new_sha
+    assert f"src-{new_sha[:7]}" in [t.name for t in api.list_repo_refs(DRAFT_OUT).tags]

@@ -1,0 +1,46 @@
+"""Every recipe in workflows/ loads; bad keys are named with a suggestion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.errors import RecipeError
+from bot.recipe import load_recipe
+
+WORKFLOWS = sorted((Path(__file__).resolve().parent.parent / "workflows").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_recipe_loads(path):
+    recipe = load_recipe(path)
+    assert recipe.validation.min_accept_length >= 1.0
+    assert len(recipe.validation.prompts) >= 3
+    assert len(recipe.fingerprint()) == 16
+
+
+def test_unknown_key_is_named_with_a_suggestion(tmp_path):
+    text = (WORKFLOWS[0]).read_text().replace("min_accept_length:", "min_accept_lenght:")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(bad)
+    assert "unknown key 'validation.min_accept_lenght'" in caught.value.message
+    assert "did you mean 'min_accept_length'" in caught.value.message
+
+
+def test_invalid_value_is_named(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(WORKFLOWS[0].read_text().replace("num_assistant_tokens: [3, 7, 15]",
+                                                    "num_assistant_tokens: [0, 7]"))
+    with pytest.raises(RecipeError, match="num_assistant_tokens"):
+        load_recipe(bad)
+
+
+def test_fingerprint_follows_export_and_validation_settings():
+    recipe = load_recipe()
+    changed = recipe.model_copy(update={"export": recipe.export.model_copy(update={"group_size": 64})})
+    assert changed.fingerprint() != recipe.fingerprint()
+    timeout_only = recipe.model_copy(update={"export": recipe.export.model_copy(update={"timeout_s": 5})})
+    assert timeout_only.fingerprint() == recipe.fingerprint()
