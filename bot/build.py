@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,76 +138,115 @@ def _build_group(target: SourceRef, drafts: list[tuple[SourceRef, Path]], recipe
     ir_root, logs = scratch / "ir", scratch / "logs"
     target_request = ExportRequest("target", src, ir_root / "target", TASK_VLM if target_spec.is_vlm else TASK_LLM,
                                    trust_remote_code=False)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        target_future = pool.submit(export_model, target_request, recipe.export, log_dir=logs, home=scratch / "hf")
-        draft_futures: dict[int, Future[ExportResult]] = {}
+    # Exports are separate processes; on two cores a third one still overlaps Python start-up and I/O, and each
+    # draft's validation starts as soon as its own export (and the target's) is done.
+    with ThreadPoolExecutor(max_workers=min(3, 1 + len(classified))) as exporters, \
+            ThreadPoolExecutor(max_workers=len(classified)) as finishers, \
+            log.group(f"build {target.name} and {len(classified)} draft(s): export, inspect, validate, bundle"):
+        target_future = exporters.submit(export_model, target_request, recipe.export, log_dir=logs,
+                                         home=scratch / "hf")
+        target_report = _Once()
+        finishing: dict[int, Future[DraftOutcome]] = {}
         for index, pair in classified.items():
-            draft = drafts[index][0]
+            draft, out = drafts[index]
             draft_src = safe_copy(draft.path, scratch / "src" / f"draft-{index}", subject=draft.name)
             request = ExportRequest(f"draft-{index}", draft_src, ir_root / f"draft-{index}", TASK_LLM,
                                     trust_remote_code=True)
-            draft_futures[index] = pool.submit(export_model, request, recipe.export, log_dir=logs,
-                                               home=scratch / "hf")
-        with log.group(f"export target {target.name} and {len(draft_futures)} draft(s) (int4, NNCF)"):
-            try:
-                target_export = target_future.result()
-                log.step("target exported in %.1fs", target_export.seconds)
-            except BotError as error:
-                error.at(subject=target.name, stage="export")
-                for index in draft_futures:
-                    draft_futures[index].cancel()
-                    outcomes[index] = DraftOutcome(drafts[index][0], None, error)
-                return [outcomes[i] for i in range(len(drafts))]
-
-    target_report: TargetIrReport | None = None
-    for index, pair in classified.items():
-        draft, out = drafts[index]
-        try:
-            draft_export = draft_futures[index].result()
-            with log.group(f"inspect {draft.name} and {target.name}"):
-                if target_report is None:
-                    target_report = inspect_target(target_export.ir_dir, target_spec, pair.draft)
-                    log.step("target: %d attention layers -> %d PagedAttention ops", target_report.attention_layers,
-                             target_report.paged_attention.paged_attention_ops)
-                draft_report = inspect_draft(draft_export.ir_dir, pair.draft)
-                log.step("draft: %s format, PagedAttention-ready: %s", draft_report.format,
-                         draft_report.paged_attention.ready)
-            with log.group(f"validate {draft.name} with GenAI"):
-                validation = validate_pair(target_export.ir_dir, draft_export.ir_dir, recipe.validation,
-                                           work=scratch / f"validate-{index}", is_vlm=target_spec.is_vlm)
-                for run in validation.runs:
-                    log.step("k=%-2d accept length %.2f  %.1f tok/s (plain %.1f, x%.2f)", run.num_assistant_tokens,
-                             run.accept_length, run.tokens_per_s, run.baseline_tokens_per_s, run.speedup)
-                log.step("lossless: %s; accept length %.2f (minimum %.2f)", validation.lossless,
-                         validation.accept_length, validation.min_accept_length)
-            with log.group(f"bundle {draft.name} -> {out}"):
-                provenance = {
-                    **base_provenance(),
-                    "status": "validated" if validation.passed else "failed",
-                    "failed_gates": validation.failed_gates(),
-                    "draft": {"kind": pair.draft.kind, "format": draft_report.format,
-                              "architecture": pair.draft.architecture, "base_model_type": pair.draft.model_type},
-                    "source": {**draft.as_provenance(), **card_license(scratch / "src" / f"draft-{index}")},
-                    "target": {**target.as_provenance(), **card_license(src), "model_type": pair.target.model_type,
-                               "architecture": pair.target.architecture, "is_vlm": pair.target.is_vlm},
-                    "toolchain": {**toolchain.as_provenance(), "draft_format": draft_report.format},
-                    "recipe": {"name": recipe.name, "fingerprint": recipe.fingerprint()},
-                    "recipe_fingerprint": recipe.fingerprint(),
-                    "export": {**recipe.export.model_dump(exclude={"timeout_s"}),
-                               "task": {"draft": TASK_LLM, "target": target_request.task},
-                               "seconds": {"draft": round(draft_export.seconds, 1),
-                                           "target": round(target_export.seconds, 1)}},
-                    "inspect": {"target": target_report.as_provenance(), "draft": draft_report.as_provenance()},
-                    "validation": validation.as_provenance(),
-                }
-                bundle = _write_bundle(out, draft_export.ir_dir, target_export.ir_dir,
-                                       scratch / "src" / f"draft-{index}" / "config.json", provenance, scratch)
-            outcomes[index] = DraftOutcome(draft, bundle, None if bundle.passed else Failure(
-                "; ".join(validation.failed_gates()), subject=draft.name, stage="validate"))
-        except BotError as error:
-            outcomes[index] = DraftOutcome(draft, None, error.at(subject=draft.name, stage="build"))
-            log.step("%s", error.one_line())
+            draft_future = exporters.submit(export_model, request, recipe.export, log_dir=logs, home=scratch / "hf")
+            job = _DraftJob(index, draft, out, pair, draft_src, draft_future, target, src, target_request.task,
+                            target_future, target_report)
+            finishing[index] = finishers.submit(_finish_draft, job, recipe, toolchain, scratch)
+        for index, future in finishing.items():
+            outcomes[index] = future.result()
     return [outcomes[i] for i in range(len(drafts))]
+
+
+class _Once:
+    """The target IR report, computed by whichever draft needs it first (the target is inspected once)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value: TargetIrReport | None = None
+
+    def get(self, compute) -> TargetIrReport:
+        with self._lock:
+            if self._value is None:
+                self._value = compute()
+            return self._value
+
+
+@dataclass(frozen=True)
+class _DraftJob:
+    index: int
+    draft: SourceRef
+    out: Path
+    pair: ClassifiedPair
+    draft_src: Path
+    draft_export: Future
+    target: SourceRef
+    target_src: Path
+    target_task: str
+    target_export: Future
+    target_report: _Once
+
+
+def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch: Path) -> DraftOutcome:
+    """Inspect, validate and bundle one draft once its export and the target's are done."""
+    draft, pair = job.draft, job.pair
+    try:
+        try:
+            target_export: ExportResult = job.target_export.result()
+        except BotError as error:
+            raise error.at(subject=job.target.name, stage="export") from None
+        draft_export: ExportResult = job.draft_export.result()
+        log.step("%s: exported in %.1fs (target %.1fs)", draft.name, draft_export.seconds, target_export.seconds)
+
+        def inspect() -> TargetIrReport:
+            report = inspect_target(target_export.ir_dir, pair.target, pair.draft)
+            log.step("%s: %d attention layers -> %d PagedAttention ops", job.target.name, report.attention_layers,
+                     report.paged_attention.paged_attention_ops)
+            return report
+
+        target_report = job.target_report.get(inspect)
+        draft_report = inspect_draft(draft_export.ir_dir, pair.draft)
+        log.step("%s: %s format, PagedAttention-ready: %s", draft.name, draft_report.format,
+                 draft_report.paged_attention.ready)
+        validation = validate_pair(target_export.ir_dir, draft_export.ir_dir, recipe.validation,
+                                   work=scratch / f"validate-{job.index}", is_vlm=pair.target.is_vlm)
+        for run in validation.runs:
+            log.step("%s: k=%-2d accept length %.2f  %.1f tok/s (plain %.1f, x%.2f)", draft.name,
+                     run.num_assistant_tokens, run.accept_length, run.tokens_per_s, run.baseline_tokens_per_s,
+                     run.speedup)
+        log.step("%s: lossless %s; accept length %.2f (minimum %.2f)", draft.name, validation.lossless,
+                 validation.accept_length, validation.min_accept_length)
+        provenance = {
+            **base_provenance(),
+            "status": "validated" if validation.passed else "failed",
+            "failed_gates": validation.failed_gates(),
+            "draft": {"kind": pair.draft.kind, "format": draft_report.format,
+                      "architecture": pair.draft.architecture, "base_model_type": pair.draft.model_type},
+            "source": {**draft.as_provenance(), **card_license(job.draft_src)},
+            "target": {**job.target.as_provenance(), **card_license(job.target_src),
+                       "model_type": pair.target.model_type, "architecture": pair.target.architecture,
+                       "is_vlm": pair.target.is_vlm},
+            "toolchain": {**toolchain.as_provenance(), "draft_format": draft_report.format},
+            "recipe": {"name": recipe.name, "fingerprint": recipe.fingerprint()},
+            "recipe_fingerprint": recipe.fingerprint(),
+            "export": {**recipe.export.model_dump(exclude={"timeout_s"}),
+                       "task": {"draft": TASK_LLM, "target": job.target_task},
+                       "seconds": {"draft": round(draft_export.seconds, 1),
+                                   "target": round(target_export.seconds, 1)}},
+            "inspect": {"target": target_report.as_provenance(), "draft": draft_report.as_provenance()},
+            "validation": validation.as_provenance(),
+        }
+        bundle = _write_bundle(job.out, draft_export.ir_dir, target_export.ir_dir, job.draft_src / "config.json",
+                               provenance, scratch)
+        log.step("%s: bundle %s (%s)", draft.name, job.out, provenance["status"])
+        return DraftOutcome(draft, bundle, None if bundle.passed else Failure(
+            "; ".join(validation.failed_gates()), subject=draft.name, stage="validate"))
+    except BotError as error:
+        log.step("%s", error.one_line())
+        return DraftOutcome(draft, None, error.at(subject=draft.name, stage="build"))
 
 
 def _write_bundle(out: Path, draft_ir: Path, target_ir: Path, draft_config: Path, provenance: dict,
