@@ -190,11 +190,25 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, toolchain: Toolchain
                      target_card=target_files.card_data)
 
 
+MAX_REPO_FILES = 5000
+MAX_NAME_BYTES = 255
+
+
 def _check_file_names(repo: str, sizes: dict[str, int]) -> None:
-    """Weights must be safetensors; names must be plain relative paths (a hostile listing is refused)."""
+    """Refuse hostile listings before anything is downloaded: unsafe or absurd names, huge file counts.
+
+    Weights must be safetensors: a pickle is never downloaded, let alone loaded.
+    """
+    if len(sizes) > MAX_REPO_FILES:
+        raise Skip(f"repo lists {len(sizes)} files, over the limit of {MAX_REPO_FILES}", subject=repo,
+                   stage="discover")
     for name in sizes:
-        if name.startswith("/") or ".." in name.split("/") or "\\" in name or "\x00" in name:
+        parts = name.split("/")
+        if name.startswith("/") or ".." in parts or "\\" in name or any(ord(c) < 32 for c in name):
             raise Skip(f"repo lists a file with an unsafe path: {name[:80]!r}", subject=repo, stage="discover")
+        if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in parts):
+            raise Skip(f"repo lists a file name over {MAX_NAME_BYTES} bytes: {name[:60]!r}...", subject=repo,
+                       stage="discover")
     if not any(name.endswith(".safetensors") for name in sizes):
         pickles = sorted(n for n in sizes if n.endswith(PICKLE_SUFFIXES))
         if pickles:

@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.isolation import python_tool, run_logged, untrusted_env
+from bot.isolation import run_logged, sandboxed, untrusted_env
+from bot.profiles import child_env
 from bot.recipe import ExportSettings
 
 TASK_LLM = "text-generation-with-past"
@@ -53,14 +54,18 @@ def optimum_cli_args(request: ExportRequest, settings: ExportSettings) -> list[s
     return args
 
 
-def export_model(request: ExportRequest, settings: ExportSettings, *, log_dir: Path, home: Path) -> ExportResult:
+def export_model(request: ExportRequest, settings: ExportSettings, *, log_dir: Path, home: Path,
+                 python: str | None = None) -> ExportResult:
     """Run one export in an untrusted-input subprocess.
+
+    `python` is the interpreter of the job's toolchain profile (None: this environment's).
 
     Raises:
         Failure: optimum-cli failed or ran past the recipe's `export.timeout_s`.
     """
     started = time.monotonic()
     log = log_dir / f"export-{request.role}.log"
-    run_logged(python_tool("optimum.commands.optimum_cli") + optimum_cli_args(request, settings), log_path=log,
-               timeout_s=settings.timeout_s, env=untrusted_env(home=home), what=f"{request.role} export")
+    run_logged(sandboxed("optimum-cli", python) + optimum_cli_args(request, settings), log_path=log,
+               timeout_s=settings.timeout_s, env=child_env(untrusted_env(home=home), python),
+               what=f"{request.role} export")
     return ExportResult(role=request.role, ir_dir=request.output, seconds=time.monotonic() - started, log=log)

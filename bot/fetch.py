@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import shutil
 from pathlib import Path
 
-from bot.errors import Skip
+from bot.errors import Failure, Skip
 
 # What a build may read from a source repo; also the allow_patterns of every Hub download.
 ALLOWED_PATTERNS = (
@@ -50,10 +51,34 @@ def safe_copy(source: Path, dest: Path, *, subject: str | None = None) -> Path:
     for entry in sorted(source.iterdir()):
         if not is_allowed(entry.name) or entry.is_symlink() or not entry.is_file():
             continue
-        shutil.copyfile(entry, dest / entry.name)
+        _link_or_copy(entry, dest / entry.name)
     for name in _CONFIGS_WITH_AUTO_MAP:
         strip_auto_map(dest / name)
     return dest
+
+
+def _link_or_copy(source: Path, dest: Path) -> None:
+    """Weights are hard-linked (no second copy of many GB); files the bot rewrites are always copied."""
+    if source.suffix == ".safetensors":
+        try:
+            os.link(source, dest)
+            return
+        except OSError:
+            pass  # another filesystem, or links not allowed
+    shutil.copyfile(source, dest)
+
+
+def require_free_disk(folder: Path, needed: int, what: str, *, subject: str | None = None) -> None:
+    """Refuse to start a download or export that cannot fit, naming the bytes needed.
+
+    Raises:
+        Failure: less than `needed` bytes free under `folder`.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise Failure(f"{what} needs {needed} bytes free in {folder.name or folder}, only {free} available",
+                      subject=subject, stage="fetch")
 
 
 def strip_auto_map(path: Path) -> None:

@@ -137,7 +137,7 @@ class Hub:
                     self._wait(attempt, exc.response, what)
                     continue
                 raise Failure(f"Hub answered {status}: {_short(exc)}", subject=subject, stage=what) from None
-            except (httpx.TransportError, ConnectionError, OSError) as exc:
+            except (httpx.TransportError, ConnectionError) as exc:
                 if attempt < self.max_attempts:
                     self._wait(attempt, None, what)
                     continue

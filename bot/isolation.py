@@ -17,12 +17,12 @@ from pathlib import Path
 from bot.errors import Failure
 
 # Anything that looks like a credential stays out of the build processes: they load untrusted files.
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|CREDENTIAL|API_KEY|PRIVATE_KEY", re.IGNORECASE)
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|CREDENTIALS?|API_KEY|PRIVATE_KEY)(_|$)", re.IGNORECASE)
 
 
 def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = None) -> dict[str, str]:
     """Environment for a process that loads checkpoint files: no secrets, offline, no telemetry."""
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET_NAME.search(k)}
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not SECRET_NAME.search(k)}
     env.update({
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
@@ -37,9 +37,9 @@ def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = 
     return env
 
 
-def python_tool(module_or_script: str) -> list[str]:
-    """Command prefix running a console script of this environment with this interpreter."""
-    return [sys.executable, "-c", f"import sys; from {module_or_script} import main; sys.exit(main())"]
+def sandboxed(tool: str, python: str | None = None) -> list[str]:
+    """Command prefix running `tool` (optimum-cli or validate) behind `bot.sandbox`'s credential check."""
+    return [python or sys.executable, "-m", "bot.sandbox", tool]
 
 
 def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Mapping[str, str],
@@ -58,7 +58,7 @@ def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Map
         except subprocess.TimeoutExpired:
             _kill_group(process)
             raise Failure(f"{what} timed out after {timeout_s:.0f}s (log: {log_path.name})") from None
-        except BaseException:
+        except BaseException:  # KeyboardInterrupt or SystemExit from SIGTERM: no orphaned exporter
             _kill_group(process)
             raise
     if code != 0:

@@ -24,6 +24,7 @@ from bot.toolchain import TRACKED_PACKAGES
 
 PUBLISHED, UP_TO_DATE, CARD_UPDATED = "published", "up-to-date", "card-updated"
 _CARD_FILES = ("README.md", PROVENANCE_FILE)
+_RACE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,11 @@ def _merge_drafts(existing: list[dict], new: dict) -> list[dict]:
     return sorted([d for d in existing if d.get("repo") != new["repo"]] + [new], key=lambda d: d["repo"])
 
 
+def _draft_keys(drafts: list[dict]) -> set[tuple]:
+    """Which draft builds a target card lists; speed figures differ run to run and do not make a card stale."""
+    return {(d.get("repo"), d.get("source_revision")) for d in drafts}
+
+
 def _write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
@@ -96,32 +102,37 @@ def publish_bundle(hub: Hub, bundle_root: Path, recipe: Recipe) -> PublishResult
     target_repo = target_output_repo(recipe, provenance["target"]["repo"])
     card_fp = template_fingerprint()
 
+    commits: dict[str, str] = {}
+    for attempt in range(1, _RACE_ATTEMPTS + 1):
+        try:
+            status = _publish_once(hub, bundle_root, provenance, draft_repo, target_repo, card_fp, commits,
+                                   recipe.publish.private)
+            return PublishResult(status, draft_repo, target_repo, commits)
+        except Failure as error:
+            if not is_precondition_failed(error) or attempt == _RACE_ATTEMPTS:
+                raise
+            # Another writer committed first: re-read the Hub and decide again (it may hold this very build).
+            log.step("%s: lost a commit race (412), re-reading the Hub", source)
+    raise AssertionError("unreachable")
+
+
+def _publish_once(hub: Hub, bundle_root: Path, provenance: dict, draft_repo: str, target_repo: str, card_fp: str,
+                  commits: dict[str, str], private: bool) -> str:
+    source = provenance["source"]["repo"]
     published = read_published(hub, draft_repo)
     if published is not None:
         if same_build(published, provenance):
             if published.get("card", {}).get("template_fingerprint") == card_fp:
                 log.step("%s already holds this build", draft_repo)
-                return PublishResult(UP_TO_DATE, draft_repo, target_repo)
+                return UP_TO_DATE
         elif published.get("built_at", "") > provenance.get("built_at", "") and \
                 published.get("source", {}).get("revision") != provenance["source"]["revision"]:
             raise Skip(f"{draft_repo} already holds a newer build (source "
                        f"{str(published['source'].get('revision'))[:7]}); this bundle is stale", subject=source,
                        stage="publish")
-
-    commits: dict[str, str] = {}
-    try:
-        _publish_target(hub, bundle_root, provenance, draft_repo, target_repo, card_fp, commits,
-                        recipe.publish.private)
-        _publish_draft(hub, bundle_root, provenance, draft_repo, target_repo, card_fp, commits,
-                       recipe.publish.private)
-    except Failure as error:
-        if is_precondition_failed(error):
-            again = read_published(hub, draft_repo)
-            if again is not None and same_build(again, provenance):
-                log.step("%s was published by a concurrent run", draft_repo)
-                return PublishResult(UP_TO_DATE, draft_repo, target_repo, commits)
-        raise
-    return PublishResult(PUBLISHED, draft_repo, target_repo, commits)
+    _publish_target(hub, bundle_root, provenance, draft_repo, target_repo, card_fp, commits, private)
+    _publish_draft(hub, bundle_root, provenance, draft_repo, target_repo, card_fp, commits, private)
+    return PUBLISHED
 
 
 def _publish_target(hub: Hub, bundle_root: Path, provenance: dict, draft_repo: str, target_repo: str,
@@ -131,7 +142,7 @@ def _publish_target(hub: Hub, bundle_root: Path, provenance: dict, draft_repo: s
     drafts = _merge_drafts((published or {}).get("drafts", []) if weights_current else [],
                            draft_summary(draft_repo, provenance))
     record = target_provenance(published if weights_current else provenance, drafts, card_fp)
-    if weights_current and published.get("drafts") == drafts and \
+    if weights_current and _draft_keys(published.get("drafts", [])) == _draft_keys(drafts) and \
             published.get("card", {}).get("template_fingerprint") == card_fp:
         log.step("%s is current", target_repo)
         return

@@ -254,7 +254,10 @@ class HubHandler(BaseHTTPRequestHandler):
             params=params,
             fault=fault,
         )
-        return route.handler(hub, request)
+        response = route.handler(hub, request)
+        if fault is not None and fault.extra_siblings and response.status == 200 and response.body:
+            response = _with_extra_siblings(response, fault.extra_siblings)
+        return response
 
     def _hang_up(self, body: BodyReader) -> None:
         """Close without answering; for an upload, after taking half of its body, like a connection lost mid-way."""
@@ -303,6 +306,16 @@ class HubHandler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
             return 0
+
+
+def _with_extra_siblings(response: Response, names: tuple[str, ...]) -> Response:
+    """Add file entries to a repo-info answer, as a compromised or buggy server might."""
+    data = json.loads(response.body)
+    if not isinstance(data, dict) or "siblings" not in data:
+        return response
+    data["siblings"] = data["siblings"] + [{"rfilename": name, "size": 1, "blobId": "0" * 40} for name in names]
+    return Response.json(data, status=response.status, headers={k: v for k, v in response.headers.items()
+                                                                  if k.lower() != "content-type"})
 
 
 def _injected_error(fault: FaultRule) -> errors.HubError:

@@ -9,6 +9,8 @@ and does exactly one thing:
     {"path": "/resolve/", "delay": 1.5}                                   wait, then serve the request normally
     {"method": "PUT", "path": "^/_lfs/upload/", "drop": true}            hang up (an upload after half its body)
     {"path": "^/api/models$", "endless_listing": true}                   listing pages that never end
+    {"path": "^/api/models/a/b", "extra_siblings": ["../x.json"]}        a hostile listing: names no real Hub
+                                                                           would store, added to repo info
 
 `endless_listing` applies to the listing endpoints: every page comes back with the same entries and a `Link` to
 itself. It fires on every matching request unless `times` says otherwise, since one endless page is not endless.
@@ -24,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-_ACTIONS = ("status", "delay", "drop", "endless_listing")
+_ACTIONS = ("status", "delay", "drop", "endless_listing", "extra_siblings")
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class FaultRule:
     delay: float | None = None
     drop: bool = False
     endless_listing: bool = False
+    extra_siblings: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FaultRule:
@@ -65,7 +68,10 @@ class FaultRule:
         status = data.get("status")
         if status is not None and not (isinstance(status, int) and 100 <= status <= 599):
             raise ValueError(f"Fault status must be an HTTP status code, got {status!r}")
-        default_times = -1 if actions == ["endless_listing"] else 1
+        siblings = data.get("extra_siblings") or ()
+        if not (isinstance(siblings, list | tuple) and all(isinstance(name, str) for name in siblings)):
+            raise ValueError("extra_siblings must be a list of file names")
+        default_times = -1 if actions in (["endless_listing"], ["extra_siblings"]) else 1
         return cls(
             path=path,
             method=data["method"].upper() if data.get("method") else None,
@@ -75,6 +81,7 @@ class FaultRule:
             delay=float(data["delay"]) if data.get("delay") is not None else None,
             drop=bool(data.get("drop")),
             endless_listing=bool(data.get("endless_listing")),
+            extra_siblings=tuple(siblings),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -85,6 +92,8 @@ class FaultRule:
         for key in ("drop", "endless_listing"):
             if getattr(self, key):
                 data[key] = True
+        if self.extra_siblings:
+            data["extra_siblings"] = list(self.extra_siblings)
         return data
 
     @property
@@ -94,6 +103,8 @@ class FaultRule:
             return f"status={self.status}"
         if self.delay is not None:
             return f"delay={self.delay:g}"
+        if self.extra_siblings:
+            return "extra_siblings"
         return "drop" if self.drop else "endless_listing"
 
     def matches(self, method: str, path: str) -> bool:

@@ -1,0 +1,301 @@
+"""Faults, hostile input, concurrency and the trust boundary, against the local Hub over real HTTP.
+
+Every scenario records a row (what was tried, what the bot did, the state the hub was left in);
+`tests/reliability_report.py` runs this module and turns the rows into RELIABILITY.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot import demo
+from bot.bundle import find_local_paths, local_path_markers
+from bot.errors import BotError, Failure, Skip
+from bot.hub import Hub
+from bot.pipeline import RunOptions, fetch_and_build, plan_run, run
+from bot.plan import draft_output_repo, target_output_repo
+from bot.publish import publish_bundle
+from bot.report import RunReport
+from tests.conftest import fast_recipe
+
+TOKEN = "hf_reliability_write"
+CANARY = "hf_canary_0123456789abcdef"
+ROWS: list[dict] = []
+BASE = fast_recipe(num_assistant_tokens=[3])
+
+
+def recipe_for(namespace: str):
+    return BASE.model_copy(update={"publish": BASE.publish.model_copy(update={"namespace": namespace})})
+
+
+def record(kind: str, case: str, bot_did: str, hub_state: str, consistent: bool = True) -> None:
+    ROWS.append({"kind": kind, "case": case, "bot": bot_did, "hub": hub_state, "consistent": consistent})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def write_rows():
+    yield
+    target = os.environ.get("RELIABILITY_ROWS")
+    if target:
+        Path(target).write_text(json.dumps(ROWS, indent=2))
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    from bot.hubserver import LocalHub
+
+    root = tmp_path_factory.mktemp("rel-hub")
+    with LocalHub(root / "data", user="maintainer", token=TOKEN) as server:
+        demo.seed(server.url, TOKEN, root / "seed")
+        server.add_token(CANARY, "canary-bot", write=True, orgs=["rel-canary"])
+        yield server
+
+
+@pytest.fixture(scope="module")
+def bundle(hub, tmp_path_factory):
+    """One real bundle of the demo draft, published again and again under fresh namespaces."""
+    reader = Hub(hub.url, TOKEN)
+    listing = next(l for l in plan_run(reader, BASE, RunOptions(only=demo.DRAFT_REPO), RunReport())[1])
+    work = tmp_path_factory.mktemp("rel-build")
+    failures, (outcome,) = fetch_and_build(reader, BASE, listing.target_repo, listing.target_revision, [listing],
+                                           work, keep_work=True)
+    assert not failures and outcome.ok, outcome.error
+    return outcome.bundle.root
+
+
+def repo_state(hub, repo: str) -> tuple[str, bool]:
+    """Describe a published repo and say whether it is whole: every file, card and provenance agreeing."""
+    api = Hub(hub.url, TOKEN).api
+    if not api.repo_exists(repo):
+        return "absent", True
+    files = set(api.list_repo_files(repo)) - {".gitattributes"}
+    head = api.model_info(repo).sha[:7]
+    if not files:
+        return f"empty (its creation commit {head})", True
+    needed = {"README.md", "openvino_export.json", "openvino_model.xml", "openvino_model.bin"}
+    provenance = json.loads(Hub(hub.url, TOKEN).read_file(repo, "openvino_export.json") or b"{}")
+    card = api.model_info(repo).card_data
+    whole = needed <= files and bool(provenance) and card is not None and card.to_dict().get("base_model") in (
+        provenance.get("source", {}).get("repo"), provenance.get("target", {}).get("repo"))
+    return f"complete at {head} ({len(files)} files, card and provenance agree)" if whole else \
+        f"INCONSISTENT at {head}: {sorted(files)}", whole
+
+
+def publish_under_fault(hub, bundle, tmp_path, namespace: str, rules: list[dict]):
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy)
+    recipe = recipe_for(namespace)
+    hub.clear_requests()
+    hub.set_faults(rules)
+    try:
+        result = publish_bundle(Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05), copy, recipe)
+        outcome = f"published ({', '.join(f'{r}@{c[:7]}' for r, c in result.commits.items())})"
+        error = None
+    except BotError as exc:
+        outcome, error = f"{type(exc).__name__}: {exc.message}", exc
+    finally:
+        hub.clear_faults()
+    fired = sum(1 for r in hub.requests() if r.get("fault"))
+    assert fired or not rules, "the fault never fired: the scenario tested nothing"
+    return recipe, outcome, error
+
+
+# The LFS store is content-addressed and shared, so the upload fault must come first: later scenarios find the
+# blobs already stored and never PUT them.
+FAULTS = [
+    ("connection dropped mid LFS upload", [{"method": "PUT", "path": "^/_lfs/upload/", "drop": True}], True),
+    ("503 on the first commit", [{"method": "POST", "path": "/commit/", "status": 503}], True),
+    ("500 twice on preupload", [{"path": "/preupload/", "status": 500, "times": 2}], True),
+    ("429 with Retry-After on LFS batch", [{"path": r"\.git/info/lfs/objects/batch", "status": 429,
+                                            "retry_after": 1}], True),
+    ("slow answers (2 s) on repo info", [{"path": "^/api/models/[^/]+/[^/]+$", "delay": 2, "times": 2}], True),
+    ("412 on commit (a concurrent writer)", [{"method": "POST", "path": "/commit/", "status": 412}], True),
+    ("500 on every commit", [{"method": "POST", "path": "/commit/", "status": 500, "times": -1}], False),
+    ("connection dropped on every LFS negotiation", [{"method": "POST", "path": r"lfs/objects/batch",
+                                                       "drop": True, "times": -1}], False),
+]
+
+
+@pytest.mark.parametrize("case,rules,survives", FAULTS, ids=[f[0] for f in FAULTS])
+def test_publish_survives_faults_and_leaves_repos_whole(hub, bundle, tmp_path, case, rules, survives):
+    namespace = "rel-" + re.sub(r"[^a-z0-9]+", "-", case.lower()).strip("-")[:40]
+    recipe, outcome, error = publish_under_fault(hub, bundle, tmp_path, namespace, rules)
+    repos = [draft_output_repo(recipe, demo.DRAFT_REPO), target_output_repo(recipe, demo.TARGET_REPO)]
+    states = [repo_state(hub, repo) for repo in repos]
+    assert all(whole for _, whole in states), states
+    if survives:
+        assert error is None, outcome
+    else:
+        assert isinstance(error, Failure) and "Hub" in error.message
+        # The next run (the fault gone) finishes the work.
+        recipe, again, error = publish_under_fault(hub, bundle, tmp_path / "again", namespace, [])
+        assert error is None, again
+        states = [repo_state(hub, repo) for repo in repos]
+        assert all(whole and state.startswith("complete") for state, whole in states), states
+        outcome += f"; next run: {again}"
+    record("fault", case, outcome, "; ".join(f"{r}: {s}" for r, (s, _) in zip(repos, states)),
+           all(whole for _, whole in states))
+
+
+def test_listing_faults_are_retried(hub, tmp_path):
+    hub.set_faults([{"path": "^/api/models$", "status": 503, "times": 2},
+                    {"path": "openvino_export.json", "status": 429, "retry_after": 1}])
+    try:
+        report = RunReport()
+        plan_run(Hub(hub.url, TOKEN, backoff_s=0.05), BASE, RunOptions(dry_run=True), report)
+    finally:
+        hub.clear_faults()
+    assert not [o for o in report.outcomes if o.status == "failed"], report.outcomes
+    record("fault", "503 twice on the listing, 429 on a provenance read", "retried with backoff; plan completed",
+           "unchanged (read-only)")
+
+
+def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes]) -> None:
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    pair = tmp_path / "hostile"
+    if not pair.exists():
+        from bot.tiny import make_tiny
+
+        make_tiny("dflash", pair, target_repo=demo.TARGET_REPO)
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    api.create_repo(repo, exist_ok=True)
+    operations = [CommitOperationAdd(p.name, str(p)) for p in (pair / "draft").iterdir() if p.name not in files]
+    operations += [CommitOperationAdd(name, data) for name, data in files.items()]
+    api.create_commit(repo, operations, commit_message="hostile")
+
+
+def _nested(depth: int) -> bytes:
+    return ("[" * depth + "]" * depth).encode()
+
+
+HOSTILE = [
+    ("config.json of 50 MB", {"config.json": b'{"pad": "' + b"x" * (50 * 1024 * 1024) + b'"}'}, None, "limit"),
+    ("deeply nested JSON config", {"config.json": b'{"a": ' + _nested(200_000) + b"}"}, None, "nested too deeply"),
+    ("safetensors header claiming more bytes than the file",
+     {"model.safetensors": (10**9).to_bytes(8, "little") + b'{"a": 1}'}, None, "header length"),
+    ("a repo listing very many files", {f"shard/{i:05d}.json": b"{}" for i in range(5001)}, None, "5000"),
+    ("unicode and very long file names", {"模型" * 50 + ".json": b"{}"}, None, "over 255 bytes"),
+    ("sibling names with '..' and absolute paths", {}, ["../../outside.json", "/etc/evil.json"], "unsafe path"),
+]
+
+
+@pytest.mark.parametrize("case,files,siblings,reason", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_input_is_a_skip_and_the_run_goes_on(hub, tmp_path, case, files, siblings, reason):
+    repo = "z-lab/Qwen3-Tiny-DFlash-" + re.sub(r"[^a-z0-9]+", "-", case.lower())[:30].strip("-")
+    _seed_hostile(hub, tmp_path, repo, files)
+    if siblings:
+        hub.set_faults([{"path": f"^/api/models/{repo}", "extra_siblings": siblings}])
+    recipe = recipe_for("rel-hostile")
+    before = set(Path(tmp_path).parent.iterdir())
+    try:
+        report = run(recipe, Hub(hub.url, TOKEN), Hub(hub.url, TOKEN), RunOptions(only=repo, work=tmp_path / "w"))
+    finally:
+        hub.clear_faults()
+    (outcome,) = report.outcomes
+    assert outcome.status == "skipped" and reason in outcome.reason, outcome
+    assert set(Path(tmp_path).parent.iterdir()) == before
+    assert list((tmp_path / "w").iterdir()) == []  # scratch removed
+    record("hostile", case, f"skipped: {outcome.reason}", "unchanged; nothing written outside the work dir")
+
+
+def test_endless_listing_terminates(hub, tmp_path):
+    hub.set_faults([{"path": "^/api/models$", "endless_listing": True}])
+    try:
+        report = RunReport()
+        recipe = BASE.model_copy(update={"watch": BASE.watch.model_copy(update={"max_candidates": 20})})
+        decisions, _ = plan_run(Hub(hub.url, TOKEN), recipe, RunOptions(dry_run=True), report)
+    finally:
+        hub.clear_faults()
+    listed = [d.listing.repo_id for d in decisions] + [o.source for o in report.outcomes]
+    assert len(listed) == len(set(listed))
+    record("hostile", "a listing page that never ends", f"stopped at the recipe's max_candidates; "
+           f"{len(set(listed))} distinct candidates", "unchanged (read-only)")
+
+
+def test_two_runs_at_once_publish_each_repo_exactly_once(hub, tmp_path):
+    recipe_file = tmp_path / "recipe.yaml"
+    data = json.loads(recipe_for("rel-concurrent").model_dump_json())
+    import yaml
+
+    recipe_file.write_text(yaml.safe_dump(data))
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
+    cmd = [sys.executable, "-m", "bot.cli", "run", "--recipe", str(recipe_file), "--only", demo.DRAFT_REPO]
+    procs = [subprocess.Popen(cmd + ["--report", str(tmp_path / f"r{i}.json"), "--work", str(tmp_path / f"w{i}")],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+    statuses = sorted(json.loads((tmp_path / f"r{i}.json").read_text())["outcomes"][0]["status"] for i in range(2))
+    assert statuses == ["published", "up-to-date"]
+    api = Hub(hub.url, TOKEN).api
+    for repo in (draft_output_repo(recipe_for("rel-concurrent"), demo.DRAFT_REPO),
+                 target_output_repo(recipe_for("rel-concurrent"), demo.TARGET_REPO)):
+        bot_commits = [c for c in api.list_repo_commits(repo) if "dflash-bot" in c.title]
+        assert len(bot_commits) == 1, [c.title for c in api.list_repo_commits(repo)]
+    record("concurrency", "two `dflash-bot run` processes at once", "one published, the other reported up-to-date",
+           "one bot commit per repo, complete")
+
+
+def test_build_processes_refuse_to_run_with_a_token_in_reach():
+    env = {**os.environ, "HF_TOKEN": CANARY}
+    done = subprocess.run([sys.executable, "-m", "bot.sandbox", "validate", "--help"], env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 70 and "HF_TOKEN" in done.stderr and CANARY not in done.stderr
+    record("security", "a checkpoint-loading process started with a token in its environment",
+           "refused to start (exit 70), naming the variable, not its value", "unchanged")
+
+
+def test_canary_token_never_leaks_and_no_code_or_pickle_is_fetched(hub, tmp_path):
+    """A full run as a subprocess holding a canary token: logs, report, summary, cards, files stay clean."""
+    marker = tmp_path / "unpickled"
+
+    class Exploit:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    _seed_hostile(hub, tmp_path, "z-lab/Qwen3-Tiny-DFlash-pickled",
+                  {"pytorch_model.bin": pickle.dumps(Exploit()), "dflash.py": b"raise SystemExit('ran')"})
+    recipe_file = tmp_path / "recipe.yaml"
+    import yaml
+
+    recipe_file.write_text(yaml.safe_dump(json.loads(recipe_for("rel-canary").model_dump_json())))
+    summary, output = tmp_path / "summary.md", tmp_path / "output.txt"
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": CANARY, "GITHUB_ACTIONS": "true",
+           "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output)}
+    hub.clear_requests()
+    done = subprocess.run([sys.executable, "-m", "bot.cli", "run", "--recipe", str(recipe_file), "--only",
+                           "z-lab/Qwen3-Tiny-DFlash-pickled", "--report", str(tmp_path / "report.json"), "--work",
+                           str(tmp_path / "w")], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["outcomes"][0]["status"] == "published", report
+    assert not marker.exists()
+    fetched = [r["path"] for r in hub.requests() if r["method"] in ("GET", "HEAD") and "/resolve/" in r["path"]]
+    assert fetched and not [p for p in fetched if p.endswith((".py", ".bin", ".pt", ".pkl"))
+                            and "/z-lab/" in p or p.startswith("/z-lab/") and p.endswith((".py", ".bin"))]
+    published = Path(Hub(hub.url, TOKEN).api.snapshot_download(
+        draft_output_repo(recipe_for("rel-canary"), "z-lab/Qwen3-Tiny-DFlash-pickled"), local_dir=tmp_path / "pub"))
+    # `::add-mask::VALUE` is the command that tells the Actions runner to mask VALUE; the runner consumes it and
+    # it never reaches the displayed log, so it is the one place the value may appear.
+    def shown(text: str) -> str:
+        return "\n".join(line for line in text.splitlines() if not re.match(r"::add-mask\s*::", line))
+
+    texts = [shown(done.stdout), shown(done.stderr), (tmp_path / "report.json").read_text()]
+    texts += [p.read_text(errors="replace") for p in (summary, output) if p.exists()]
+    texts += [p.read_text(errors="replace") for p in published.rglob("*") if p.is_file() and ".cache" not in p.parts]
+    assert not [line for t in texts for line in t.splitlines() if CANARY in line]
+    assert find_local_paths(published, [m for m in local_path_markers(tmp_path) if m != "site-packages"]) == []
+    record("security", "canary token in the environment of a full run; a pickle exploit and a .py in the source",
+           "published; the canary appears in no log, report, summary, card or file; no .py or pickle fetched; "
+           "nothing unpickled; no local path in published files", "complete")
