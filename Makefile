@@ -24,6 +24,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# Workflow lint, all offline: actionlint (with the pinned shellcheck, so CI and laptops agree), zizmor's security
+# audits (no findings allowed), and the SchemaStore workflow schema.
+WORKFLOWS := $(wildcard .github/workflows/*.yml)
+lint: $(STAMP)
+	$(VENV)/bin/actionlint -shellcheck=$(VENV)/bin/shellcheck $(WORKFLOWS)
+	$(VENV)/bin/zizmor --offline --no-progress .github/workflows
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
+
 bench: $(STAMP)
 	$(PY) bench/build_overhead.py
 

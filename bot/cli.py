@@ -6,6 +6,7 @@ error's exit code; only a bug prints a traceback.
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -31,21 +32,41 @@ def _fail(error: BotError) -> None:
 
 @app.callback()
 def _setup(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    from bot.actions import Actions
+
+    Actions.from_environ().mask_tokens()  # before anything could print a token
     log.setup(verbose)
 
 
 @app.command()
 def build(
-    draft: Annotated[Path, typer.Option(help="draft checkpoint folder", file_okay=False)],
-    target: Annotated[Path, typer.Option(help="target checkpoint folder", file_okay=False)],
     out: Annotated[Path, typer.Option(help="bundle folder to write")],
+    draft: Annotated[Optional[Path], typer.Option(help="draft checkpoint folder", file_okay=False)] = None,
+    target: Annotated[Optional[Path], typer.Option(help="target checkpoint folder", file_okay=False)] = None,
+    job: Annotated[Optional[str], typer.Option(
+        help="one matrix entry's job (JSON, or @FILE) from `plan --matrix`: download the pinned sources with "
+             "HF_READ_TOKEN (never HF_TOKEN) and build them")] = None,
     recipe: RecipeOption = None,
+    endpoint: Annotated[Optional[str], typer.Option(help="Hub endpoint for --job")] = None,
+    work: Annotated[Optional[Path], typer.Option(help="parent folder for scratch space", file_okay=False)] = None,
     keep_work: Annotated[bool, typer.Option(help="keep the scratch folder for debugging")] = False,
 ) -> None:
-    """Classify, export, inspect and validate one draft/target pair into a bundle folder."""
+    """Classify, export, inspect and validate one draft/target pair into a bundle folder.
+
+    Either from local folders (--draft and --target) or from the Hub (--job, the build job of the Actions fan-out).
+    """
     from bot.build import SourceRef, build_pair
     from bot.recipe import load_recipe
 
+    if job is not None:
+        if draft is not None or target is not None:
+            typer.echo("error: give either --job or --draft/--target, not both", err=True)
+            raise typer.Exit(2)
+        _build_job(job, out, recipe, endpoint, work, keep_work)
+        return
+    if draft is None or target is None:
+        typer.echo("error: --draft and --target are required (or --job)", err=True)
+        raise typer.Exit(2)
     try:
         bundle = build_pair(SourceRef(draft.resolve()), SourceRef(target.resolve()), out.resolve(),
                             load_recipe(recipe), keep_work=keep_work)
@@ -54,6 +75,46 @@ def build(
     validation = bundle.provenance["validation"]
     typer.echo(f"validated: {bundle.root} (lossless, accept length {validation['accept_length']:.2f} at "
                f"k={validation['recommended_num_assistant_tokens']})")
+
+
+def _build_job(job: str, out: Path, recipe: Path | None, endpoint: str | None, work: Path | None,
+               keep_work: bool) -> None:
+    """The build job: read token only; the write token is dropped from this process before anything runs."""
+    import json
+    import os
+
+    from bot.actions import Actions
+    from bot.fanout import BuildJob, JobError, build_job
+    from bot.hub import Hub
+    from bot.recipe import load_recipe
+    from bot.report import FAILED, RunReport
+
+    if os.environ.pop("HF_TOKEN", None):
+        log.get().warning("HF_TOKEN is set in a build: ignored and removed (a build job should not hold it)")
+    try:
+        text = Path(job[1:]).read_text(encoding="utf-8") if job.startswith("@") else job
+    except OSError as exc:
+        typer.echo(f"error: cannot read {job[1:]}: {exc.strerror}", err=True)
+        raise typer.Exit(2)
+    try:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise JobError(f"--job is not JSON: {exc}", stage="job") from None
+        parsed = BuildJob.from_dict(data.get("job", data) if isinstance(data, dict) else data)
+        loaded = load_recipe(recipe)
+    except BotError as error:
+        _fail(error)
+    reader = Hub(endpoint, os.environ.get("HF_READ_TOKEN"))
+    outcome = build_job(reader, loaded, parsed, out.resolve(), work=work, keep_work=keep_work)
+    actions = Actions.from_environ()
+    report = RunReport(outcomes=[outcome])
+    actions.report(report, title=f"build {parsed.source}", endpoint=reader.endpoint,
+                   settings={"runner": os.environ.get("RUNNER_NAME", "local"), "recipe": loaded.name})
+    actions.set_output("status", outcome.status)
+    typer.echo(f"{outcome.status}: {parsed.source}@{parsed.revision[:7]} -> {out}"
+               + (f" ({outcome.reason})" if outcome.reason else ""))
+    raise typer.Exit(1 if outcome.status == FAILED else 0)  # a skip (say, a source turned gated) is no failure
 
 
 @app.command("make-tiny")
@@ -104,6 +165,64 @@ def _hubs(endpoint: str | None) -> tuple:
 EndpointOption = Annotated[Optional[str], typer.Option(help="Hub endpoint (default: HF_ENDPOINT or huggingface.co)")]
 
 
+@app.command("plan")
+def plan_command(
+    recipe: RecipeOption = None,
+    only: Annotated[Optional[str], typer.Option(help="plan only this source repo id")] = None,
+    force: Annotated[bool, typer.Option(help="rebuild even when the published build is current")] = False,
+    dry_run: Annotated[bool, typer.Option(help="plan, but hand nothing on to build or publish")] = False,
+    matrix: Annotated[bool, typer.Option(help="print GitHub matrix JSON ({\"include\": [...]}) on stdout")] = False,
+    out: Annotated[Optional[Path], typer.Option(help="write the plan record (for `publish --plan`) here")] = None,
+    endpoint: EndpointOption = None,
+) -> None:
+    """Discover and plan without building: the plan job of the GitHub Actions fan-out.
+
+    Sets the step outputs `matrix`, `count` (entries to build) and `publish` ("true" when the publish job has
+    work: builds, card refreshes, or planning failures to report), and writes the planned outcomes to the step
+    summary.
+    """
+    import contextlib
+    import json
+    import os
+
+    from bot.actions import Actions
+    from bot.fanout import plan_matrix
+    from bot.hub import Hub
+    from bot.pipeline import RunOptions
+    from bot.recipe import load_recipe
+
+    try:
+        loaded = load_recipe(recipe)
+    except BotError as error:
+        _fail(error)
+    reader = Hub(endpoint, os.environ.get("HF_READ_TOKEN") or os.environ.get("HF_TOKEN"))
+    actions = Actions.from_environ()
+    # stdout carries only the matrix JSON; logs and workflow commands go to stderr (the runner reads both).
+    with contextlib.redirect_stdout(sys.stderr):
+        planned = plan_matrix(reader, loaded, RunOptions(only=only, force=force, dry_run=dry_run))
+        matrix_json = planned.matrix()
+        count = len(matrix_json["include"])
+        if out:
+            out.write_text(json.dumps(planned.to_dict(), indent=2) + "\n", encoding="utf-8")
+        actions.set_output("matrix", matrix_json)
+        actions.set_output("count", str(count))
+        # The publish job also reports: a source that failed in planning makes it run (and fail) too.
+        has_work = count or planned.card_refresh or planned.report.failed
+        actions.set_output("publish", "true" if not dry_run and has_work else "false")
+        actions.report(planned.report, title="dflash-bot plan", endpoint=reader.endpoint,
+                       settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint(), "only": only or "all",
+                                 "force": force, "dry run": dry_run, "builds": count,
+                                 "card refreshes": len(planned.card_refresh)})
+    if matrix:
+        typer.echo(json.dumps(matrix_json))
+    else:
+        planned.report.print_table()
+        typer.echo(f"{count} build(s) planned, {len(planned.card_refresh)} card refresh(es)")
+    # With --matrix a source's failure is handed on in the plan record (the publish job reports it and fails), so
+    # that one bad source never stops the builds of the others.
+    raise typer.Exit(0 if matrix else planned.report.exit_code)
+
+
 @app.command("run")
 def run_command(
     recipe: RecipeOption = None,
@@ -124,6 +243,11 @@ def run_command(
         _fail(error)
     reader, writer = _hubs(endpoint)
     result = run(loaded, reader, writer, RunOptions(only=only, force=force, dry_run=dry_run, work=work))
+    from bot.actions import Actions
+
+    Actions.from_environ().report(result, title="dflash-bot run", endpoint=reader.endpoint,
+                                  settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint(),
+                                            "only": only or "all", "force": force})
     result.print_table()
     if report:
         result.write(report)
@@ -132,20 +256,48 @@ def run_command(
 
 @app.command("publish")
 def publish_command(
-    bundle: Annotated[Path, typer.Option(help="bundle folder written by build", exists=True, file_okay=False)],
+    bundle: Annotated[Optional[Path], typer.Option(help="bundle folder written by build", exists=True,
+                                                   file_okay=False)] = None,
+    bundles: Annotated[Optional[Path], typer.Option(help="folder of bundle folders (the downloaded artifacts)",
+                                                    file_okay=False)] = None,
+    plan: Annotated[Optional[Path], typer.Option(help="plan record from `plan --out`: report every planned "
+                                                      "source and perform its card refreshes", exists=True,
+                                                 dir_okay=False)] = None,
+    report: Annotated[Optional[Path], typer.Option(help="write the run report as JSON here")] = None,
     recipe: RecipeOption = None,
     endpoint: EndpointOption = None,
 ) -> None:
-    """Publish one bundle (re-checking the Hub first, so a stale bundle never overwrites newer work)."""
+    """Publish one bundle, or a run's bundles (re-checking the Hub first, so a stale bundle never overwrites newer
+    work). Never loads a checkpoint."""
     from bot.publish import publish_bundle
     from bot.recipe import load_recipe
 
     _, writer = _hubs(endpoint)
+    if bundle is not None and bundles is None and plan is None:
+        try:
+            result = publish_bundle(writer, bundle.resolve(), load_recipe(recipe))
+        except BotError as error:
+            _fail(error)
+        typer.echo(f"{result.status}: {result.draft_repo}, {result.target_repo}")
+        return
+    if bundle is not None or (bundles is None and plan is None):
+        typer.echo("error: give --bundle alone, or --bundles and/or --plan", err=True)
+        raise typer.Exit(2)
+    from bot.actions import Actions
+    from bot.fanout import load_plan, publish_run
+
     try:
-        result = publish_bundle(writer, bundle.resolve(), load_recipe(recipe))
+        loaded = load_recipe(recipe)
+        planned = load_plan(plan) if plan else None
     except BotError as error:
         _fail(error)
-    typer.echo(f"{result.status}: {result.draft_repo}, {result.target_repo}")
+    result = publish_run(writer, loaded, bundles.resolve() if bundles else None, planned)
+    Actions.from_environ().report(result, title="dflash-bot run", endpoint=writer.endpoint,
+                                  settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint()})
+    result.print_table()
+    if report:
+        result.write(report)
+    raise typer.Exit(result.exit_code)
 
 
 @app.command()
@@ -157,6 +309,9 @@ def demo() -> None:
 
 
 def main() -> int:
+    # SIGTERM (a cancelled Actions job, a killed cron) unwinds like Ctrl-C: scratch folders are removed and
+    # child exporters are killed by the `finally` blocks on the way out.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         app()
     except SystemExit as exit_:

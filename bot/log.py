@@ -13,6 +13,8 @@ import sys
 import time
 from collections.abc import Iterator
 
+import github_action_utils as gha
+
 _LOGGER_NAME = "dflash-bot"
 
 
@@ -45,7 +47,7 @@ def group(title: str) -> Iterator[None]:
     logger = get()
     started = time.monotonic()
     if on_github_actions():
-        print(f"::group::{title}", flush=True)
+        gha.start_group(title)  # escapes the title the way the runner parses it
     else:
         logger.info("==> %s", title)
     try:
@@ -53,7 +55,7 @@ def group(title: str) -> Iterator[None]:
     finally:
         elapsed = time.monotonic() - started
         if on_github_actions():
-            print("::endgroup::", flush=True)
+            gha.end_group()
         logger.info("    %s done in %.1fs", title, elapsed)
 
 

@@ -14,15 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot import discover, log, plan
-from bot.build import SourceRef, build_group
+from bot.build import DraftOutcome, SourceRef, build_group
 from bot.card import template_fingerprint
 from bot.errors import BotError, Skip
-from bot.fetch import ALLOWED_PATTERNS
+from bot.fetch import ALLOWED_PATTERNS, require_free_disk
 from bot.hub import REQUESTS, Hub, RepoListing
 from bot.publish import PublishResult, publish_bundle, refresh_cards
 from bot.recipe import Recipe
 from bot.report import FAILED, PLANNED, PUBLISHED, SKIPPED, UP_TO_DATE, Outcome, RunReport
 from bot.toolchain import detect
+
+
+DISK_FACTOR = 3
 
 
 @dataclass(frozen=True)
@@ -118,29 +121,10 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions) ->
 def _build_and_publish(report: RunReport, reader: Hub, writer: Hub | None, recipe: Recipe, target_repo: str,
                        target_revision: str, members: list[discover.Candidate], scratch: Path,
                        options: RunOptions) -> None:
-    group_dir = scratch / _safe_name(target_repo)
-    with log.group(f"fetch {target_repo} and {len(members)} draft(s)"):
-        try:
-            target_dir = reader.download(target_repo, target_revision, group_dir / "target", ALLOWED_PATTERNS)
-        except BotError as error:
-            for c in members:
-                report.outcomes.append(Outcome(c.repo_id, c.revision, _status(error),
-                                               f"target {target_repo}: {error.message}"))
-            return
-        drafts: list[tuple[SourceRef, Path]] = []
-        for index, candidate in enumerate(members):
-            try:
-                path = reader.download(candidate.repo_id, candidate.revision, group_dir / f"draft-{index}",
-                                       ALLOWED_PATTERNS)
-            except BotError as error:
-                report.outcomes.append(Outcome(candidate.repo_id, candidate.revision, _status(error), error.message))
-                continue
-            drafts.append((SourceRef(path, candidate.repo_id, candidate.revision),
-                           group_dir / "bundles" / f"draft-{index}"))
-    if not drafts:
-        return
-    target = SourceRef(target_dir, target_repo, target_revision)
-    for outcome in build_group(target, drafts, recipe, work=scratch, keep_work=options.keep_work):
+    fetch_failures, built = fetch_and_build(reader, recipe, target_repo, target_revision, members, scratch,
+                                            keep_work=options.keep_work)
+    report.outcomes.extend(fetch_failures)
+    for outcome in built:
         listing_revision = outcome.draft.revision
         if outcome.error is not None:
             report.outcomes.append(Outcome(outcome.draft.name, listing_revision, _status(outcome.error),
@@ -151,6 +135,43 @@ def _build_and_publish(report: RunReport, reader: Hub, writer: Hub | None, recip
         with log.group(f"publish {outcome.draft.name}"):
             _publish_step(report, _Ref(outcome.draft.name, listing_revision),
                           lambda root=bundle_root: publish_bundle(_need(writer), root, recipe), "")
+
+
+def fetch_and_build(reader: Hub, recipe: Recipe, target_repo: str, target_revision: str,
+                    members: list[discover.Candidate], scratch: Path, *, keep_work: bool = False
+                    ) -> tuple[list[Outcome], list[DraftOutcome]]:
+    """Download one target and its drafts with the reader, then build each draft into `scratch/.../bundles`.
+
+    Used by `run` (then publishes) and by `dflash-bot build --job` (a matrix entry: the bundle goes to publish).
+
+    Returns:
+        (outcomes of sources that could not be downloaded, build outcomes of the downloaded drafts)
+    """
+    failures: list[Outcome] = []
+    group_dir = scratch / _safe_name(target_repo)
+    with log.group(f"fetch {target_repo} and {len(members)} draft(s)"):
+        try:
+            # Downloaded weights, the int4 IRs and the bundle copies: about three times the source weights.
+            require_free_disk(scratch, DISK_FACTOR * max(c.weight_bytes for c in members), "download and export",
+                              subject=target_repo)
+            target_dir = reader.download(target_repo, target_revision, group_dir / "target", ALLOWED_PATTERNS)
+        except BotError as error:
+            return [Outcome(c.repo_id, c.revision, _status(error), f"target {target_repo}: {error.message}")
+                    for c in members], []
+        drafts: list[tuple[SourceRef, Path]] = []
+        for index, candidate in enumerate(members):
+            try:
+                path = reader.download(candidate.repo_id, candidate.revision, group_dir / f"draft-{index}",
+                                       ALLOWED_PATTERNS)
+            except BotError as error:
+                failures.append(Outcome(candidate.repo_id, candidate.revision, _status(error), error.message))
+                continue
+            drafts.append((SourceRef(path, candidate.repo_id, candidate.revision),
+                           group_dir / "bundles" / f"draft-{index}"))
+    if not drafts:
+        return failures, []
+    target = SourceRef(target_dir, target_repo, target_revision)
+    return failures, build_group(target, drafts, recipe, work=scratch, keep_work=keep_work)
 
 
 @dataclass(frozen=True)

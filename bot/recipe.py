@@ -96,6 +96,36 @@ class PublishSettings(_Strict):
     private: bool = False
 
 
+class RunnerClass(_Strict):
+    """One kind of GitHub Actions runner a build can be sent to, by the memory it has."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    max_memory_bytes: int = Field(ge=1, description="largest estimated export peak this runner takes")
+    runs_on: str | list[str] = Field(description="the job's `runs-on`: a label or a list of labels")
+
+
+class RunnerSettings(_Strict):
+    """Runner classes for the GitHub Actions fan-out (`plan --matrix`); not part of the recipe fingerprint.
+
+    A build goes to the smallest class whose `max_memory_bytes` covers its estimated peak (about 2x the
+    safetensors bytes of draft + target); a build no class covers is skipped with a reason naming the fix.
+    """
+
+    classes: list[RunnerClass] = Field(
+        default_factory=lambda: [RunnerClass(name="standard", max_memory_bytes=14 * 10**9, runs_on="ubuntu-latest")],
+        min_length=1)
+    peak_factor: float = Field(2.0, gt=0, description="estimated peak memory / safetensors bytes")
+    max_entries: int = Field(256, ge=1, le=256, description="matrix entries per run (GitHub allows 256)")
+
+    @field_validator("classes")
+    @classmethod
+    def _sorted_unique(cls, classes: list[RunnerClass]) -> list[RunnerClass]:
+        names = [c.name for c in classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"runner class names must be unique: {names}")
+        return sorted(classes, key=lambda c: c.max_memory_bytes)
+
+
 class Recipe(_Strict):
     name: str
     description: str = ""
@@ -104,6 +134,7 @@ class Recipe(_Strict):
     export: ExportSettings = Field(default_factory=ExportSettings)
     validation: ValidationSettings
     publish: PublishSettings
+    runners: RunnerSettings = Field(default_factory=RunnerSettings)
 
     def fingerprint(self) -> str:
         """Hash of what changes the built files or their validation; a change here rebuilds everything."""
