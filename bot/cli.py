@@ -308,10 +308,17 @@ def demo() -> None:
     raise typer.Exit(run_demo())
 
 
+def _terminate(signum: int, frame: object) -> None:
+    from bot.isolation import stop_all_children
+
+    stop_all_children()
+    sys.exit(128 + signum)
+
+
 def main() -> int:
     # SIGTERM (a cancelled Actions job, a killed cron) unwinds like Ctrl-C: scratch folders are removed and
     # child exporters are killed by the `finally` blocks on the way out.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         app()
     except SystemExit as exit_:

@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -42,6 +43,21 @@ def sandboxed(tool: str, python: str | None = None) -> list[str]:
     return [python or sys.executable, "-m", "bot.sandbox", tool]
 
 
+_children: set[subprocess.Popen] = set()
+_children_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+def stop_all_children() -> None:
+    """Kill every running child process group and refuse new ones (on SIGTERM: threads waiting on an exporter
+    return at once, so the scratch folders can be removed before the bot exits)."""
+    _stopping.set()
+    with _children_lock:
+        children = list(_children)
+    for child in children:
+        _kill_group(child)
+
+
 def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Mapping[str, str],
                what: str, cwd: Path | None = None) -> None:
     """Run `cmd`, stdout and stderr into `log_path`, within `timeout_s`.
@@ -49,10 +65,14 @@ def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Map
     Raises:
         Failure: non-zero exit (with the last meaningful log line) or timeout (the process group is killed).
     """
+    if _stopping.is_set():
+        raise Failure(f"{what} not started: the bot is stopping")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
         process = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd,
                                    start_new_session=True)
+        with _children_lock:
+            _children.add(process)
         try:
             code = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -61,6 +81,11 @@ def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Map
         except BaseException:  # KeyboardInterrupt or SystemExit from SIGTERM: no orphaned exporter
             _kill_group(process)
             raise
+        finally:
+            with _children_lock:
+                _children.discard(process)
+    if _stopping.is_set():
+        raise Failure(f"{what} stopped: the bot is stopping")
     if code != 0:
         raise Failure(f"{what} failed (exit {code}): {last_error_line(log_path)}")
 
