@@ -178,9 +178,7 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, toolchain: Toolchain
         raise Skip(f"target {target_repo} has no config.json", subject=repo, stage="discover")
     target = read_target(parse_config_text(target_bytes, subject=target_repo), subject=target_repo)
     cross_check(draft, target, subject=repo, target_name=target_repo)
-    weight_bytes = sum(size for name, size in {**draft_files.sizes, **{f"t/{k}": v for k, v in
-                                                                         target_files.sizes.items()}}.items()
-                       if name.endswith(".safetensors"))
+    weight_bytes = _safetensors_bytes(draft_files.sizes) + _safetensors_bytes(target_files.sizes)
     if weight_bytes > recipe.watch.max_checkpoint_bytes:
         raise Skip(f"draft + target weights are {weight_bytes} bytes, over the recipe's max_checkpoint_bytes "
                    f"{recipe.watch.max_checkpoint_bytes}", subject=repo, stage="discover")
@@ -188,6 +186,10 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, toolchain: Toolchain
                      target_repo=target_repo, target_revision=target_files.sha, target_is_vlm=target.is_vlm,
                      target_how=how, weight_bytes=weight_bytes, draft_card=card_data,
                      target_card=target_files.card_data)
+
+
+def _safetensors_bytes(sizes: dict[str, int]) -> int:
+    return sum(size for name, size in sizes.items() if name.endswith(".safetensors"))
 
 
 MAX_REPO_FILES = 5000
