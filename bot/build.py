@@ -38,7 +38,8 @@ from bot.errors import BotError, Failure, Skip
 from bot.export import TASK_LLM, TASK_VLM, ExportRequest, ExportResult, export_model
 from bot.fetch import safe_copy
 from bot.recipe import Recipe
-from bot.toolchain import Toolchain, detect
+from bot.profiles import DEFAULT_PROFILE, check_transformers, toolchain_for
+from bot.toolchain import Toolchain
 from bot.validate import validate_pair
 
 
@@ -89,6 +90,10 @@ def classify_pair(draft: SourceRef, target: SourceRef, recipe: Recipe, toolchain
     draft_spec = classify_draft(draft_config, subject=draft.name)
     draft_format = require_exportable(draft_spec, toolchain, subject=draft.name)
     target_spec = read_target(load_config(target.path, subject=target.name), subject=target.name)
+    # optimum-intel gates model types by a transformers range pip does not enforce: a mismatch is a skip naming
+    # the range, found here rather than as an ImportError deep inside the export.
+    check_transformers(target_spec.model_type, toolchain.versions.get("transformers", "not installed"),
+                       profile=toolchain.profile, subject=target.name)
     cross_check(draft_spec, target_spec, subject=draft.name, target_name=target.name)
     weight_bytes = check_weights(draft.path, subject=draft.name) + check_weights(target.path, subject=target.name)
     if weight_bytes > recipe.watch.max_checkpoint_bytes:
@@ -107,13 +112,29 @@ def build_group(target: SourceRef, drafts: list[tuple[SourceRef, Path]], recipe:
         recipe: export and validation settings.
         work: scratch folder (a fresh temporary one by default); removed on every exit unless `keep_work`.
     """
-    toolchain = detect()
     scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-", dir=work))
     try:
+        try:
+            # The target's family picks the toolchain profile (its environment is created on first use).
+            toolchain = toolchain_for(_model_type(target))
+        except BotError as error:
+            log.step("%s", error.one_line())
+            return [DraftOutcome(draft, None, error.at(subject=target.name, stage="toolchain")) for draft, _ in drafts]
+        if toolchain.profile != DEFAULT_PROFILE:
+            log.step("%s: toolchain profile %s (transformers %s)", target.name, toolchain.profile,
+                     toolchain.versions.get("transformers"))
         return _build_group(target, drafts, recipe, toolchain, scratch)
     finally:
         if not keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _model_type(target: SourceRef) -> str | None:
+    """The target's model_type, or None when its config is unreadable (classification reports why)."""
+    try:
+        return str(load_config(target.path, subject=target.name).get("model_type") or "") or None
+    except BotError:
+        return None
 
 
 def _build_group(target: SourceRef, drafts: list[tuple[SourceRef, Path]], recipe: Recipe, toolchain: Toolchain,
@@ -144,7 +165,7 @@ def _build_group(target: SourceRef, drafts: list[tuple[SourceRef, Path]], recipe
             ThreadPoolExecutor(max_workers=len(classified)) as finishers, \
             log.group(f"build {target.name} and {len(classified)} draft(s): export, inspect, validate, bundle"):
         target_future = exporters.submit(export_model, target_request, recipe.export, log_dir=logs,
-                                         home=scratch / "hf")
+                                         home=scratch / "hf", python=toolchain.python)
         target_report = _Once()
         finishing: dict[int, Future[DraftOutcome]] = {}
         for index, pair in classified.items():
@@ -152,7 +173,8 @@ def _build_group(target: SourceRef, drafts: list[tuple[SourceRef, Path]], recipe
             draft_src = safe_copy(draft.path, scratch / "src" / f"draft-{index}", subject=draft.name)
             request = ExportRequest(f"draft-{index}", draft_src, ir_root / f"draft-{index}", TASK_LLM,
                                     trust_remote_code=True)
-            draft_future = exporters.submit(export_model, request, recipe.export, log_dir=logs, home=scratch / "hf")
+            draft_future = exporters.submit(export_model, request, recipe.export, log_dir=logs, home=scratch / "hf",
+                                            python=toolchain.python)
             job = _DraftJob(index, draft, out, pair, draft_src, draft_future, target, src, target_request.task,
                             target_future, target_report)
             finishing[index] = finishers.submit(_finish_draft, job, recipe, toolchain, scratch)
@@ -205,6 +227,9 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
             report = inspect_target(target_export.ir_dir, pair.target, pair.draft)
             log.step("%s: %d attention layers -> %d PagedAttention ops", job.target.name, report.attention_layers,
                      report.paged_attention.paged_attention_ops)
+            if report.linear_attention_state:
+                log.step("%s: %d linear-attention layers, state %s", job.target.name, report.linear_attention_layers,
+                         report.linear_attention_state)
             return report
 
         target_report = job.target_report.get(inspect)
@@ -212,7 +237,8 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
         log.step("%s: %s format, PagedAttention-ready: %s", draft.name, draft_report.format,
                  draft_report.paged_attention.ready)
         validation = validate_pair(target_export.ir_dir, draft_export.ir_dir, recipe.validation,
-                                   work=scratch / f"validate-{job.index}", is_vlm=pair.target.is_vlm)
+                                   work=scratch / f"validate-{job.index}", is_vlm=pair.target.is_vlm,
+                                   python=toolchain.python)
         for run in validation.runs:
             log.step("%s: k=%-2d accept length %.2f  %.1f tok/s (plain %.1f, x%.2f)", draft.name,
                      run.num_assistant_tokens, run.accept_length, run.tokens_per_s, run.baseline_tokens_per_s,
@@ -240,7 +266,7 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
             "validation": validation.as_provenance(),
         }
         bundle = _write_bundle(job.out, draft_export.ir_dir, target_export.ir_dir, job.draft_src / "config.json",
-                               provenance, scratch)
+                               provenance, scratch, target_source=job.target_src)
         log.step("%s: bundle %s (%s)", draft.name, job.out, provenance["status"])
         return DraftOutcome(draft, bundle, None if bundle.passed else Failure(
             "; ".join(validation.failed_gates()), subject=draft.name, stage="validate"))
@@ -250,12 +276,12 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
 
 
 def _write_bundle(out: Path, draft_ir: Path, target_ir: Path, draft_config: Path, provenance: dict,
-                  scratch: Path) -> Bundle:
+                  scratch: Path, target_source: Path | None = None) -> Bundle:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     draft_dir = write_draft_folder(draft_ir, draft_config, out / "draft")
-    target_dir = write_target_folder(target_ir, out / "target")
+    target_dir = write_target_folder(target_ir, out / "target", target_source)
     write_provenance(out, provenance)
     assert_no_local_paths(out, scratch)
     return Bundle(root=out, draft_dir=draft_dir, target_dir=target_dir, provenance=provenance)

@@ -22,6 +22,9 @@ SCHEMA_VERSION = 1
 # GenAI needs only the IR pair in the draft folder; config.json is kept (sanitised) for people reading the repo.
 DRAFT_FILES = ("openvino_model.xml", "openvino_model.bin")
 _TEXT_SUFFIXES = {".json", ".xml", ".jinja", ".md", ".txt", ".yaml", ".yml"}
+# VLM processor configs published as the source has them: without torchvision, optimum rewrites the first (slow
+# image processor) and drops the second (notes/qwen3_5-vlm-on-cpu.md §1).
+SOURCE_PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json")
 
 
 @dataclass(frozen=True)
@@ -45,17 +48,33 @@ def write_draft_folder(ir_dir: Path, source_config: Path, dest: Path) -> Path:
     return dest
 
 
-def write_target_folder(ir_dir: Path, dest: Path) -> Path:
-    """The target repo folder: IR, tokenizer IRs, configs and chat template, minus the local source path."""
+def write_target_folder(ir_dir: Path, dest: Path, source: Path | None = None) -> Path:
+    """The target repo folder: IR, tokenizer IRs, configs and chat template, minus the local source path.
+
+    Args:
+        source: the (safe-copied) source checkpoint; its processor configs replace the exported ones.
+    """
     shutil.copytree(ir_dir, dest, dirs_exist_ok=True)
+    if source is not None:
+        for name in SOURCE_PROCESSOR_FILES:
+            if (source / name).is_file():
+                shutil.copyfile(source / name, dest / name)
     ov_config = dest / "openvino_config.json"
     if ov_config.is_file():
         config = json.loads(ov_config.read_text(encoding="utf-8"))
-        quantization = config.get("quantization_config")
-        if isinstance(quantization, dict) and "tokenizer" in quantization:
-            quantization["tokenizer"] = None  # optimum records the local source folder here
+        _forget_source_paths(config.get("quantization_config"))
         ov_config.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return dest
+
+
+def _forget_source_paths(quantization: object) -> None:
+    """optimum records the local source folder as `tokenizer`/`processor`, also per sub-model (VLMs)."""
+    if isinstance(quantization, dict):
+        for key, value in quantization.items():
+            if key in ("tokenizer", "processor") and isinstance(value, str):
+                quantization[key] = None
+            else:
+                _forget_source_paths(value)
 
 
 def local_path_markers(*extra: Path) -> list[str]:

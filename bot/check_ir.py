@@ -17,6 +17,10 @@ from bot.checkpoints import DraftSpec, TargetSpec
 from bot.errors import Failure
 
 _STATE_OPS = ("ReadValue", "Assign")
+# What SDPAToPagedAttention makes of a GatedDeltaNet layer (Qwen3.5/3.6 hybrid targets): the recurrence (a Loop)
+# and the short convolution (a GroupConvolution) become paged ops whose state lives in per-layer block tables.
+LINEAR_ATTENTION_OPS = ("PagedGatedDeltaNet", "PagedCausalConv1D")
+_STATE_TABLE_SUFFIXES = ("conv_state_table", "gated_delta_state_table")
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,9 @@ class PagedAttentionCheck:
     paged_attention_ops: int
     sdpa_left: int
     state_ops_left: int
+    linear_attention_ops: dict[str, int] = field(default_factory=dict)  # LINEAR_ATTENTION_OPS after the pass
+    state_tables: int = 0  # paged linear-attention state inputs (conv_state_table.N, gated_delta_state_table.N)
+    linear_before: dict[str, int] = field(default_factory=dict)  # Loop / GroupConvolution before the pass
 
 
 @dataclass(frozen=True)
@@ -38,12 +45,18 @@ class TargetIrReport:
     paged_attention: PagedAttentionCheck
     hidden_state_layers: tuple[int, ...]
     quantization: dict = field(default_factory=dict)
+    linear_attention_layers: int = 0
+    linear_attention_state: str | None = None  # how the transformation handled it, for hybrid targets
 
     def as_provenance(self) -> dict:
         return {"ir_file": self.ir_file, "attention_layers": self.attention_layers,
                 "paged_attention_ops": self.paged_attention.paged_attention_ops,
                 "paged_attention_ready": self.paged_attention.ready,
                 "sdpa_left": self.paged_attention.sdpa_left, "state_ops_left": self.paged_attention.state_ops_left,
+                "linear_attention_layers": self.linear_attention_layers,
+                "linear_attention_ops": dict(self.paged_attention.linear_attention_ops),
+                "linear_attention_state_tables": self.paged_attention.state_tables,
+                "linear_attention_state": self.linear_attention_state,
                 "hidden_state_layers": list(self.hidden_state_layers), "quantization": self.quantization}
 
 
@@ -116,9 +129,13 @@ def paged_attention_check(model_path: Path, expected_layers: int) -> PagedAttent
         problems.append(f"{sdpa_left} ScaledDotProductAttention ops left")
     if state_left:
         problems.append(f"{state_left} ReadValue/Assign ops left")
+    tables = sum(1 for i in model.inputs if i.get_any_name().split(".")[0] in _STATE_TABLE_SUFFIXES)
     return PagedAttentionCheck(ready=not problems, reason="; ".join(problems) or None,
                                sdpa_before=before["ScaledDotProductAttention"], paged_attention_ops=pa_ops,
-                               sdpa_left=sdpa_left, state_ops_left=state_left)
+                               sdpa_left=sdpa_left, state_ops_left=state_left,
+                               linear_attention_ops={op: after[op] for op in LINEAR_ATTENTION_OPS if after[op]},
+                               state_tables=tables,
+                               linear_before={op: before[op] for op in ("Loop", "GroupConvolution") if before[op]})
 
 
 def inspect_target(ir_dir: Path, target: TargetSpec, draft: DraftSpec) -> TargetIrReport:
@@ -150,8 +167,35 @@ def inspect_target(ir_dir: Path, target: TargetSpec, draft: DraftSpec) -> Target
     if untapped:
         raise Failure(f"target IR annotates hidden states of layers {list(layers)}, not the draft's {untapped}",
                       stage="inspect")
+    linear_layers = target.num_hidden_layers - target.full_attention_layers
     return TargetIrReport(ir_file=ir_file, attention_layers=target.full_attention_layers, paged_attention=check,
-                          hidden_state_layers=layers, quantization=quantization_parameters(rt_info))
+                          hidden_state_layers=layers, quantization=quantization_parameters(rt_info),
+                          linear_attention_layers=linear_layers,
+                          linear_attention_state=linear_attention_state(check, linear_layers))
+
+
+def linear_attention_state(check: PagedAttentionCheck, linear_layers: int) -> str | None:
+    """How SDPAToPagedAttention handled the linear-attention (GatedDeltaNet) state of a hybrid target.
+
+    Each linear-attention layer must become one PagedGatedDeltaNet and one PagedCausalConv1D op, with its
+    recurrent and convolution state moved out of ReadValue/Assign into two paged state tables: that is what lets
+    GenAI keep and roll back the state per sequence inside a verification window.
+
+    Raises:
+        Failure: the counts do not match the layers, so GenAI would run the state unpaged or not at all.
+    """
+    if not linear_layers:
+        return None
+    ops = check.linear_attention_ops
+    expected = {op: linear_layers for op in LINEAR_ATTENTION_OPS}
+    if ops != expected or check.state_tables != 2 * linear_layers:
+        raise Failure(f"target IR has {linear_layers} linear-attention layers but SDPA→PagedAttention made "
+                      f"{ops or 'no paged linear-attention ops'} and {check.state_tables} state tables (expected "
+                      f"{expected} and {2 * linear_layers})", stage="inspect")
+    return (f"paged: {linear_layers} PagedGatedDeltaNet + {linear_layers} PagedCausalConv1D ops (from "
+            f"{check.linear_before}); recurrent and convolution state moved from ReadValue/Assign into "
+            f"{check.state_tables} block tables (gated_delta_state_table.N, conv_state_table.N), none left as "
+            "model state")
 
 
 def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:

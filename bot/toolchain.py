@@ -38,6 +38,8 @@ class Toolchain:
     versions: dict[str, str]
     capabilities: frozenset[str]
     profile: str = "default"
+    # The interpreter of the profile's environment; None: this process's own (bot.profiles.toolchain_for).
+    python: str | None = None
 
     def as_provenance(self) -> dict:
         return {**self.versions, "profile": self.profile, "capabilities": sorted(self.capabilities)}

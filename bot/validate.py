@@ -7,6 +7,11 @@ speed are measured with the default properties that users run.
 
 GenAI runs in a child process (`python -m bot.validate`) inside the trust boundary, with a time limit, so a crash
 or hang on a bad pair cannot take the bot down.
+
+VLM targets (Qwen3.5/3.6) run through `VLMPipeline`. Their hybrid text model keeps a linear-attention (GatedDeltaNet)
+state that speculative decoding must roll back inside a verification window; the scheduler's pool of those rows
+must hold one committed row plus 1 + num_assistant_tokens scratch rows, or a verification window never fits
+(notes/qwen3_5-vlm-on-cpu.md §4). The lossless gate adds an image prompt for them.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bot.errors import Failure
-from bot.isolation import run_logged, untrusted_env
+from bot.isolation import run_logged, sandboxed, untrusted_env
+from bot.profiles import child_env
 from bot.recipe import ValidationSettings
 
 
@@ -55,6 +61,8 @@ class ValidationReport:
     device: str
     hardware: str
     pipeline: str
+    image_prompts: int = 0  # prompts of the lossless gate that carried an image (VLM targets)
+    num_linear_attention_blocks: int | None = None  # the scheduler setting used for hybrid targets
 
     @property
     def passed(self) -> bool:
@@ -92,19 +100,21 @@ def aligned_new_tokens(max_new_tokens: int, k: int) -> int:
 
 
 def validate_pair(target_dir: Path, draft_dir: Path, settings: ValidationSettings, *, work: Path,
-                  is_vlm: bool = False) -> ValidationReport:
+                  is_vlm: bool = False, python: str | None = None) -> ValidationReport:
     """Run the GenAI validation of one pair in a time-limited child process without Hub credentials.
+
+    `is_vlm` runs it through `VLMPipeline`; `python` is the interpreter of the job's toolchain profile.
 
     Raises:
         Failure: GenAI could not load or run the pair, or the run exceeded `settings.timeout_s`.
     """
     out = work / "validation.json"
-    cmd = [sys.executable, "-m", "bot.validate", "--target", str(target_dir), "--draft", str(draft_dir),
+    cmd = [*sandboxed("validate", python), "--target", str(target_dir), "--draft", str(draft_dir),
            "--settings", settings.model_dump_json(), "--out", str(out)]
     if is_vlm:
         cmd.append("--vlm")
     run_logged(cmd, log_path=work / "validate.log", timeout_s=settings.timeout_s,
-               env=untrusted_env(home=work / "hf-home"), what="GenAI validation")
+               env=child_env(untrusted_env(home=work / "hf-home"), python), what="GenAI validation")
     return ValidationReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
 
 
@@ -117,14 +127,36 @@ def _exact_properties() -> dict:
             "INFERENCE_PRECISION_HINT": ov.Type.f32}
 
 
-def _scheduler():
+def linear_attention_blocks(num_assistant_tokens: list[int]) -> int:
+    """Rows of the linear-attention state pool a hybrid target needs for the largest k in the sweep.
+
+    One committed row for the live sequence plus 1 + k scratch rows for a verification window (scheduler.hpp);
+    the default pool (7 rows) fails every k > 5.
+    """
+    return max(num_assistant_tokens) + 2
+
+
+def _scheduler(linear_blocks: int | None = None):
     import openvino_genai as genai
 
     config = genai.SchedulerConfig()
     config.cache_size = 1
     # GenAI's DFlash path refuses prefix caching (dflash_strategy.cpp), and the default config turns it on.
     config.enable_prefix_caching = False
+    if linear_blocks is not None:
+        config.num_linear_attention_blocks = linear_blocks
     return config
+
+
+def generated_image(height: int = 64, width: int = 96):
+    """A generated RGB image (two gradients and a checkerboard) as the uint8 HxWx3 tensor VLMPipeline takes."""
+    import numpy as np
+    import openvino as ov
+
+    y, x = np.mgrid[0:height, 0:width]
+    image = np.stack([x * 255 // max(width - 1, 1), y * 255 // max(height - 1, 1),
+                      ((x // 8 + y // 8) % 2) * 255], axis=-1).astype(np.uint8)
+    return ov.Tensor(image)
 
 
 def _generation_config(max_new_tokens: int, k: int | None):
@@ -141,24 +173,56 @@ def _generation_config(max_new_tokens: int, k: int | None):
 class _Pair:
     """A plain and a speculative pipeline over the same target, with one set of CPU properties."""
 
-    def __init__(self, target: Path, draft: Path, device: str, properties: dict):
+    def __init__(self, target: Path, draft: Path, device: str, properties: dict, *, vlm: bool = False,
+                 linear_blocks: int | None = None):
         import openvino_genai as genai
 
-        self.plain = genai.LLMPipeline(str(target), device, scheduler_config=_scheduler(), **properties)
-        self.speculative = genai.LLMPipeline(
+        self.vlm = vlm
+        pipeline = genai.VLMPipeline if vlm else genai.LLMPipeline
+        self.plain = pipeline(str(target), device, scheduler_config=_scheduler(linear_blocks), **properties)
+        self.speculative = pipeline(
             str(target), device, draft_model=genai.draft_model(str(draft), device, **properties),
-            scheduler_config=_scheduler(), **properties)
-        tokenizer = self.plain.get_tokenizer()
-        self._encode = lambda prompt: tokenizer.encode(
-            tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True),
-            add_special_tokens=False)
+            scheduler_config=_scheduler(linear_blocks), **properties)
+        if not vlm:
+            tokenizer = self.plain.get_tokenizer()
+            self._encode = lambda prompt: tokenizer.encode(
+                tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True),
+                add_special_tokens=False)
 
-    def tokens(self, prompt: str, max_new_tokens: int, k: int | None):
+    def tokens(self, prompt: str, max_new_tokens: int, k: int | None, image=None):
         pipe = self.plain if k is None else self.speculative
+        config = _generation_config(max_new_tokens, k)
         started = time.perf_counter()
-        result = pipe.generate(self._encode(prompt), _generation_config(max_new_tokens, k))
+        if self.vlm:
+            # VLMDecodedResults holds texts only: the token ids come through a streamer. The pipeline applies
+            # the chat template and puts the image placeholder tokens in front of the prompt.
+            collector = _token_collector()
+            result = pipe.generate(prompt, images=[image] if image is not None else [], generation_config=config,
+                                   streamer=collector)
+            tokens = collector.tokens
+        else:
+            result = pipe.generate(self._encode(prompt), config)
+            tokens = list(result.tokens[0])
         seconds = time.perf_counter() - started
-        return list(result.tokens[0]), seconds, getattr(result, "extended_perf_metrics", None)
+        return tokens, seconds, getattr(result, "extended_perf_metrics", None)
+
+
+def _token_collector():
+    import openvino_genai as genai
+
+    class Collector(genai.StreamerBase):
+        def __init__(self):
+            super().__init__()
+            self.tokens: list[int] = []
+
+        def write(self, token):
+            self.tokens.extend(token if isinstance(token, list) else [token])
+            return genai.StreamingStatus.RUNNING
+
+        def end(self):
+            pass
+
+    return Collector()
 
 
 def _target_steps(metrics) -> int:
@@ -171,21 +235,30 @@ def _first_difference(a: list[int], b: list[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def run_validation(target: Path, draft: Path, settings: ValidationSettings) -> ValidationReport:
-    """The gates and the sweep, in this process (called by the child)."""
+def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, vlm: bool = False
+                   ) -> ValidationReport:
+    """The gates and the sweep, in this process (called by the child).
+
+    For a VLM target the lossless gate runs the text prompts and, in addition, the first prompt with a generated
+    image (its index is `len(prompts)` in a mismatch); the sweep uses the text prompts.
+    """
     import openvino as ov
 
+    linear_blocks = linear_attention_blocks(settings.num_assistant_tokens) if vlm else None
+    cases = [(prompt, None) for prompt in settings.prompts]
+    if vlm:
+        cases.append((settings.prompts[0], generated_image()))
     mismatches: list[Mismatch] = []
-    exact = _Pair(target, draft, settings.device, _exact_properties())
+    exact = _Pair(target, draft, settings.device, _exact_properties(), vlm=vlm, linear_blocks=linear_blocks)
+    expected_by_case = [exact.tokens(prompt, settings.max_new_tokens, None, image)[0] for prompt, image in cases]
     for k in settings.num_assistant_tokens:
-        for index, prompt in enumerate(settings.prompts):
-            expected, _, _ = exact.tokens(prompt, settings.max_new_tokens, None)
-            got, _, _ = exact.tokens(prompt, settings.max_new_tokens, k)
-            if got != expected:
-                mismatches.append(Mismatch(index, k, _first_difference(expected, got)))
+        for index, (prompt, image) in enumerate(cases):
+            got, _, _ = exact.tokens(prompt, settings.max_new_tokens, k, image)
+            if got != expected_by_case[index]:
+                mismatches.append(Mismatch(index, k, _first_difference(expected_by_case[index], got)))
     del exact
 
-    default = _Pair(target, draft, settings.device, {})
+    default = _Pair(target, draft, settings.device, {}, vlm=vlm, linear_blocks=linear_blocks)
     runs = []
     for k in settings.num_assistant_tokens:
         new_tokens = aligned_new_tokens(settings.max_new_tokens, k)
@@ -216,7 +289,9 @@ def run_validation(target: Path, draft: Path, settings: ValidationSettings) -> V
         recommended_num_assistant_tokens=best.num_assistant_tokens, accept_length=best.accept_length,
         min_accept_length=settings.min_accept_length,
         acceptance_passed=best.accept_length >= settings.min_accept_length, device=settings.device,
-        hardware=str(ov.Core().get_property(settings.device, "FULL_DEVICE_NAME")), pipeline="LLMPipeline",
+        hardware=str(ov.Core().get_property(settings.device, "FULL_DEVICE_NAME")),
+        pipeline="VLMPipeline" if vlm else "LLMPipeline", image_prompts=1 if vlm else 0,
+        num_linear_attention_blocks=linear_blocks,
     )
 
 
@@ -229,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vlm", action="store_true")
     args = parser.parse_args(argv)
     settings = ValidationSettings.model_validate_json(args.settings)
-    report = run_validation(args.target, args.draft, settings)
+    report = run_validation(args.target, args.draft, settings, vlm=args.vlm)
     args.out.write_text(json.dumps(asdict(report), indent=2), encoding="utf-8")
     return 0
 

@@ -19,6 +19,8 @@ from safetensors.torch import load_file
 from bot.tiny import FOLLOWER_WORD, PREDICTED_WORD, TINY_KINDS, TinyPair, make_tiny
 
 DFLASH_DRAFTS = ("dflash", "oracle", "random")
+# The Qwen3.5 (VLM) kinds have their own checkout layout; tests/test_vlm.py covers them.
+QWEN3_KINDS = tuple(kind for kind in TINY_KINDS if not kind.endswith("-qwen3_5"))
 CONFIG_DEFECTS = {
     "broken-llama": {"model_type": ("qwen3", "llama")},
     "broken-layer-ids": {"dflash_config.target_layer_ids": ([1, 2], [1, 9])},
@@ -33,7 +35,7 @@ CONFIG_DEFECTS = {
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory) -> dict[str, TinyPair]:
     root = tmp_path_factory.mktemp("tiny")
-    return {kind: make_tiny(kind, root / kind) for kind in TINY_KINDS}
+    return {kind: make_tiny(kind, root / kind) for kind in QWEN3_KINDS}
 
 
 def read_config(checkout: Path) -> dict:
@@ -93,12 +95,12 @@ def test_kinds_have_one_line_descriptions():
     assert set(TINY_KINDS) == {
         "dflash", "oracle", "random", "dspark", "dspark-markov", "dflash2", "broken-llama", "broken-layer-ids",
         "broken-hidden-size", "broken-mask-token", "broken-no-dflash-config", "broken-config-json",
-        "broken-pickle", "broken-truncated",
+        "broken-pickle", "broken-truncated", "dflash-qwen3_5", "oracle-qwen3_5", "partial-qwen3_5",
     }  # fmt: skip
     assert all(text and "\n" not in text for text in TINY_KINDS.values())
 
 
-@pytest.mark.parametrize("kind", TINY_KINDS)
+@pytest.mark.parametrize("kind", QWEN3_KINDS)
 def test_target_is_a_qwen3_checkout(pairs, kind):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 

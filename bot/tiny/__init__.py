@@ -21,13 +21,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from bot.tiny import layouts
+from bot.tiny import layouts, qwen3_5
 from bot.tiny.tokenizer import FOLLOWER_WORD, PREDICTED_WORD, build_tokenizer, vocab_of
 from bot.tiny.weights import WIDE_DRAFT_DIMS, TargetBehaviour, generator
 
 __all__ = ["DEFAULT_TARGET_REPO", "FOLLOWER_WORD", "PREDICTED_WORD", "TINY_KINDS", "TinyPair", "make_tiny"]
 
 DEFAULT_TARGET_REPO = "Qwen/Qwen3-Tiny"
+DEFAULT_TARGET_REPOS = MappingProxyType({"qwen3": DEFAULT_TARGET_REPO, "qwen3_5": "Qwen/Qwen3.5-Tiny"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,9 +51,10 @@ class _Kind:
     """How to build one kind: the target's weights, the draft, and any damage done to the written draft."""
 
     description: str
-    target: TargetBehaviour
+    target: TargetBehaviour | qwen3_5.Qwen3_5Behaviour
     draft: layouts.DraftBuilder
     damage: Callable[[Path], None] | None = None
+    family: str = "qwen3"  # the target's family: "qwen3" (Qwen3ForCausalLM) or "qwen3_5" (VLM, hybrid attention)
 
 
 _KINDS: dict[str, _Kind] = {
@@ -129,13 +131,31 @@ _KINDS: dict[str, _Kind] = {
         draft=layouts.dflash_draft,
         damage=layouts.truncate_weights,
     ),
+    "dflash-qwen3_5": _Kind(
+        "Qwen3.5 VLM target (hybrid linear/full attention) and a DFlash draft right about half the time",
+        target="bigram",
+        draft=qwen3_5.dflash_draft,
+        family="qwen3_5",
+    ),
+    "oracle-qwen3_5": _Kind(
+        "Qwen3.5 VLM target and a DFlash draft that is always right (num_assistant_tokens + 1 per step)",
+        target="constant",
+        draft=qwen3_5.dflash_draft,
+        family="qwen3_5",
+    ),
+    "partial-qwen3_5": _Kind(
+        "Qwen3.5 VLM target with live layers and a draft accepted in part: the linear-attention state rolls back",
+        target="partial",
+        draft=qwen3_5.dflash_draft,
+        family="qwen3_5",
+    ),
 }
 
 TINY_KINDS: Mapping[str, str] = MappingProxyType({name: kind.description for name, kind in _KINDS.items()})
 """Every kind `make_tiny` builds, with a one-line description (for the CLI's choices and help)."""
 
 
-def make_tiny(kind: str, out: Path, *, target_repo: str = DEFAULT_TARGET_REPO, seed: int = 0) -> TinyPair:
+def make_tiny(kind: str, out: Path, *, target_repo: str | None = None, seed: int = 0) -> TinyPair:
     """Write a tiny target checkout to ``out/target`` and a draft checkout to ``out/draft``.
 
     The same kind, target_repo and seed give byte-identical files. For one seed, every kind except
@@ -146,7 +166,8 @@ def make_tiny(kind: str, out: Path, *, target_repo: str = DEFAULT_TARGET_REPO, s
     Args:
         kind: One of `TINY_KINDS`.
         out: Parent directory; created if missing.
-        target_repo: Repo id the draft card names as its target.
+        target_repo: Repo id the draft card names as its target (default: `DEFAULT_TARGET_REPOS` for the
+            kind's family, ``Qwen/Qwen3-Tiny`` or ``Qwen/Qwen3.5-Tiny``).
         seed: Seed for every random weight.
 
     Returns:
@@ -163,6 +184,7 @@ def make_tiny(kind: str, out: Path, *, target_repo: str = DEFAULT_TARGET_REPO, s
         raise ValueError(f"Unknown tiny kind {kind!r}; choose one of {', '.join(_KINDS)}.{hint}")
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
+    target_repo = target_repo or DEFAULT_TARGET_REPOS[spec.family]
     out = Path(out)
     pair = TinyPair(kind=kind, target=out / "target", draft=out / "draft")
     for directory in (pair.target, pair.draft):
@@ -171,16 +193,29 @@ def make_tiny(kind: str, out: Path, *, target_repo: str = DEFAULT_TARGET_REPO, s
 
     import transformers  # deferred: importing it takes seconds, and only building needs it
 
-    tokenizer = build_tokenizer()
-    vocab = vocab_of(tokenizer)
-    target = layouts.target_checkpoint(
-        spec.target,
-        vocab,
-        target_repo=target_repo,
-        seed=seed,
-        rng=generator(seed, stream=0),
-        transformers_version=transformers.__version__,
-    )
+    if spec.family == "qwen3_5":
+        tokenizer = qwen3_5.tokenizer()
+        vocab = vocab_of(tokenizer)
+        target = qwen3_5.target_checkpoint(
+            spec.target,
+            tokenizer,
+            vocab,
+            target_repo=target_repo,
+            seed=seed,
+            rng=generator(seed, stream=0),
+            transformers_version=transformers.__version__,
+        )
+    else:
+        tokenizer = build_tokenizer()
+        vocab = vocab_of(tokenizer)
+        target = layouts.target_checkpoint(
+            spec.target,
+            vocab,
+            target_repo=target_repo,
+            seed=seed,
+            rng=generator(seed, stream=0),
+            transformers_version=transformers.__version__,
+        )
     context = layouts.BuildContext(
         kind=kind,
         seed=seed,

@@ -41,6 +41,7 @@ class Checkpoint:
     readme: str
     generation_config: dict
     code: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    files: Mapping[str, str] = dataclasses.field(default_factory=dict)  # other text files (processor configs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,7 +274,7 @@ def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> None:
     _write_json(directory / "config.json", checkpoint.config)
     _write_json(directory / "generation_config.json", checkpoint.generation_config)
     (directory / "README.md").write_text(checkpoint.readme)
-    for name, source in checkpoint.code.items():
+    for name, source in {**checkpoint.code, **checkpoint.files}.items():
         (directory / name).write_text(source)
     weights = {name: tensor.to(torch.bfloat16).contiguous() for name, tensor in checkpoint.weights.items()}
     save_file(weights, directory / "model.safetensors", metadata={"format": "pt"})

@@ -52,8 +52,12 @@ class Vocab:
 
 
 @functools.cache
-def _tokenizer_json() -> str:
-    """Train once per process; the trained tokenizer is kept as JSON so no caller can mutate the cache."""
+def _tokenizer_json(special_tokens: tuple[str, ...] = _SPECIAL_TOKENS) -> str:
+    """Train once per process; the trained tokenizer is kept as JSON so no caller can mutate the cache.
+
+    Args:
+        special_tokens: Added after the BPE tokens, in this order (the Qwen3.5 tokenizer adds the vision ones).
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -65,24 +69,30 @@ def _tokenizer_json() -> str:
         show_progress=False,
     )
     tokenizer.train_from_iterator(_CORPUS, trainer)
-    tokenizer.add_special_tokens(list(_SPECIAL_TOKENS))
+    tokenizer.add_special_tokens(list(special_tokens))
     return tokenizer.to_str()
 
 
-def build_tokenizer():
+def build_tokenizer(
+    special_tokens: tuple[str, ...] = _SPECIAL_TOKENS,
+    *,
+    additional_special_tokens: tuple[str, ...] = ("<|im_start|>", "<|MASK|>"),
+    chat_template: str = _CHATML_TEMPLATE,
+):
     """A fresh `PreTrainedTokenizerFast` configured like Qwen3's: ChatML template, eos im_end, pad endoftext.
 
     Fresh on every call because `save_pretrained` callers may mutate it; only the trained BPE is cached.
+    The defaults give the Qwen3 tokenizer; `bot.tiny.qwen3_5` passes Qwen3.5's special tokens and template.
     """
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
     return PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer.from_str(_tokenizer_json()),
+        tokenizer_object=Tokenizer.from_str(_tokenizer_json(tuple(special_tokens))),
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>", "<|MASK|>"],
-        chat_template=_CHATML_TEMPLATE,
+        additional_special_tokens=list(additional_special_tokens),
+        chat_template=chat_template,
         model_max_length=4096,
     )
 

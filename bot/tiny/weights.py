@@ -104,13 +104,17 @@ def bigram_tables(vocab: Vocab, rng: torch.Generator, *, bigram: bool) -> tuple[
     return embed, head
 
 
-def draft_trunk(dims: Dims, rng: torch.Generator, *, quiet: bool) -> dict[str, torch.Tensor]:
-    """Keys every block-diffusion draft shares: decoder layers, final norm, and the target-feature fuser."""
+def draft_trunk(dims: Dims, rng: torch.Generator, *, quiet: bool, taps: int = len(TARGET_LAYER_IDS)
+                ) -> dict[str, torch.Tensor]:
+    """Keys every block-diffusion draft shares: decoder layers, final norm, and the target-feature fuser.
+
+    `taps` is the number of target layers the draft reads (the fuser `fc` takes their concatenation).
+    """
     weights: dict[str, torch.Tensor] = {}
     for i in range(dims.layers):
         weights |= _decoder_layer(f"layers.{i}", dims, rng, quiet=quiet)
     weights["norm.weight"] = torch.ones(dims.hidden)
-    weights["fc.weight"] = normal(rng, dims.hidden, len(TARGET_LAYER_IDS) * dims.hidden, std=INIT_STD)
+    weights["fc.weight"] = normal(rng, dims.hidden, taps * dims.hidden, std=INIT_STD)
     weights["hidden_norm.weight"] = torch.ones(dims.hidden)
     return weights
 
