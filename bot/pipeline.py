@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot import discover, log, plan
+from bot import discover, log, plan, profiles
 from bot.build import DraftOutcome, SourceRef, build_group
 from bot.card import template_fingerprint
 from bot.errors import BotError, Skip
@@ -22,7 +22,7 @@ from bot.hub import REQUESTS, Hub, RepoListing
 from bot.publish import PublishResult, publish_bundle, refresh_cards
 from bot.recipe import Recipe
 from bot.report import FAILED, PLANNED, PUBLISHED, SKIPPED, UP_TO_DATE, Outcome, RunReport
-from bot.toolchain import detect
+from bot.toolchain import Toolchain, detect
 
 
 DISK_FACTOR = 3
@@ -57,11 +57,24 @@ def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport
 
     card_fp = template_fingerprint()
     decisions, candidates = [], []
+    toolchains: dict[str | None, Toolchain] = {}
+
+    def built_with(published: dict | None) -> Toolchain:
+        """The toolchain a published build is compared with: its target family's profile, not this process's."""
+        model_type = (published or {}).get("target", {}).get("model_type")
+        if model_type not in toolchains:
+            try:
+                toolchains[model_type] = profiles.toolchain_for(model_type)
+            except Skip:
+                toolchains[model_type] = toolchain  # resolve() reports the missing profile with its reason
+        return toolchains[model_type]
+
     with log.group("plan"):
         for listing in listings:
             try:
                 published = plan.read_published(reader, plan.draft_output_repo(recipe, listing.repo_id))
-                decision = plan.decide(listing, published, recipe, toolchain, card_fp, force=options.force)
+                decision = plan.decide(listing, published, recipe, built_with(published), card_fp,
+                                       force=options.force)
             except BotError as error:
                 report.outcomes.append(Outcome(listing.repo_id, listing.sha, _status(error), error.message))
                 continue
