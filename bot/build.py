@@ -1,7 +1,8 @@
 """The build stage for checkpoints on disk: classify → fetch → export → inspect → validate → bundle.
 
-One target export serves every draft that drafts for it; the target export runs beside the first draft export
-(two processes on two cores). Each draft's outcome is independent: one broken draft never stops its siblings.
+One target export serves every draft that drafts for it; the target and draft exports run side by side, and each
+draft's validation starts as soon as its export is done. Each draft's outcome is independent: one broken draft
+never stops its siblings.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ from bot.checkpoints import (
 from bot.errors import BotError, Failure, Skip
 from bot.export import TASK_LLM, TASK_VLM, ExportRequest, ExportResult, export_model
 from bot.fetch import safe_copy
-from bot.recipe import Recipe
 from bot.profiles import DEFAULT_PROFILE, check_transformers, toolchain_for
+from bot.recipe import Recipe
 from bot.toolchain import Toolchain
 from bot.validate import validate_pair
 
