@@ -45,18 +45,19 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def built(tiny, tmp_path_factory):
-    """built(kind) -> (Bundle or None, BotError or None), from one real build per kind."""
+    """built(kind, sweep=None) -> DraftOutcome, from one real build per kind and sweep (default: fast_recipe's)."""
     from bot.build import SourceRef, build_group
 
     results = {}
 
-    def get(kind: str):
-        if kind not in results:
+    def get(kind: str, sweep: tuple[int, ...] | None = None):
+        if (kind, sweep) not in results:
             pair = tiny(kind)
             out = tmp_path_factory.mktemp(f"bundle-{kind}") / "bundle"
-            (outcome,) = build_group(SourceRef(pair.target), [(SourceRef(pair.draft), out)], fast_recipe())
-            results[kind] = outcome
-        return results[kind]
+            recipe = fast_recipe(num_assistant_tokens=list(sweep)) if sweep else fast_recipe()
+            (outcome,) = build_group(SourceRef(pair.target), [(SourceRef(pair.draft), out)], recipe)
+            results[(kind, sweep)] = outcome
+        return results[(kind, sweep)]
 
     return get
 

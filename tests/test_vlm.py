@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from bot.build import SourceRef, build_group, classify_pair
+from bot.build import SourceRef, classify_pair
 from bot.bundle import find_local_paths, local_path_markers
 from bot.card import render_draft_card, render_target_card
 from bot.errors import Skip
@@ -25,20 +25,9 @@ SWEEP = [4, 15]
 
 
 @pytest.fixture(scope="session")
-def built_vlm(tiny, tmp_path_factory):
-    """built_vlm(kind) -> DraftOutcome of one real Qwen3.5 build per kind."""
-    results = {}
-
-    def get(kind: str):
-        if kind not in results:
-            pair = tiny(kind)
-            out = tmp_path_factory.mktemp(f"bundle-{kind}") / "bundle"
-            (outcome,) = build_group(SourceRef(pair.target), [(SourceRef(pair.draft), out)],
-                                     fast_recipe(num_assistant_tokens=SWEEP))
-            results[kind] = outcome
-        return results[kind]
-
-    return get
+def built_vlm(built):
+    """built_vlm(kind) -> DraftOutcome of one real Qwen3.5 build per kind, swept up to k = 15."""
+    return lambda kind: built(kind, tuple(SWEEP))
 
 
 def read_json(path):
