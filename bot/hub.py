@@ -104,6 +104,8 @@ class Hub:
             # Only huggingface.co speaks Xet; a local or mirror endpoint needs classic LFS uploads.
             hf.constants.HF_HUB_DISABLE_XET = True
         self.api = hf.HfApi(endpoint=self.endpoint, token=self.token or False, library_name="dflash-bot")
+        # Per-file progress bars drown the run's own progress lines (and Actions logs) in carriage returns.
+        hf.utils.disable_progress_bars()
         if hf.utils._http._GLOBAL_CLIENT_FACTORY is not _counting_client:
             hf.set_client_factory(_counting_client)
 

@@ -114,6 +114,7 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions) ->
             _publish_step(report, decision.listing, lambda d=decision: refresh_cards(_need(writer), d.published,
                                                                                       recipe), "card refreshed")
 
+    why = {d.listing.repo_id: "; ".join(d.reasons) for d in decisions}
     groups: dict[tuple[str, str], list[discover.Candidate]] = defaultdict(list)
     for candidate in candidates:
         groups[(candidate.target_repo, candidate.target_revision)].append(candidate)
@@ -123,7 +124,7 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions) ->
     try:
         for (target_repo, target_revision), members in groups.items():
             _build_and_publish(report, reader, writer, recipe, target_repo, target_revision, members, scratch,
-                               options)
+                               options, why)
     finally:
         if not options.keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -133,7 +134,7 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions) ->
 
 def _build_and_publish(report: RunReport, reader: Hub, writer: Hub | None, recipe: Recipe, target_repo: str,
                        target_revision: str, members: list[discover.Candidate], scratch: Path,
-                       options: RunOptions) -> None:
+                       options: RunOptions, why: dict[str, str]) -> None:
     fetch_failures, built = fetch_and_build(reader, recipe, target_repo, target_revision, members, scratch,
                                             keep_work=options.keep_work)
     report.outcomes.extend(fetch_failures)
@@ -147,7 +148,8 @@ def _build_and_publish(report: RunReport, reader: Hub, writer: Hub | None, recip
         bundle_root = outcome.bundle.root
         with log.group(f"publish {outcome.draft.name}"):
             _publish_step(report, _Ref(outcome.draft.name, listing_revision),
-                          lambda root=bundle_root: publish_bundle(_need(writer), root, recipe), "")
+                          lambda root=bundle_root: publish_bundle(_need(writer), root, recipe),
+                          why.get(outcome.draft.name, ""))
 
 
 def fetch_and_build(reader: Hub, recipe: Recipe, target_repo: str, target_revision: str,
