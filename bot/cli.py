@@ -119,9 +119,10 @@ def _build_job(job: str, out: Path, recipe: Path | None, endpoint: str | None, w
 
 @app.command("make-tiny")
 def make_tiny_command(
-    kind: Annotated[str, typer.Argument(help="one of the kinds listed by --list")],
+    kind: Annotated[str, typer.Argument(help="the kind of pair (an unknown kind lists them all)")],
     out: Annotated[Path, typer.Argument(help="folder that receives target/ and draft/")],
-    target_repo: Annotated[str, typer.Option(help="target repo id named in the draft's card")] = "Qwen/Qwen3-Tiny",
+    target_repo: Annotated[Optional[str], typer.Option(
+        help="target repo id named in the draft's card (default: the family's tiny target name)")] = None,
     seed: int = 0,
 ) -> None:
     """Write a tiny generated draft/target pair laid out like Hub checkouts."""
