@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 
 import github_action_utils as gha
 
+from bot.log import on_github_actions
 from bot.report import FAILED, PUBLISHED, SKIPPED, RunReport
 
 # Values masked in the log at start-up, before anything can print them.
@@ -32,7 +33,7 @@ class Actions:
 
     def __init__(self, env: Mapping[str, str]):
         self.env = env
-        self.enabled = env.get("GITHUB_ACTIONS") == "true"
+        self.enabled = on_github_actions(env)
 
     @classmethod
     def from_environ(cls) -> Actions:
@@ -72,15 +73,6 @@ class Actions:
     def notice(self, message: str, title: str | None = None) -> None:
         if self.enabled:
             gha.notice(message, title=title)
-
-    @contextlib.contextmanager
-    def group(self, title: str) -> Iterator[None]:
-        """A folded log group on Actions; nothing elsewhere."""
-        if not self.enabled:
-            yield
-            return
-        with gha.group(title):
-            yield
 
     # ---- the run report ----
 

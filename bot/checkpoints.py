@@ -47,6 +47,12 @@ class DraftSpec:
     def family(self) -> str:
         return "dspark" if self.kind == "dspark" else "dflash"
 
+    @classmethod
+    def of_kind(cls, kind: str, architecture: str, model_type: str) -> DraftSpec:
+        """What a listing or a published record knows of a draft: enough to ask what the exporter can do."""
+        return cls(kind=kind, architecture=architecture, model_type=model_type, hidden_size=None,
+                   mask_token_id=None, target_layer_ids=())
+
 
 @dataclass(frozen=True)
 class TargetSpec:

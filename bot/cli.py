@@ -164,13 +164,15 @@ def _hubs(endpoint: str | None) -> tuple:
 
 
 EndpointOption = Annotated[Optional[str], typer.Option(help="Hub endpoint (default: HF_ENDPOINT or huggingface.co)")]
+OnlyOption = Annotated[Optional[str], typer.Option(help="only this source repo id (a dispatch for one model)")]
+ForceOption = Annotated[bool, typer.Option(help="rebuild even when the published build is current")]
 
 
 @app.command("plan")
 def plan_command(
     recipe: RecipeOption = None,
-    only: Annotated[Optional[str], typer.Option(help="plan only this source repo id")] = None,
-    force: Annotated[bool, typer.Option(help="rebuild even when the published build is current")] = False,
+    only: OnlyOption = None,
+    force: ForceOption = False,
     dry_run: Annotated[bool, typer.Option(help="plan, but hand nothing on to build or publish")] = False,
     matrix: Annotated[bool, typer.Option(help="print GitHub matrix JSON ({\"include\": [...]}) on stdout")] = False,
     out: Annotated[Optional[Path], typer.Option(help="write the plan record (for `publish --plan`) here")] = None,
@@ -227,8 +229,8 @@ def plan_command(
 @app.command("run")
 def run_command(
     recipe: RecipeOption = None,
-    only: Annotated[Optional[str], typer.Option(help="build only this source repo id")] = None,
-    force: Annotated[bool, typer.Option(help="rebuild even when the published build is current")] = False,
+    only: OnlyOption = None,
+    force: ForceOption = False,
     dry_run: Annotated[bool, typer.Option(help="print the plan and change nothing")] = False,
     report: Annotated[Optional[Path], typer.Option(help="write the run report as JSON here")] = None,
     endpoint: EndpointOption = None,

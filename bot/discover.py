@@ -22,7 +22,7 @@ from bot.checkpoints import (
     require_exportable,
     split_card,
 )
-from bot.errors import BotError, Skip
+from bot.errors import Skip
 from bot.hub import Hub, RepoListing
 from bot.recipe import Recipe
 from bot.toolchain import Toolchain
@@ -101,8 +101,7 @@ def list_sources(hub: Hub, recipe: Recipe, toolchain: Toolchain) -> tuple[list[R
 
 
 def _unexportable(kind: str, listing: RepoListing, toolchain: Toolchain) -> str | None:
-    spec = DraftSpec(kind=kind, architecture=listing.architectures[0], model_type=listing.model_type or "",
-                     hidden_size=None, mask_token_id=None, target_layer_ids=())
+    spec = DraftSpec.of_kind(kind, listing.architectures[0], listing.model_type or "")
     try:
         require_exportable(spec, toolchain, subject=listing.repo_id)
     except Skip as skip:
@@ -217,7 +216,3 @@ def _check_file_names(repo: str, sizes: dict[str, int]) -> None:
             raise Skip(f"weights only in pickle format ({', '.join(pickles[:3])}); the bot loads safetensors only "
                        "and never unpickles", subject=repo, stage="discover")
         raise Skip("no *.safetensors weights in the repo", subject=repo, stage="discover")
-
-
-def skip_record(error: BotError, listing: RepoListing) -> SkipRecord:
-    return SkipRecord(listing.repo_id, listing.sha, error.message, error.stage or "discover")

@@ -193,12 +193,12 @@ class Hub:
                 if declared > max_bytes:
                     raise Skip(f"{filename} is {declared} bytes, over the {max_bytes}-byte limit",
                                subject=repo_id, stage="read")
-                body = b""
+                body = bytearray()
                 for chunk in response.iter_bytes():
                     body += chunk
                     if len(body) > max_bytes:
                         raise Skip(f"{filename} is over the {max_bytes}-byte limit", subject=repo_id, stage="read")
-                return body
+                return bytes(body)
 
         return self.call("read", fetch, subject=repo_id)
 

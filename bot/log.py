@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import github_action_utils as gha
 
@@ -36,7 +36,7 @@ def get() -> logging.Logger:
     return logging.getLogger(_LOGGER_NAME)
 
 
-def on_github_actions(env: os._Environ[str] | dict[str, str] | None = None) -> bool:
+def on_github_actions(env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     return env.get("GITHUB_ACTIONS") == "true"
 

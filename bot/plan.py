@@ -53,9 +53,8 @@ def toolchain_changes(published: dict, toolchain: Toolchain) -> list[str]:
 def expected_format(published: dict, toolchain: Toolchain) -> str | None:
     """The draft format this toolchain would export for the published kind (None if it cannot export it)."""
     draft = published.get("draft", {})
-    spec = DraftSpec(kind=draft.get("kind", "unknown"), architecture=draft.get("architecture", ""),
-                     model_type=draft.get("base_model_type", ""), hidden_size=None, mask_token_id=None,
-                     target_layer_ids=())
+    spec = DraftSpec.of_kind(draft.get("kind", "unknown"), draft.get("architecture", ""),
+                             draft.get("base_model_type", ""))
     try:
         return require_exportable(spec, toolchain)
     except Skip:

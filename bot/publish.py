@@ -20,7 +20,7 @@ from bot.errors import Failure, Skip
 from bot.hub import Hub, is_precondition_failed
 from bot.plan import draft_output_repo, read_published, target_output_repo
 from bot.recipe import Recipe
-from bot.toolchain import TRACKED_PACKAGES
+from bot.toolchain import tracked_versions
 
 PUBLISHED, UP_TO_DATE, CARD_UPDATED = "published", "up-to-date", "card-updated"
 _CARD_FILES = ("README.md", PROVENANCE_FILE)
@@ -40,13 +40,13 @@ def same_build(published: dict, provenance: dict) -> bool:
     def key(p: dict) -> tuple:
         return (p.get("source", {}).get("revision"), p.get("target", {}).get("revision"),
                 p.get("recipe_fingerprint"), p.get("draft", {}).get("format"),
-                tuple(p.get("toolchain", {}).get(name) for name in TRACKED_PACKAGES))
+                tracked_versions(p))
     return key(published) == key(provenance)
 
 
 def _target_inputs(p: dict) -> tuple:
     return (p.get("target", {}).get("revision"), p.get("recipe_fingerprint"),
-            tuple(p.get("toolchain", {}).get(name) for name in TRACKED_PACKAGES))
+            tracked_versions(p))
 
 
 def draft_summary(draft_repo: str, provenance: dict) -> dict:

@@ -71,6 +71,11 @@ def _draft_architectures(exporter_dir: Path) -> set[str]:
     return set()
 
 
+def tracked_versions(record: dict) -> tuple[str | None, ...]:
+    """The tracked package versions of a provenance record, comparable between two builds."""
+    return tuple(record.get("toolchain", {}).get(name) for name in TRACKED_PACKAGES)
+
+
 @functools.cache
 def detect() -> Toolchain:
     """Versions and capabilities of the toolchain installed in this environment."""

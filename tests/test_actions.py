@@ -92,8 +92,6 @@ def test_actions_helper_is_silent_outside_actions(tmp_path, capsys):
         assert actions.mask_tokens() == []
         actions.report(report, title="t", endpoint="https://huggingface.co")
         actions.set_output("matrix", {"include": []})
-        with actions.group("g"):
-            pass
     assert capsys.readouterr().out == "" and not (tmp_path / "out").exists()
 
 

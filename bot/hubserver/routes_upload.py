@@ -45,13 +45,19 @@ def validate_yaml(hub: HubApp, req: Request) -> Response:
     return Response.json({"errors": [], "warnings": warnings})
 
 
-@routes.route("POST", rf"/api/{REPO}/preupload/{SEG}")
-def preupload(hub: HubApp, req: Request) -> Response:
-    """Upload mode per file, and the remote `oid` of files already at that path so unchanged ones are skipped."""
+def _writable_branch(hub: HubApp, req: Request):
+    """The repo a preupload or commit writes to, and its branch; pull requests are refused for both."""
     kind, namespace, name, branch = req.params
     repo = hub.writable_repo(req, kind[:-1], f"{namespace}/{name}")
     if req.flag("create_pr"):
         raise errors.bad_request(_NO_PULL_REQUESTS)
+    return repo, branch
+
+
+@routes.route("POST", rf"/api/{REPO}/preupload/{SEG}")
+def preupload(hub: HubApp, req: Request) -> Response:
+    """Upload mode per file, and the remote `oid` of files already at that path so unchanged ones are skipped."""
+    repo, branch = _writable_branch(hub, req)
     if branch not in repo.branches:
         raise errors.revision_not_found(branch)
     head = hub.store.get_commit(repo, repo.branches[branch])
@@ -138,10 +144,7 @@ def lfs_verify(hub: HubApp, req: Request) -> Response:
 @routes.route("POST", rf"/api/{REPO}/commit/{SEG}")
 def commit(hub: HubApp, req: Request) -> Response:
     """Apply an NDJSON commit: a `header` line, then `file`, `lfsFile`, `deletedFile` and `deletedFolder` lines."""
-    kind, namespace, name, branch = req.params
-    repo = hub.writable_repo(req, kind[:-1], f"{namespace}/{name}")
-    if req.flag("create_pr"):
-        raise errors.bad_request(_NO_PULL_REQUESTS)
+    repo, branch = _writable_branch(hub, req)
     lines = _ndjson(req.body.read())
     if not lines or lines[0].get("key") != "header":
         raise errors.bad_request("The commit payload must start with a `header` line")

@@ -98,7 +98,9 @@ def target_checkpoint(
     )
 
 
-def dflash_draft(context: BuildContext, *, quiet: bool = True, dims: Dims = DRAFT_DIMS) -> Checkpoint:
+def dflash_draft(context: BuildContext, *, quiet: bool = True, dims: Dims = DRAFT_DIMS,
+                 target_layer_ids: tuple[int, ...] = TARGET_LAYER_IDS, num_target_layers: int = TARGET_DIMS.layers,
+                 name_suffix: str = "-DFlash-b16", extra_config: dict | None = None) -> Checkpoint:
     """A DFlash draft as z-lab publishes it: no embedding, no lm_head, remote-code auto_map.
 
     Args:
@@ -106,21 +108,24 @@ def dflash_draft(context: BuildContext, *, quiet: bool = True, dims: Dims = DRAF
         quiet: Quiet layers make the draft always propose the bigram target's predicted word
             (`weights.bigram_tables`); otherwise the draft is random.
         dims: Draft sizes; only the broken-hidden-size kind departs from the target's hidden size.
+        target_layer_ids, num_target_layers: the taps into the target and its depth (other target families).
+        name_suffix: appended to the target's name for the card title, as z-lab names its repos.
+        extra_config: config fields of another target family (say, its rope_theta).
     """
     config = _qwen3_config(dims, context.vocab, context.transformers_version) | {
         "architectures": ["DFlashDraftModel"],
         "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
         "block_size": 16,
-        "dflash_config": {"mask_token_id": context.vocab.mask, "target_layer_ids": list(TARGET_LAYER_IDS)},
+        "dflash_config": {"mask_token_id": context.vocab.mask, "target_layer_ids": list(target_layer_ids)},
         "dtype": "bfloat16",
         "layer_types": ["full_attention"] * dims.layers,
-        "num_target_layers": TARGET_DIMS.layers,
+        "num_target_layers": num_target_layers,
         "tie_word_embeddings": True,
-    }
+    } | (extra_config or {})
     return Checkpoint(
         config=config,
-        weights=draft_trunk(dims, context.rng, quiet=quiet),
-        readme=_zlab_card(context, title=f"{_repo_name(context.target_repo)}-DFlash-b16", family="DFlash"),
+        weights=draft_trunk(dims, context.rng, quiet=quiet, taps=len(target_layer_ids)),
+        readme=_zlab_card(context, title=f"{_repo_name(context.target_repo)}{name_suffix}", family="DFlash"),
         generation_config=_draft_generation_config(context),
         code={"dflash.py": _code_stub("DFlashDraftModel")},
     )

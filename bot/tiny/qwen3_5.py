@@ -24,16 +24,14 @@ from typing import Literal
 
 import torch
 
-from bot.tiny.layouts import BuildContext, Checkpoint, _card, _draft_generation_config, _qwen3_config, _repo_name
-from bot.tiny.layouts import _code_stub, _zlab_card
+from bot.tiny import layouts
+from bot.tiny.layouts import BuildContext, Checkpoint, _card, _repo_name
 from bot.tiny.tokenizer import Vocab, build_tokenizer
 from bot.tiny.weights import (
     _QUIET_STD,
-    DRAFT_DIMS,
     INIT_STD,
     VOCAB_SIZE,
     bigram_tables,
-    draft_trunk,
     normal,
 )
 
@@ -222,22 +220,5 @@ def _processor_files() -> dict[str, str]:
 
 def dflash_draft(context: BuildContext) -> Checkpoint:
     """A z-lab-style DFlash draft for a Qwen3.5 target: a Qwen3 trunk that taps linear and full layers."""
-    dims = DRAFT_DIMS
-    config = _qwen3_config(dims, context.vocab, context.transformers_version) | {
-        "architectures": ["DFlashDraftModel"],
-        "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
-        "block_size": 16,
-        "dflash_config": {"mask_token_id": context.vocab.mask, "target_layer_ids": list(DRAFT_TARGET_LAYER_IDS)},
-        "dtype": "bfloat16",
-        "layer_types": ["full_attention"] * dims.layers,
-        "num_target_layers": TEXT_LAYERS,
-        "rope_theta": 10000000,
-        "tie_word_embeddings": True,
-    }
-    return Checkpoint(
-        config=config,
-        weights=draft_trunk(dims, context.rng, quiet=True, taps=len(DRAFT_TARGET_LAYER_IDS)),
-        readme=_zlab_card(context, title=f"{_repo_name(context.target_repo)}-DFlash", family="DFlash"),
-        generation_config=_draft_generation_config(context),
-        code={"dflash.py": _code_stub("DFlashDraftModel")},
-    )
+    return layouts.dflash_draft(context, target_layer_ids=DRAFT_TARGET_LAYER_IDS, num_target_layers=TEXT_LAYERS,
+                                name_suffix="-DFlash", extra_config={"rope_theta": 10000000})
