@@ -43,10 +43,6 @@ class DraftSpec:
     markov_rank: int | None = None
     num_layers: int | None = None  # the draft's own decoder layers
 
-    @property
-    def family(self) -> str:
-        return "dspark" if self.kind == "dspark" else "dflash"
-
     @classmethod
     def of_kind(cls, kind: str, architecture: str, model_type: str) -> DraftSpec:
         """What a listing or a published record knows of a draft: enough to ask what the exporter can do."""
@@ -65,10 +61,6 @@ class TargetSpec:
     vocab_size: int
     is_vlm: bool
     full_attention_layers: int
-
-    @property
-    def family(self) -> str:
-        return self.model_type
 
 
 def load_config(folder: Path, *, subject: str | None = None) -> dict:
