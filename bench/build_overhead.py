@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import BIN, bot_env, plain_pair, print_json, timed  # noqa: E402
-from bot.tiny import make_tiny  # noqa: E402
+from tinymodels import make_tiny  # noqa: E402
 
 
 def main() -> int:

@@ -6,7 +6,7 @@ import secrets
 from contextlib import contextmanager
 from pathlib import Path
 
-from bot.hubserver import start_subprocess, stop_subprocess
+from hubserver import start_subprocess, stop_subprocess
 
 
 @contextmanager

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import BIN, bot_env, plain_pair, print_json, timed, write_recipe  # noqa: E402
 from bench.hub_bench import local_hub  # noqa: E402
 from bot import demo  # noqa: E402
-from bot.tiny import make_tiny  # noqa: E402
+from tinymodels import make_tiny  # noqa: E402
 
 SECOND_DRAFT = "z-lab/Qwen3-Tiny-DFlash-b16-v2"
 

@@ -126,7 +126,7 @@ def make_tiny_command(
     seed: int = 0,
 ) -> None:
     """Write a tiny generated draft/target pair laid out like Hub checkouts."""
-    from bot.tiny import TINY_KINDS, make_tiny
+    from tinymodels import TINY_KINDS, make_tiny
 
     if kind not in TINY_KINDS:
         typer.echo(f"error: unknown kind '{kind}'; choose from: {', '.join(TINY_KINDS)}", err=True)
@@ -144,7 +144,7 @@ def hub_serve(
     faults: Annotated[Optional[Path], typer.Option(help="JSON file of fault rules", exists=True)] = None,
 ) -> None:
     """Serve a Hub-compatible API on loopback until interrupted."""
-    from bot.hubserver import load_rules, serve
+    from hubserver import load_rules, serve
 
     if not token:
         typer.echo("error: --token (or HUB_TOKEN) is required", err=True)

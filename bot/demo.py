@@ -41,7 +41,7 @@ def seed(endpoint: str, token: str, work: Path, repos: tuple[SeededRepo, ...] = 
     from huggingface_hub import HfApi
 
     from bot.hub import Hub
-    from bot.tiny import make_tiny
+    from tinymodels import make_tiny
 
     Hub(endpoint, token)  # applies the client settings a local endpoint needs (no Xet)
     api = HfApi(endpoint=endpoint, token=token)
@@ -61,7 +61,7 @@ def seed(endpoint: str, token: str, work: Path, repos: tuple[SeededRepo, ...] = 
 def run_demo(work: Path | None = None) -> int:
     """Start a local hub, seed it, run the job twice, print what happened; returns the exit code."""
     from bot.hub import Hub
-    from bot.hubserver import LocalHub
+    from hubserver import LocalHub
     from bot.pipeline import RunOptions, run
     from bot.plan import draft_output_repo
     from bot.recipe import load_recipe

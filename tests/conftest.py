@@ -31,7 +31,7 @@ def fast_recipe(**validation) -> Recipe:
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory):
     """tiny(kind) -> TinyPair, generated once per kind per session."""
-    from bot.tiny import make_tiny
+    from tinymodels import make_tiny
 
     made = {}
 

@@ -139,7 +139,7 @@ def _probes(folder: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def hubs(tmp_path_factory):
     """Two identically seeded hubs: one for the simulated workflow, one for `dflash-bot run`."""
-    from bot.hubserver import LocalHub
+    from hubserver import LocalHub
 
     root = tmp_path_factory.mktemp("actions-hubs")
     with LocalHub(root / "a", user="maintainer", token=TOKEN) as a, \

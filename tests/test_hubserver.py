@@ -40,9 +40,9 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from bot.hubserver import FaultRule, LocalHub, start_subprocess, stop_subprocess
-from bot.hubserver.gitobjects import DEFAULT_GITATTRIBUTES, git_blob_sha1, lfs_patterns, needs_lfs
-from bot.hubserver.metadata import CardError, derive_tags, parse_front_matter
+from hubserver import FaultRule, LocalHub, start_subprocess, stop_subprocess
+from hubserver.gitobjects import DEFAULT_GITATTRIBUTES, git_blob_sha1, lfs_patterns, needs_lfs
+from hubserver.metadata import CardError, derive_tags, parse_front_matter
 
 # huggingface_hub's own LFS upload passes a file object as `data=`, which httpx deprecates; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")

@@ -33,7 +33,7 @@ TARGET_OUT = target_output_repo(RECIPE, demo.TARGET_REPO)
 def hub(tmp_path_factory):
     from huggingface_hub import HfApi
 
-    from bot.hubserver import LocalHub
+    from hubserver import LocalHub
 
     root = tmp_path_factory.mktemp("hub")
     with LocalHub(root / "data", user="maintainer", token=TOKEN) as server:

@@ -51,7 +51,7 @@ def write_rows():
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    from bot.hubserver import LocalHub
+    from hubserver import LocalHub
 
     root = tmp_path_factory.mktemp("rel-hub")
     with LocalHub(root / "data", user="maintainer", token=TOKEN) as server:
@@ -164,7 +164,7 @@ def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes]) -> None:
 
     pair = tmp_path / "hostile"
     if not pair.exists():
-        from bot.tiny import make_tiny
+        from tinymodels import make_tiny
 
         make_tiny("dflash", pair, target_repo=demo.TARGET_REPO)
     api = HfApi(endpoint=hub.url, token=TOKEN)

@@ -1,4 +1,4 @@
-"""Tests for bot.tiny: the generated checkouts look like the Hub's, and the constructed targets behave.
+"""Tests for tinymodels: the generated checkouts look like the Hub's, and the constructed targets behave.
 
 Export and GenAI runs on these pairs are covered by the export and validate tests; here everything stays
 in files and torch, so the whole module runs in a few seconds.
@@ -16,7 +16,7 @@ import yaml
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from bot.tiny import FOLLOWER_WORD, PREDICTED_WORD, TINY_KINDS, TinyPair, make_tiny
+from tinymodels import FOLLOWER_WORD, PREDICTED_WORD, TINY_KINDS, TinyPair, make_tiny
 
 DFLASH_DRAFTS = ("dflash", "oracle", "random")
 # The Qwen3.5 (VLM) kinds have their own checkout layout; tests/test_vlm.py covers them.

@@ -175,7 +175,7 @@ def test_constructed_qwen3_5_targets_generate_the_known_text(tiny, kind, pattern
     import torch
     from transformers import AutoModelForImageTextToText, AutoTokenizer
 
-    from bot.tiny import FOLLOWER_WORD, PREDICTED_WORD
+    from tinymodels import FOLLOWER_WORD, PREDICTED_WORD
 
     target = tiny(kind).target
     tokenizer = AutoTokenizer.from_pretrained(target)

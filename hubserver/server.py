@@ -173,7 +173,7 @@ def start_subprocess(
     host: str = "127.0.0.1",
     timeout: float = 30.0,
 ) -> tuple[subprocess.Popen[str], str]:
-    """Start `python -m bot.hubserver` in a child process and wait until it listens.
+    """Start `python -m hubserver` in a child process and wait until it listens.
 
     Returns:
         The process and the hub's URL. Stop it with `stop_subprocess(process)`.
@@ -181,7 +181,7 @@ def start_subprocess(
     Raises:
         RuntimeError: the server exited or did not report its address within `timeout` seconds.
     """
-    command = [sys.executable, "-m", "bot.hubserver", "--port", str(port), "--data", str(data_dir),
+    command = [sys.executable, "-m", "hubserver", "--port", str(port), "--data", str(data_dir),
                "--user", user, "--host", host, "--page-size", str(page_size)]  # fmt: skip
     if faults_file is not None:
         command += ["--faults", str(faults_file)]

@@ -12,7 +12,7 @@ from typing import Literal
 
 import torch
 
-from bot.tiny.tokenizer import Vocab
+from tinymodels.tokenizer import Vocab
 
 VOCAB_SIZE = 512
 TARGET_LAYER_IDS = (1, 2)

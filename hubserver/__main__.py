@@ -1,4 +1,4 @@
-"""`python -m bot.hubserver`: serve a local Hub in the foreground (what `start_subprocess` runs).
+"""`python -m hubserver`: serve a local Hub in the foreground (what `start_subprocess` runs).
 
 The token comes from `--token` or, so that it does not show in the process list, from $LOCAL_HUB_TOKEN.
 """
@@ -15,7 +15,7 @@ from .server import TOKEN_ENV, serve
 
 
 def configure_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bot.hubserver", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m hubserver", description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="port to listen on; 0 picks a free one")
     parser.add_argument("--data", type=Path, required=True, help="folder where repos persist")
     parser.add_argument("--user", required=True, help="user of the main token (may write anywhere)")

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from bot.tiny.tokenizer import Vocab
-from bot.tiny.weights import (
+from tinymodels.tokenizer import Vocab
+from tinymodels.weights import (
     DRAFT_DIMS,
     INIT_STD,
     TARGET_DIMS,

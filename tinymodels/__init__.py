@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from bot.tiny import layouts, qwen3_5
-from bot.tiny.tokenizer import FOLLOWER_WORD, PREDICTED_WORD, build_tokenizer, vocab_of
-from bot.tiny.weights import WIDE_DRAFT_DIMS, TargetBehaviour, generator
+from tinymodels import layouts, qwen3_5
+from tinymodels.tokenizer import FOLLOWER_WORD, PREDICTED_WORD, build_tokenizer, vocab_of
+from tinymodels.weights import WIDE_DRAFT_DIMS, TargetBehaviour, generator
 
 __all__ = ["DEFAULT_TARGET_REPO", "FOLLOWER_WORD", "PREDICTED_WORD", "TINY_KINDS", "TinyPair", "make_tiny"]
 

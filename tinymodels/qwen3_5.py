@@ -24,10 +24,10 @@ from typing import Literal
 
 import torch
 
-from bot.tiny import layouts
-from bot.tiny.layouts import BuildContext, Checkpoint, _card, _repo_name
-from bot.tiny.tokenizer import Vocab, build_tokenizer
-from bot.tiny.weights import (
+from tinymodels import layouts
+from tinymodels.layouts import BuildContext, Checkpoint, _card, _repo_name
+from tinymodels.tokenizer import Vocab, build_tokenizer
+from tinymodels.weights import (
     _QUIET_STD,
     INIT_STD,
     VOCAB_SIZE,

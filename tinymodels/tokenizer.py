@@ -82,7 +82,7 @@ def build_tokenizer(
     """A fresh `PreTrainedTokenizerFast` configured like Qwen3's: ChatML template, eos im_end, pad endoftext.
 
     Fresh on every call because `save_pretrained` callers may mutate it; only the trained BPE is cached.
-    The defaults give the Qwen3 tokenizer; `bot.tiny.qwen3_5` passes Qwen3.5's special tokens and template.
+    The defaults give the Qwen3 tokenizer; `tinymodels.qwen3_5` passes Qwen3.5's special tokens and template.
     """
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
