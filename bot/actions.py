@@ -2,7 +2,7 @@
 
 Everything goes through `github-action-utils`, and only when the environment says the process runs on Actions
 (`GITHUB_ACTIONS=true`); elsewhere every method is a no-op, so local runs and tests print nothing extra. The
-environment is passed in as a Mapping (`Actions({})` in a test is "not on Actions").
+environment comes in as the run's `Settings` (`Actions(Settings())` in a test is "not on Actions").
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from collections.abc import Iterator, Mapping
 
 import github_action_utils as gha
 
-from bot.log import on_github_actions
-from bot.report import FAILED, PUBLISHED, SKIPPED, RunReport
-
-# Values masked in the log at start-up, before anything can print them.
-TOKEN_VARIABLES = ("HF_TOKEN", "HF_READ_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+from bot.outcome import Status
+from bot.report import RunReport
+from bot.settings import Settings
 # The runner's command files; github-action-utils reads their paths from os.environ.
 _FILE_VARIABLES = ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")
 
@@ -28,41 +26,37 @@ class Actions:
     """The Actions side of one CLI command.
 
     Args:
-        env: the process environment (`os.environ` in the CLI).
+        settings: the run's settings (`Settings.from_env(os.environ)` in the CLI).
     """
 
-    def __init__(self, env: Mapping[str, str]):
-        self.env = env
-        self.enabled = on_github_actions(env)
-
-    @classmethod
-    def from_environ(cls) -> Actions:
-        return cls(os.environ)
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.enabled = settings.on_actions
+        self._files_env = {"GITHUB_OUTPUT": settings.github_output, "GITHUB_STEP_SUMMARY": settings.step_summary}
 
     # ---- commands ----
 
     def mask_tokens(self) -> list[str]:
-        """Mask every Hub token value this process holds; returns the variable names masked."""
+        """Mask every Hub token value this process holds; returns the values masked."""
         if not self.enabled:
             return []
         masked = []
         # On stderr (the runner reads workflow commands from both streams), so stdout stays a command's data.
         with contextlib.redirect_stdout(sys.stderr):
-            for name in TOKEN_VARIABLES:
-                value = self.env.get(name, "").strip()
-                if value:
-                    gha.add_mask(value)
-                    masked.append(name)
+            for value in self.settings.token_values():
+                if value.strip():
+                    gha.add_mask(value.strip())
+                    masked.append(value)
         return masked
 
     def set_output(self, name: str, value: object) -> None:
         """A step output; lists and dicts are written as JSON (what `fromJSON` in the workflow reads)."""
-        if self.enabled and self.env.get("GITHUB_OUTPUT"):
+        if self.enabled and self.settings.github_output:
             with self._files():
                 gha.set_output(name, value if isinstance(value, str) else json.dumps(value))
 
     def summary(self, markdown: str) -> None:
-        if self.enabled and self.env.get("GITHUB_STEP_SUMMARY"):
+        if self.enabled and self.settings.step_summary:
             with self._files():
                 gha.append_job_summary(markdown)
 
@@ -85,13 +79,13 @@ class Actions:
             return
         for outcome in report.outcomes:
             where = f"{outcome.source}@{(outcome.revision or '')[:7]}"
-            if outcome.status == FAILED:
+            if outcome.status == Status.FAILED:
                 self.error(f"{where}: {outcome.reason}", title=f"dflash-bot: {outcome.source} failed")
-            elif outcome.status == SKIPPED:
+            elif outcome.status == Status.SKIPPED:
                 self.notice(f"{where}: {outcome.reason}", title=f"dflash-bot: {outcome.source} skipped")
-        published = sorted({repo for o in report.outcomes if o.status == PUBLISHED for repo in o.repos})
+        published = sorted({repo for o in report.outcomes if o.status == Status.PUBLISHED for repo in o.repos})
         self.set_output("published", published)
-        self.set_output("failed", sorted({o.source for o in report.outcomes if o.status == FAILED}))
+        self.set_output("failed", sorted({o.source for o in report.outcomes if o.status == Status.FAILED}))
         self.summary(summary_markdown(report, title=title, endpoint=endpoint, settings=settings))
 
     @contextlib.contextmanager
@@ -99,8 +93,9 @@ class Actions:
         """Point github-action-utils at this environment's command files for one call."""
         saved = {name: os.environ.get(name) for name in _FILE_VARIABLES}
         for name in _FILE_VARIABLES:
-            if self.env.get(name):
-                os.environ[name] = self.env[name]
+            value = self._files_env.get(name)
+            if value:
+                os.environ[name] = value
         try:
             yield
         finally:

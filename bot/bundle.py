@@ -1,24 +1,21 @@
-"""Assemble a bundle: clean `draft/` and `target/` repo folders plus `openvino_export.json` (the provenance).
+"""Assemble a bundle: clean `draft/` and `target/` repo folders plus `openvino_export.json` (the build record).
 
 The export leaves local artefacts behind (a junk draft tokenizer, a site-packages `auto_map`, the source path in
-`openvino_config.json`); none of that may be published. The last step scans every text file for local paths.
+`openvino_config.json`); none of that may be published. The last step scans every text file for paths of the
+machine the bot ran on (its work folder, its Python environment), not for any path-like string a source shipped.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot import __version__
 from bot.errors import Failure
+from bot.record import PROVENANCE_FILE, BuildRecord, read_bundle_record, write
 
-PROVENANCE_FILE = "openvino_export.json"
-SCHEMA_VERSION = 1
 # GenAI needs only the IR pair in the draft folder; config.json is kept (sanitised) for people reading the repo.
 DRAFT_FILES = ("openvino_model.xml", "openvino_model.bin")
 _TEXT_SUFFIXES = {".json", ".xml", ".jinja", ".md", ".txt", ".yaml", ".yml"}
@@ -29,14 +26,42 @@ SOURCE_PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config
 
 @dataclass(frozen=True)
 class Bundle:
+    """A build's output folder and its record, kept in memory from the build to publish."""
+
     root: Path
     draft_dir: Path
     target_dir: Path
-    provenance: dict
+    record: BuildRecord
 
     @property
     def passed(self) -> bool:
-        return self.provenance.get("status") == "validated"
+        return self.record.passed
+
+    @classmethod
+    def read(cls, root: Path) -> Bundle:
+        """A bundle folder handed over on disk (an Actions artifact).
+
+        Raises:
+            RecordError: no readable build record in it.
+        """
+        return cls(root=root, draft_dir=root / "draft", target_dir=root / "target", record=read_bundle_record(root))
+
+
+def write_bundle(out: Path, draft_ir: Path, target_ir: Path, draft_source: Path, target_source: Path,
+                 built: BuildRecord, scratch: Path, *environments: Path) -> Bundle:
+    """Write `out/draft`, `out/target` and the record; refuse a bundle that would publish a local path.
+
+    Raises:
+        Failure: a file of the bundle names the bot's work folder or Python environment.
+    """
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    draft_dir = write_draft_folder(draft_ir, draft_source / "config.json", out / "draft")
+    target_dir = write_target_folder(target_ir, out / "target", target_source)
+    write(built, out)
+    assert_no_local_paths(out, scratch, *environments)
+    return Bundle(root=out, draft_dir=draft_dir, target_dir=target_dir, record=built)
 
 
 def write_draft_folder(ir_dir: Path, source_config: Path, dest: Path) -> Path:
@@ -77,10 +102,15 @@ def _forget_source_paths(quantization: object) -> None:
                 _forget_source_paths(value)
 
 
-def local_path_markers(*extra: Path) -> list[str]:
-    """Strings that only appear in a file by leaking where the bot ran."""
-    markers = {sys.prefix, str(Path.home()), tempfile.gettempdir(), "site-packages", *map(str, extra)}
-    return sorted(m for m in markers if m and m not in ("/", "."))
+def local_path_markers(*work_dirs: Path) -> list[str]:
+    """Paths only this machine has: the build's work folders and the Python environments it ran.
+
+    Deliberately not generic strings such as the system temp folder or `site-packages`: a source config may carry
+    `_name_or_path: /tmp/...` from its author's machine, which is theirs, not a leak of ours.
+    """
+    markers = {sys.prefix, sys.exec_prefix, *map(str, work_dirs)}
+    markers |= {str(Path(p).resolve()) for p in markers}
+    return sorted(m for m in markers if len(m) > 4)
 
 
 def find_local_paths(folder: Path, markers: list[str]) -> list[str]:
@@ -93,21 +123,11 @@ def find_local_paths(folder: Path, markers: list[str]) -> list[str]:
     return hits
 
 
-def write_provenance(root: Path, provenance: dict) -> None:
-    (root / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-
-
-def read_provenance(root: Path) -> dict:
-    return json.loads((root / PROVENANCE_FILE).read_text(encoding="utf-8"))
-
-
-def base_provenance() -> dict:
-    return {"schema_version": SCHEMA_VERSION, "bot_version": __version__,
-            "built_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()}
-
-
 def assert_no_local_paths(root: Path, *work_dirs: Path) -> None:
     """Raises Failure naming the file when any bundle file leaks a local path."""
     leaks = find_local_paths(root, local_path_markers(*work_dirs))
     if leaks:
         raise Failure(f"bundle would publish local paths: {'; '.join(leaks[:5])}", stage="bundle")
+
+
+__all__ = ["Bundle", "PROVENANCE_FILE", "write_bundle", "assert_no_local_paths"]

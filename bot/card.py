@@ -12,6 +12,8 @@ from pathlib import Path
 
 import jinja2
 
+from bot.record import BuildRecord, TargetRecord
+
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 DRAFT_TEMPLATE = "draft_card.md.j2"
 TARGET_TEMPLATE = "target_card.md.j2"
@@ -30,31 +32,34 @@ def _environment(folder: Path | None) -> jinja2.Environment:
                               keep_trailing_newline=True, autoescape=False)
 
 
-def _metadata(*, base_model: str, license_: str | None, license_link: str | None, tags: list[str]) -> str:
+def _metadata(*, base_model: str, license_: str | None, license_link: str | None, tags: list[str],
+              pipeline_tag: str) -> str:
     from huggingface_hub import ModelCardData
 
     data = ModelCardData(base_model=base_model, base_model_relation="quantized", license=license_,
-                         license_link=license_link, library_name="openvino", pipeline_tag="text-generation",
-                         tags=tags)
+                         license_link=license_link, library_name="openvino", pipeline_tag=pipeline_tag, tags=tags)
     return data.to_yaml()
 
 
-def render_draft_card(provenance: dict, *, draft_repo: str, target_repo: str, folder: Path | None = None) -> str:
-    """The draft repo's README.md from its provenance."""
-    source = provenance["source"]
-    family = "dspark" if provenance["draft"]["kind"] == "dspark" else "dflash"
-    metadata = _metadata(base_model=source["repo"] or "local", license_=source.get("license"),
-                         license_link=source.get("license_link"),
-                         tags=["openvino", "nncf", "int4", family, "speculative-decoding"])
+def render_draft_card(built: BuildRecord, *, folder: Path | None = None) -> str:
+    """The draft repo's README.md from its published record (`built.repos` names both repos)."""
+    if built.repos is None:
+        raise ValueError("a draft card needs the record's repos (BuildRecord.published_as)")
+    family = "dspark" if built.draft.kind == "dspark" else "dflash"
+    metadata = _metadata(base_model=built.source.repo or "local", license_=built.source.license,
+                         license_link=built.source.license_link,
+                         tags=["openvino", "nncf", "int4", family, "speculative-decoding"],
+                         pipeline_tag="text-generation")
     return _environment(folder).get_template(DRAFT_TEMPLATE).render(
-        metadata=metadata, p=provenance, draft_repo=draft_repo, target_repo=target_repo, family=family)
+        metadata=metadata, p=built, draft_repo=built.repos.draft, target_repo=built.repos.target, family=family,
+        best=built.validation.best_run, speeds_up=built.validation.speeds_up)
 
 
-def render_target_card(provenance: dict, *, target_repo: str, drafts: list[dict], folder: Path | None = None) -> str:
-    """The target repo's README.md; `drafts` lists the draft repos validated against it, with their figures."""
-    target = provenance["target"]
-    metadata = _metadata(base_model=target["repo"] or "local", license_=target.get("license"),
-                         license_link=target.get("license_link"),
-                         tags=["openvino", "nncf", "int4", "speculative-decoding"])
+def render_target_card(target: TargetRecord, *, target_repo: str, folder: Path | None = None) -> str:
+    """The target repo's README.md; `target.drafts` lists the draft repos validated against it, with figures."""
+    metadata = _metadata(base_model=target.target.repo or "local", license_=target.target.license,
+                         license_link=target.target.license_link,
+                         tags=["openvino", "nncf", "int4", "speculative-decoding"],
+                         pipeline_tag="image-text-to-text" if target.target.is_vlm else "text-generation")
     return _environment(folder).get_template(TARGET_TEMPLATE).render(
-        metadata=metadata, p=provenance, target_repo=target_repo, drafts=drafts)
+        metadata=metadata, p=target, target_repo=target_repo, drafts=target.drafts)

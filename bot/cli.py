@@ -31,15 +31,52 @@ def _fail(error: BotError) -> None:
 
 
 @app.callback()
-def _setup(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
-    from bot.actions import Actions
+def _setup(ctx: typer.Context, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    import os
 
-    Actions.from_environ().mask_tokens()  # before anything could print a token
-    log.setup(verbose)
+    from bot.actions import Actions
+    from bot.settings import Settings
+
+    settings = Settings.from_env(os.environ)  # the one read of the environment
+    Actions(settings).mask_tokens()  # before anything could print a token
+    log.setup(verbose, on_actions=settings.on_actions)
+    ctx.obj = settings
+
+
+def _settings(ctx: typer.Context, endpoint: str | None = None):
+    """The run's settings, with a `--endpoint` option applied; sets up the Hub client for that endpoint."""
+    from dataclasses import replace
+
+    from bot.hub import configure_client
+    from bot.settings import Settings
+
+    settings: Settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings()
+    if endpoint:
+        settings = replace(settings, endpoint=endpoint.rstrip("/"))
+    configure_client(settings.endpoint)
+    return settings
+
+
+def _only(only: str | None) -> str | None:
+    """Refuse a malformed `--only` up front (it names a Hub repo)."""
+    if only is None:
+        return None
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(only)
+    except HFValidationError:
+        typer.echo(f"error: --only {only[:100]!r} is not a Hub repo id (namespace/name)", err=True)
+        raise typer.Exit(2) from None
+    if "/" not in only:
+        typer.echo(f"error: --only {only!r} needs the namespace too (e.g. z-lab/{only})", err=True)
+        raise typer.Exit(2)
+    return only
 
 
 @app.command()
 def build(
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option(help="bundle folder to write")],
     draft: Annotated[Optional[Path], typer.Option(help="draft checkpoint folder", file_okay=False)] = None,
     target: Annotated[Optional[Path], typer.Option(help="target checkpoint folder", file_okay=False)] = None,
@@ -55,66 +92,63 @@ def build(
 
     Either from local folders (--draft and --target) or from the Hub (--job, the build job of the Actions fan-out).
     """
-    from bot.build import SourceRef, build_pair
+    from bot.build import Checkout, build_pair
     from bot.recipe import load_recipe
 
     if job is not None:
         if draft is not None or target is not None:
             typer.echo("error: give either --job or --draft/--target, not both", err=True)
             raise typer.Exit(2)
-        _build_job(job, out, recipe, endpoint, work, keep_work)
+        _build_job(_settings(ctx, endpoint), job, out, recipe, work, keep_work)
         return
     if draft is None or target is None:
         typer.echo("error: --draft and --target are required (or --job)", err=True)
         raise typer.Exit(2)
     try:
-        bundle = build_pair(SourceRef(draft.resolve()), SourceRef(target.resolve()), out.resolve(),
+        bundle = build_pair(Checkout(draft.resolve()), Checkout(target.resolve()), out.resolve(),
                             load_recipe(recipe), keep_work=keep_work)
     except BotError as error:
         _fail(error)
-    validation = bundle.provenance["validation"]
-    typer.echo(f"validated: {bundle.root} (lossless, accept length {validation['accept_length']:.2f} at "
-               f"k={validation['recommended_num_assistant_tokens']})")
+    validation = bundle.record.validation
+    typer.echo(f"validated: {bundle.root} (lossless, accept length {validation.accept_length:.2f} at "
+               f"k={validation.recommended_num_assistant_tokens})")
 
 
-def _build_job(job: str, out: Path, recipe: Path | None, endpoint: str | None, work: Path | None,
-               keep_work: bool) -> None:
+def _build_job(settings, job: str, out: Path, recipe: Path | None, work: Path | None, keep_work: bool) -> None:
     """The build job: read token only; the write token is dropped from this process before anything runs."""
-    import json
     import os
 
     from bot.actions import Actions
-    from bot.fanout import BuildJob, JobError, build_job
+    from bot.fanout import build_job, parse_job
     from bot.hub import Hub
+    from bot.outcome import Status
     from bot.recipe import load_recipe
-    from bot.report import FAILED, RunReport
+    from bot.report import RunReport
 
-    if os.environ.pop("HF_TOKEN", None):
+    if settings.write_token or os.environ.pop("HF_TOKEN", None):
+        os.environ.pop("HF_TOKEN", None)
         log.get().warning("HF_TOKEN is set in a build: ignored and removed (a build job should not hold it)")
+    settings = settings.without_write_token()
     try:
         text = Path(job[1:]).read_text(encoding="utf-8") if job.startswith("@") else job
     except OSError as exc:
         typer.echo(f"error: cannot read {job[1:]}: {exc.strerror}", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     try:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise JobError(f"--job is not JSON: {exc}", stage="job") from None
-        parsed = BuildJob.from_dict(data.get("job", data) if isinstance(data, dict) else data)
+        parsed = parse_job(text)
         loaded = load_recipe(recipe)
     except BotError as error:
         _fail(error)
-    reader = Hub(endpoint, os.environ.get("HF_READ_TOKEN"))
+    reader = Hub(settings.endpoint, settings.read_token)
     outcome = build_job(reader, loaded, parsed, out.resolve(), work=work, keep_work=keep_work)
-    actions = Actions.from_environ()
+    actions = Actions(settings)
     report = RunReport(outcomes=[outcome])
     actions.report(report, title=f"build {parsed.source}", endpoint=reader.endpoint,
-                   settings={"runner": os.environ.get("RUNNER_NAME", "local"), "recipe": loaded.name})
-    actions.set_output("status", outcome.status)
+                   settings={"runner": settings.runner_name, "recipe": loaded.name})
+    actions.set_output("status", str(outcome.status))
     typer.echo(f"{outcome.status}: {parsed.source}@{parsed.revision[:7]} -> {out}"
                + (f" ({outcome.reason})" if outcome.reason else ""))
-    raise typer.Exit(1 if outcome.status == FAILED else 0)  # a skip (say, a source turned gated) is no failure
+    raise typer.Exit(1 if outcome.status == Status.FAILED else 0)  # a skip (a source turned gated) is no failure
 
 
 @app.command("make-tiny")
@@ -152,17 +186,6 @@ def hub_serve(
     serve(port=port, data_dir=data, user=user, token=token, faults=load_rules(faults) if faults else ())
 
 
-def _hubs(endpoint: str | None) -> tuple:
-    """(reader, writer): HF_READ_TOKEN for discovery and downloads when set, HF_TOKEN for publishing."""
-    import os
-
-    from bot.hub import Hub
-
-    write_token = os.environ.get("HF_TOKEN")
-    read_token = os.environ.get("HF_READ_TOKEN") or write_token
-    return Hub(endpoint, read_token), Hub(endpoint, write_token)
-
-
 EndpointOption = Annotated[Optional[str], typer.Option(help="Hub endpoint (default: HF_ENDPOINT or huggingface.co)")]
 OnlyOption = Annotated[Optional[str], typer.Option(help="only this source repo id (a dispatch for one model)")]
 ForceOption = Annotated[bool, typer.Option(help="rebuild even when the published build is current")]
@@ -170,6 +193,7 @@ ForceOption = Annotated[bool, typer.Option(help="rebuild even when the published
 
 @app.command("plan")
 def plan_command(
+    ctx: typer.Context,
     recipe: RecipeOption = None,
     only: OnlyOption = None,
     force: ForceOption = False,
@@ -186,7 +210,6 @@ def plan_command(
     """
     import contextlib
     import json
-    import os
 
     from bot.actions import Actions
     from bot.fanout import plan_matrix
@@ -194,40 +217,44 @@ def plan_command(
     from bot.pipeline import RunOptions
     from bot.recipe import load_recipe
 
+    only = _only(only)
     try:
         loaded = load_recipe(recipe)
     except BotError as error:
         _fail(error)
-    reader = Hub(endpoint, os.environ.get("HF_READ_TOKEN") or os.environ.get("HF_TOKEN"))
-    actions = Actions.from_environ()
+    settings = _settings(ctx, endpoint)
+    reader = Hub(settings.endpoint, settings.reader_token)
+    actions = Actions(settings)
     # stdout carries only the matrix JSON; logs and workflow commands go to stderr (the runner reads both).
     with contextlib.redirect_stdout(sys.stderr):
         planned = plan_matrix(reader, loaded, RunOptions(only=only, force=force, dry_run=dry_run))
         matrix_json = planned.matrix()
         count = len(matrix_json["include"])
         if out:
-            out.write_text(json.dumps(planned.to_dict(), indent=2) + "\n", encoding="utf-8")
+            out.write_text(planned.model_dump_json(indent=2) + "\n", encoding="utf-8")
         actions.set_output("matrix", matrix_json)
         actions.set_output("count", str(count))
         # The publish job also reports: a source that failed in planning makes it run (and fail) too.
-        has_work = count or planned.card_refresh or planned.report.failed
+        report = planned.run_report()
+        has_work = count or planned.card_refresh or report.failed
         actions.set_output("publish", "true" if not dry_run and has_work else "false")
-        actions.report(planned.report, title="dflash-bot plan", endpoint=reader.endpoint,
+        actions.report(report, title="dflash-bot plan", endpoint=reader.endpoint,
                        settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint(), "only": only or "all",
                                  "force": force, "dry run": dry_run, "builds": count,
                                  "card refreshes": len(planned.card_refresh)})
     if matrix:
         typer.echo(json.dumps(matrix_json))
     else:
-        planned.report.print_table()
+        report.print_table()
         typer.echo(f"{count} build(s) planned, {len(planned.card_refresh)} card refresh(es)")
     # With --matrix a source's failure is handed on in the plan record (the publish job reports it and fails), so
     # that one bad source never stops the builds of the others.
-    raise typer.Exit(0 if matrix else planned.report.exit_code)
+    raise typer.Exit(0 if matrix else report.exit_code)
 
 
 @app.command("run")
 def run_command(
+    ctx: typer.Context,
     recipe: RecipeOption = None,
     only: OnlyOption = None,
     force: ForceOption = False,
@@ -236,29 +263,42 @@ def run_command(
     endpoint: EndpointOption = None,
     work: Annotated[Optional[Path], typer.Option(help="parent folder for scratch space", file_okay=False)] = None,
 ) -> None:
-    """The scheduled job: discover, plan, build, publish, report."""
+    """The scheduled job: discover, plan, build, publish, report.
+
+    Exits 0 when nothing failed (a skip is not a failure) and 1 when a source failed; 2 for options or an
+    environment that cannot work (no HF_TOKEN without --dry-run), refused before any Hub call.
+    """
+    from bot.actions import Actions
+    from bot.hub import Hub
     from bot.pipeline import RunOptions, run
     from bot.recipe import load_recipe
 
+    only = _only(only)
     try:
         loaded = load_recipe(recipe)
     except BotError as error:
         _fail(error)
-    reader, writer = _hubs(endpoint)
+    settings = _settings(ctx, endpoint)
+    if not dry_run and not settings.write_token:
+        typer.echo("error: no write token (HF_TOKEN) is set, so nothing could be published: set it, or use "
+                   "--dry-run to see the plan", err=True)
+        raise typer.Exit(2)
+    reader = Hub(settings.endpoint, settings.reader_token)
+    writer = Hub(settings.endpoint, settings.write_token) if not dry_run else None
     result = run(loaded, reader, writer, RunOptions(only=only, force=force, dry_run=dry_run, work=work))
-    from bot.actions import Actions
-
-    Actions.from_environ().report(result, title="dflash-bot run", endpoint=reader.endpoint,
-                                  settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint(),
-                                            "only": only or "all", "force": force})
-    result.print_table()
+    # The report is safe on disk before anything is printed (printing a hostile name must not lose it).
     if report:
         result.write(report)
+    Actions(settings).report(result, title="dflash-bot run", endpoint=reader.endpoint,
+                             settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint(),
+                                       "only": only or "all", "force": force})
+    result.print_table()
     raise typer.Exit(result.exit_code)
 
 
 @app.command("publish")
 def publish_command(
+    ctx: typer.Context,
     bundle: Annotated[Optional[Path], typer.Option(help="bundle folder written by build", exists=True,
                                                    file_okay=False)] = None,
     bundles: Annotated[Optional[Path], typer.Option(help="folder of bundle folders (the downloaded artifacts)",
@@ -272,35 +312,56 @@ def publish_command(
 ) -> None:
     """Publish one bundle, or a run's bundles (re-checking the Hub first, so a stale bundle never overwrites newer
     work). Never loads a checkpoint."""
+    from bot.actions import Actions
+    from bot.bundle import Bundle
+    from bot.fanout import load_plan, publish_run
+    from bot.hub import Hub
+    from bot.plan import draft_output_repo, target_output_repo
     from bot.publish import publish_bundle
     from bot.recipe import load_recipe
+    from bot.record import RecordError, Repos
 
-    _, writer = _hubs(endpoint)
-    if bundle is not None and bundles is None and plan is None:
-        try:
-            result = publish_bundle(writer, bundle.resolve(), load_recipe(recipe))
-        except BotError as error:
-            _fail(error)
-        typer.echo(f"{result.status}: {result.draft_repo}, {result.target_repo}")
-        return
-    if bundle is not None or (bundles is None and plan is None):
+    if bundle is not None and (bundles is not None or plan is not None) or (bundle is None and bundles is None
+                                                                           and plan is None):
         typer.echo("error: give --bundle alone, or --bundles and/or --plan", err=True)
         raise typer.Exit(2)
-    from bot.actions import Actions
-    from bot.fanout import load_plan, publish_run
-
+    settings = _settings(ctx, endpoint)
+    if not settings.write_token:
+        typer.echo("error: no write token (HF_TOKEN) is set: nothing can be published", err=True)
+        raise typer.Exit(2)
+    writer = Hub(settings.endpoint, settings.write_token)
     try:
         loaded = load_recipe(recipe)
-        planned = load_plan(plan) if plan else None
     except BotError as error:
         _fail(error)
-    result = publish_run(writer, loaded, bundles.resolve() if bundles else None, planned)
-    Actions.from_environ().report(result, title="dflash-bot run", endpoint=writer.endpoint,
-                                  settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint()})
-    result.print_table()
+    if bundle is not None:
+        try:
+            one = Bundle.read(bundle.resolve())
+            built = one.record
+            if not built.source.repo or not built.target.repo:
+                raise BotError("bundle was built from local folders: there is no source repo to publish under",
+                               stage="publish")
+            repos = Repos(draft=draft_output_repo(loaded.publish, built.source.repo),
+                          target=target_output_repo(loaded.publish, built.target.repo))
+            result = publish_bundle(writer, one, repos, private=loaded.publish.private)
+        except RecordError as exc:
+            typer.echo(f"error: {bundle}: {exc}", err=True)
+            raise typer.Exit(1) from None
+        except BotError as error:
+            _fail(error)
+        typer.echo(f"{result.status}: {result.repos.draft}, {result.repos.target}")
+        return
+    try:
+        planned = load_plan(plan, loaded) if plan else None
+    except BotError as error:
+        _fail(error)
+    result_report = publish_run(writer, loaded, bundles.resolve() if bundles else None, planned)
     if report:
-        result.write(report)
-    raise typer.Exit(result.exit_code)
+        result_report.write(report)
+    Actions(settings).report(result_report, title="dflash-bot run", endpoint=writer.endpoint,
+                             settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint()})
+    result_report.print_table()
+    raise typer.Exit(result_report.exit_code)
 
 
 @app.command()

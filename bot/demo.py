@@ -40,10 +40,10 @@ def seed(endpoint: str, token: str, work: Path, repos: tuple[SeededRepo, ...] = 
     """Upload generated checkpoints to the hub at `endpoint`; returns repo id -> commit sha."""
     from huggingface_hub import HfApi
 
-    from bot.hub import Hub
+    from bot.hub import configure_client
     from tinymodels import make_tiny
 
-    Hub(endpoint, token)  # applies the client settings a local endpoint needs (no Xet)
+    configure_client(endpoint)  # a local endpoint needs classic LFS uploads (no Xet)
     api = HfApi(endpoint=endpoint, token=token)
     pairs: dict[str, Path] = {}
     shas = {}
@@ -60,11 +60,11 @@ def seed(endpoint: str, token: str, work: Path, repos: tuple[SeededRepo, ...] = 
 
 def run_demo(work: Path | None = None) -> int:
     """Start a local hub, seed it, run the job twice, print what happened; returns the exit code."""
-    from bot.hub import Hub
-    from hubserver import LocalHub
+    from bot.hub import Hub, configure_client
     from bot.pipeline import RunOptions, run
     from bot.plan import draft_output_repo
     from bot.recipe import load_recipe
+    from hubserver import LocalHub
 
     recipe = load_recipe()
     token = "hf_demo_" + secrets.token_hex(8)
@@ -75,12 +75,13 @@ def run_demo(work: Path | None = None) -> int:
             with log.group("seed the local hub with generated checkpoints"):
                 for repo, sha in seed(hub_server.url, token, tmp_path / "seed").items():
                     log.step("%s @ %s", repo, sha[:7])
+            configure_client(hub_server.url)
             hub = Hub(hub_server.url, token)
             first = run(recipe, hub, hub, RunOptions(work=tmp_path))
             first.print_table()
-            card = hub.read_file(draft_output_repo(recipe, DRAFT_REPO), "README.md")
+            card = hub.read_file(draft_output_repo(recipe.publish, DRAFT_REPO), "README.md")
             if card:
-                print("\n" + "=" * 30 + f" published card of {draft_output_repo(recipe, DRAFT_REPO)} " + "=" * 30)
+                print("\n" + "=" * 30 + f" published card of {draft_output_repo(recipe.publish, DRAFT_REPO)} " + "=" * 30)
                 print(card.decode("utf-8"))
             log.get().info("Running the job again: nothing is new, so nothing is rebuilt.")
             second = run(recipe, hub, hub, RunOptions(work=tmp_path))

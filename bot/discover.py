@@ -9,14 +9,17 @@ weight byte is downloaded.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 
 from bot.checkpoints import (
     DSPARK_ARCHITECTURES,
-    DraftSpec,
     PICKLE_SUFFIXES,
+    DraftSpec,
+    check_weights,
     classify_draft,
     cross_check,
+    load_config,
     parse_config_text,
     read_target,
     require_exportable,
@@ -44,19 +47,26 @@ class SkipRecord:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A draft the plan wants built, with its target pinned to a revision."""
+    """A draft to build, with its target pinned: everything discovery learned before a weight byte moved.
 
-    repo_id: str
-    revision: str
+    The build verifies the downloaded files against these facts instead of deriving them again.
+    """
+
+    repo_id: str | None  # None for a build from local folders
+    revision: str | None
     kind: str
     draft_format: str
-    target_repo: str
-    target_revision: str
+    target_repo: str | None
+    target_revision: str | None
+    target_model_type: str
     target_is_vlm: bool
-    target_how: str  # which rule named the target
-    weight_bytes: int
-    draft_card: dict = field(default_factory=dict)
-    target_card: dict = field(default_factory=dict)
+    draft_bytes: int
+    target_bytes: int
+    profile: str  # the toolchain profile the target family builds in
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.draft_bytes + self.target_bytes
 
 
 def kind_from_listing(listing: RepoListing) -> str | None:
@@ -148,11 +158,12 @@ def _namespace_for(target_name: str, recipe: Recipe) -> str:
     return recipe.targets.default_namespace
 
 
-def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, toolchain: Toolchain) -> Candidate:
+def resolve(hub: Hub, listing: RepoListing, recipe: Recipe) -> Candidate:
     """Read the draft's config and card, find and cross-check its target, and check sizes: no weights downloaded.
 
     Raises:
-        Skip: unsupported, broken, gated or oversized source, or a target that does not fit.
+        Skip: unsupported, broken, gated or oversized source, or a target that does not fit; a reason about the
+            target names the target repo.
     """
     repo, revision = listing.repo_id, listing.sha
     if revision is None:
@@ -164,31 +175,96 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, toolchain: Toolchain
     if draft.kind not in recipe.watch.kinds:
         raise Skip(f"{draft.kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}", subject=repo,
                    stage="discover")
-    draft_format = require_exportable(draft, toolchain, subject=repo)
     card_data, card_text = split_card((hub.read_file(repo, "README.md", revision) or b"").decode("utf-8", "replace"))
-    target_repo, how = resolve_target_name(repo, card_data, card_text, recipe)
+    target_repo, _how = resolve_target_name(repo, card_data, card_text, recipe)
 
     draft_files = hub.repo_files(repo, revision)
     _check_file_names(repo, draft_files.sizes)
-    target_files = hub.repo_files(target_repo)
-    _check_file_names(target_repo, target_files.sizes)
-    target_bytes = hub.read_file(target_repo, "config.json", target_files.sha)
-    if target_bytes is None:
-        raise Skip(f"target {target_repo} has no config.json", subject=repo, stage="discover")
-    target = read_target(parse_config_text(target_bytes, subject=target_repo), subject=target_repo)
+    try:
+        target_files = hub.repo_files(target_repo)
+        _check_file_names(target_repo, target_files.sizes)
+        target_bytes = hub.read_file(target_repo, "config.json", target_files.sha)
+        if target_bytes is None:
+            raise Skip("no config.json in the repo", subject=target_repo, stage="discover")
+        target = read_target(parse_config_text(target_bytes, subject=target_repo), subject=target_repo)
+    except Skip as skip:
+        raise Skip(f"target {target_repo}: {skip.message}", subject=repo, stage=skip.stage) from None
+    toolchain = planned_toolchain(target.model_type, subject=target_repo)
+    draft_format = require_exportable(draft, toolchain, subject=repo)
     cross_check(draft, target, subject=repo, target_name=target_repo)
-    weight_bytes = _safetensors_bytes(draft_files.sizes) + _safetensors_bytes(target_files.sizes)
-    if weight_bytes > recipe.watch.max_checkpoint_bytes:
-        raise Skip(f"draft + target weights are {weight_bytes} bytes, over the recipe's max_checkpoint_bytes "
-                   f"{recipe.watch.max_checkpoint_bytes}", subject=repo, stage="discover")
+    sizes = check_size(_safetensors_bytes(draft_files.sizes), _safetensors_bytes(target_files.sizes), recipe,
+                       subject=repo, stage="discover")
     return Candidate(repo_id=repo, revision=revision, kind=draft.kind, draft_format=draft_format,
-                     target_repo=target_repo, target_revision=target_files.sha, target_is_vlm=target.is_vlm,
-                     target_how=how, weight_bytes=weight_bytes, draft_card=card_data,
-                     target_card=target_files.card_data)
+                     target_repo=target_repo, target_revision=target_files.sha, target_model_type=target.model_type,
+                     target_is_vlm=target.is_vlm, draft_bytes=sizes[0], target_bytes=sizes[1],
+                     profile=toolchain.profile)
+
+
+def classify_folders(draft_dir: Path, target_dir: Path, recipe: Recipe, *,
+                     toolchain: Toolchain | None = None) -> Candidate:
+    """Discovery for a pair of local folders (`dflash-bot build --draft --target`): the same checks, from disk.
+
+    Args:
+        toolchain: the toolchain to check against (default: the target family's planned profile).
+
+    Raises:
+        Skip: naming the first defect of the draft, the target or the pair.
+    """
+    draft_name, target_name = draft_dir.name, target_dir.name
+    draft = classify_draft(load_config(draft_dir, subject=draft_name), subject=draft_name)
+    target = read_target(load_config(target_dir, subject=target_name), subject=target_name)
+    toolchain = toolchain or planned_toolchain(target.model_type, subject=target_name)
+    _check_transformers(target.model_type, toolchain, subject=target_name)
+    draft_format = require_exportable(draft, toolchain, subject=draft_name)
+    cross_check(draft, target, subject=draft_name, target_name=target_name)
+    sizes = check_size(check_weights(draft_dir, subject=draft_name), check_weights(target_dir, subject=target_name),
+                       recipe, subject=draft_name, stage="classify")
+    return Candidate(repo_id=None, revision=None, kind=draft.kind, draft_format=draft_format, target_repo=None,
+                     target_revision=None, target_model_type=target.model_type, target_is_vlm=target.is_vlm,
+                     draft_bytes=sizes[0], target_bytes=sizes[1], profile=toolchain.profile)
+
+
+def planned_toolchain(model_type: str, *, subject: str):
+    """The toolchain profile that builds this target family, without creating its environment.
+
+    Raises:
+        Skip: no profile covers the model type, or its transformers range excludes the profile's pin.
+    """
+    from bot import profiles
+
+    try:
+        toolchain = profiles.planned_toolchain(model_type or None)
+    except Skip as skip:
+        raise skip.at(subject=subject) from None
+    _check_transformers(model_type, toolchain, subject=subject)
+    return toolchain
+
+
+def _check_transformers(model_type: str, toolchain: Toolchain, *, subject: str) -> None:
+    """optimum-intel gates model types by a transformers range pip does not enforce: a mismatch is a skip naming
+    the range, found here rather than as an ImportError deep inside the export."""
+    from bot import profiles
+
+    profiles.check_transformers(model_type, toolchain.versions.get("transformers", "not installed"),
+                                profile=toolchain.profile, subject=subject)
+
+
+def check_size(draft_bytes: int, target_bytes: int, recipe: Recipe, *, subject: str, stage: str) -> tuple[int, int]:
+    """The recipe's cap on draft + target safetensors bytes (the one definition of the size check).
+
+    Raises:
+        Skip: over `watch.max_checkpoint_bytes`.
+    """
+    total = draft_bytes + target_bytes
+    if total > recipe.watch.max_checkpoint_bytes:
+        raise Skip(f"draft + target weights are {total} bytes, over the recipe's max_checkpoint_bytes "
+                   f"{recipe.watch.max_checkpoint_bytes}", subject=subject, stage=stage)
+    return draft_bytes, target_bytes
 
 
 def _safetensors_bytes(sizes: dict[str, int]) -> int:
-    return sum(size for name, size in sizes.items() if name.endswith(".safetensors"))
+    """Top-level safetensors only: the files a build downloads."""
+    return sum(size for name, size in sizes.items() if name.endswith(".safetensors") and "/" not in name)
 
 
 MAX_REPO_FILES = 5000

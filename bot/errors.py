@@ -24,6 +24,10 @@ class BotError(Exception):
         self.stage = self.stage or stage
         return self
 
+    def reason(self) -> str:
+        """The message with the step it happened in (`export-draft: ...`), for a report's reason column."""
+        return f"{self.stage}: {self.message}" if self.stage else self.message
+
     def one_line(self) -> str:
         where = " ".join(part for part in (self.subject, f"[{self.stage}]" if self.stage else None) if part)
         return f"{where}: {self.message}" if where else self.message
@@ -37,6 +41,24 @@ class Skip(BotError):
 
 class Failure(BotError):
     """Something that should have worked did not: export crashed, IR check failed, a validation gate failed."""
+
+    exit_code = 2
+
+
+class HubError(Failure):
+    """The Hub refused or kept failing a request; `status` is its HTTP status (None: no answer at all)."""
+
+    def __init__(self, message: str, *, status: int | None, subject: str | None = None, stage: str | None = None):
+        super().__init__(message, subject=subject, stage=stage)
+        self.status = status
+
+
+class PreconditionFailed(HubError):
+    """A commit lost the `parent_commit` race (HTTP 412): another writer committed first."""
+
+
+class UsageError(BotError):
+    """Options or environment that cannot work together; refused before any Hub call or download."""
 
     exit_code = 2
 

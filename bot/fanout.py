@@ -3,7 +3,7 @@
 `dflash-bot run` does all of this in one process. On Actions the stages run as separate jobs so that builds go to
 runners sized for them and so that the trust boundary (DESIGN §3) is a job boundary:
 
-- `plan_matrix` (plan job, read token): discovers and plans exactly like `run`, and turns each build into a
+- `plan_matrix` (plan job, read token): discovers and plans exactly like `run`, and turns each `BuildJob` into a
   matrix entry with a runner class from its estimated peak memory. Skips, up-to-date sources, builds no runner
   class can take and entries over the 256-entry limit (deferred to the next run) are kept in the plan record,
   so the final report lists every source. Card-only refreshes are not matrix entries: they need the write
@@ -11,33 +11,34 @@ runners sized for them and so that the trust boundary (DESIGN §3) is a job boun
 - `build_job` (one build job per entry, read token only): downloads the pinned revisions and builds one bundle,
   then writes `build-outcome.json` beside it, so a failed or skipped build still reaches the report.
 - `publish_run` (publish job, write token, never loads a checkpoint): refreshes cards, publishes every bundle
-  (re-checking the Hub first) and reports entries whose build job left no bundle.
+  (checking it is the build its entry planned, and re-checking the Hub first) and reports entries whose build job
+  left no bundle.
+
+The hand-off files are typed records (`MatrixPlan`, `BuildOutcomeFile`) parsed with pydantic where they enter.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from bot import log, plan
-from bot.bundle import PROVENANCE_FILE, read_provenance
-from bot.discover import Candidate
-from bot.errors import BotError, Failure, Skip
+from bot.bundle import Bundle
+from bot.errors import BotError, Failure
 from bot.hub import REQUESTS, Hub
-from bot.pipeline import RunOptions, fetch_and_build, plan_run
-from bot.publish import UP_TO_DATE as PUBLISH_UP_TO_DATE
+from bot.outcome import Outcome, Status
+from bot.pipeline import RunOptions, fetch_and_build, guard, plan_run
 from bot.publish import publish_bundle, refresh_cards
 from bot.recipe import Recipe, RunnerClass, RunnerSettings
-from bot.report import FAILED, PLANNED, PUBLISHED, SKIPPED, UP_TO_DATE, Outcome, RunReport
+from bot.record import PROVENANCE_FILE, RecordError
+from bot.report import RunReport
 
-DEFERRED = "deferred"
-BUILT = "built"
 OUTCOME_FILE = "build-outcome.json"
-PLAN_SCHEMA = 1
+PLAN_SCHEMA = 2
 _ARTIFACT_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -47,95 +48,66 @@ class JobError(BotError):
     exit_code = 4
 
 
-@dataclass(frozen=True)
-class BuildJob:
-    """One build of the matrix: a draft and its target, both pinned to revisions, and where they will publish."""
+class _Handoff(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
+
+class OutcomeRecord(_Handoff):
     source: str
-    revision: str
-    target: str
-    target_revision: str
-    kind: str
-    format: str
-    reasons: tuple[str, ...]
-    draft_repo: str
-    target_repo: str
-    weight_bytes: int
+    revision: str | None
+    status: Status
+    reason: str = ""
+    repos: list[str] = Field(default_factory=list)
 
     @classmethod
-    def from_candidate(cls, candidate: Candidate, reasons: tuple[str, ...], recipe: Recipe) -> BuildJob:
-        return cls(source=candidate.repo_id, revision=candidate.revision, target=candidate.target_repo,
-                   target_revision=candidate.target_revision, kind=candidate.kind, format=candidate.draft_format,
-                   reasons=tuple(reasons), draft_repo=plan.draft_output_repo(recipe, candidate.repo_id),
-                   target_repo=plan.target_output_repo(recipe, candidate.target_repo),
-                   weight_bytes=candidate.weight_bytes)
+    def of(cls, outcome: Outcome) -> OutcomeRecord:
+        return cls(source=outcome.source, revision=outcome.revision, status=outcome.status, reason=outcome.reason,
+                   repos=list(outcome.repos))
 
-    @classmethod
-    def from_dict(cls, data: object) -> BuildJob:
-        """Parse a job as `plan --matrix` wrote it.
-
-        Raises:
-            JobError: not a mapping, a missing or unknown field, or a field of the wrong type.
-        """
-        if not isinstance(data, dict):
-            raise JobError("a build job must be a JSON object", stage="job")
-        fields = cls.__dataclass_fields__
-        unknown = sorted(set(data) - set(fields))
-        missing = sorted(set(fields) - set(data))
-        if unknown or missing:
-            raise JobError(f"build job fields: missing {missing}, unknown {unknown}", stage="job")
-        for name in fields:
-            value = data[name]
-            expected = int if name == "weight_bytes" else (list, tuple) if name == "reasons" else str
-            if not isinstance(value, expected) or isinstance(value, bool):
-                raise JobError(f"build job field '{name}' has the wrong type", stage="job")
-        if not all(isinstance(r, str) for r in data["reasons"]):
-            raise JobError("build job field 'reasons' must be a list of strings", stage="job")
-        for name in ("source", "target", "draft_repo", "target_repo"):
-            if not re.fullmatch(r"[\w.-]+/[\w.-]+", data[name]):
-                raise JobError(f"build job field '{name}' is not a repo id: {data[name][:80]!r}", stage="job")
-        return cls(**{**data, "reasons": tuple(data["reasons"])})
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "reasons": list(self.reasons)}
-
-    def candidate(self) -> Candidate:
-        """The pipeline's record for this job (the build classifies the downloaded files again itself)."""
-        return Candidate(repo_id=self.source, revision=self.revision, kind=self.kind, draft_format=self.format,
-                         target_repo=self.target, target_revision=self.target_revision, target_is_vlm=False,
-                         target_how="plan", weight_bytes=self.weight_bytes)
+    def outcome(self) -> Outcome:
+        return Outcome(self.source, self.revision, self.status, self.reason, list(self.repos))
 
 
-@dataclass(frozen=True)
-class MatrixEntry:
-    job: BuildJob
+class MatrixEntry(_Handoff):
+    job: plan.BuildJob
     name: str
     artifact: str
     runner: str
     runs_on: str | list[str]
     peak_bytes: int
 
-    def to_dict(self) -> dict:
-        return {"name": self.name, "artifact": self.artifact, "runner": self.runner, "runs_on": self.runs_on,
-                "peak_bytes": self.peak_bytes, "job": self.job.to_dict()}
+
+class PlanReport(_Handoff):
+    outcomes: list[OutcomeRecord]
+    hub_requests: int
+    deferred: list[str]
 
 
-@dataclass(frozen=True)
-class MatrixPlan:
+class MatrixPlan(_Handoff):
     """What the plan job hands on: the entries to build, the card refreshes, and the report so far."""
 
+    schema_version: int = PLAN_SCHEMA
+    recipe: str
+    recipe_fingerprint: str
+    dry_run: bool
     entries: list[MatrixEntry]
     card_refresh: list[str]  # source repo ids whose published cards need re-rendering
-    report: RunReport
+    report: PlanReport
 
     def matrix(self) -> dict:
         """GitHub's matrix JSON; empty on a dry run (the entries are still in the plan record)."""
-        return {"include": [] if self.report.dry_run else [e.to_dict() for e in self.entries]}
+        return {"include": [] if self.dry_run else [e.model_dump(mode="json") for e in self.entries]}
 
-    def to_dict(self) -> dict:
-        return {"schema": PLAN_SCHEMA, "dry_run": self.report.dry_run,
-                "entries": [e.to_dict() for e in self.entries], "card_refresh": self.card_refresh,
-                "report": self.report.to_dict()}
+    def run_report(self) -> RunReport:
+        return RunReport(outcomes=[o.outcome() for o in self.report.outcomes], hub_requests=self.report.hub_requests,
+                         dry_run=self.dry_run, deferred=list(self.report.deferred))
+
+
+class BuildOutcomeFile(_Handoff):
+    """`build-outcome.json`: what a build job did, beside its bundle (or instead of one)."""
+
+    job: plan.BuildJob
+    outcome: OutcomeRecord
 
 
 def estimate_peak_bytes(weight_bytes: int, runners: RunnerSettings) -> int:
@@ -157,41 +129,42 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
     """Discover and plan like `run`, then lay the builds out as matrix entries (no weights downloaded)."""
     report = RunReport(dry_run=options.dry_run)
     requests_before = REQUESTS.count
-    decisions, candidates = plan_run(reader, recipe, options, report)
-    reasons = {d.listing.repo_id: d.reasons for d in decisions}
-    card_refresh = [d.listing.repo_id for d in decisions if d.action == plan.CARD_ONLY and d.published is not None]
+    decisions, jobs = plan_run(reader, recipe, options, report)
+    card_refresh = [d.listing.repo_id for d in decisions if d.action == plan.Action.CARD and d.published is not None]
     entries: list[MatrixEntry] = []
-    for candidate in candidates:
-        job = BuildJob.from_candidate(candidate, reasons.get(candidate.repo_id, ()), recipe)
+    for job in jobs:
         peak = estimate_peak_bytes(job.weight_bytes, recipe.runners)
         runner = runner_for(peak, recipe.runners)
         if runner is None:
             largest = recipe.runners.classes[-1]
-            report.outcomes.append(Outcome(job.source, job.revision, SKIPPED,
-                                           f"estimated export peak {_gb(peak)} is over the largest runner class "
-                                           f"'{largest.name}' ({_gb(largest.max_memory_bytes)}): add a larger class "
-                                           "to the recipe's runners.classes"))
+            report.add(Outcome(job.source, job.revision, Status.SKIPPED,
+                               f"estimated export peak {_gb(peak)} is over the largest runner class "
+                               f"'{largest.name}' ({_gb(largest.max_memory_bytes)}): add a larger class to the "
+                               "recipe's runners.classes"))
             continue
         entries.append(MatrixEntry(job=job, name=job.source.split("/")[-1], artifact=artifact_name(job.source),
                                    runner=runner.name, runs_on=runner.runs_on, peak_bytes=peak))
     limit = recipe.runners.max_entries
     for entry in entries[limit:]:
         report.deferred.append(entry.job.source)
-        report.outcomes.append(Outcome(entry.job.source, entry.job.revision, DEFERRED,
-                                       f"over the {limit}-entry matrix limit: built by the next run"))
+        report.add(Outcome(entry.job.source, entry.job.revision, Status.DEFERRED,
+                           f"over the {limit}-entry matrix limit: built by the next run"))
     entries = entries[:limit]
     if options.dry_run:
         for entry in entries:
-            report.outcomes.append(Outcome(entry.job.source, entry.job.revision, PLANNED,
-                                           f"build on {entry.runner}: {'; '.join(entry.job.reasons)} "
-                                           f"(target {entry.job.target})"))
-        for source in card_refresh:
-            report.outcomes.append(Outcome(source, _sha(decisions, source), PLANNED, "card: card template changed"))
-    report.hub_requests = REQUESTS.count - requests_before
-    return MatrixPlan(entries=entries, card_refresh=card_refresh, report=report)
+            report.add(Outcome(entry.job.source, entry.job.revision, Status.PLANNED,
+                               f"build on {entry.runner}: {'; '.join(entry.job.reasons)} (target {entry.job.target})"))
+        for decision in decisions:
+            if decision.listing.repo_id in card_refresh:
+                report.add(Outcome(decision.listing.repo_id, decision.listing.sha, Status.PLANNED,
+                                   "card: card template changed"))
+    return MatrixPlan(recipe=recipe.name, recipe_fingerprint=recipe.fingerprint(), dry_run=options.dry_run,
+                      entries=entries, card_refresh=card_refresh,
+                      report=PlanReport(outcomes=[OutcomeRecord.of(o) for o in report.outcomes],
+                                        hub_requests=REQUESTS.count - requests_before, deferred=report.deferred))
 
 
-def build_job(reader: Hub, recipe: Recipe, job: BuildJob, out: Path, *, work: Path | None = None,
+def build_job(reader: Hub, recipe: Recipe, job: plan.BuildJob, out: Path, *, work: Path | None = None,
               keep_work: bool = False) -> Outcome:
     """Build one matrix entry into the bundle folder `out`, and record the outcome in `out/build-outcome.json`.
 
@@ -201,58 +174,79 @@ def build_job(reader: Hub, recipe: Recipe, job: BuildJob, out: Path, *, work: Pa
     if work is not None:
         work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-job-", dir=work))
+    report = RunReport()
     try:
-        failures, built = fetch_and_build(reader, recipe, job.target, job.target_revision, [job.candidate()],
-                                          scratch, keep_work=keep_work)
+        built = []
+        guard(report, job.source, job.revision,
+              lambda: built.extend(fetch_and_build(reader, recipe, [job], scratch, report, keep_work=keep_work)))
         if out.exists():
             shutil.rmtree(out)
-        if failures:
-            outcome = failures[0]
+        if report.outcomes:
+            outcome = report.outcomes[0]
         else:
-            (result,) = built
+            ((_, result),) = built
             if result.bundle is not None:
                 shutil.move(str(result.bundle.root), str(out))
             if result.error is not None:
-                status = SKIPPED if isinstance(result.error, Skip) else FAILED
-                outcome = Outcome(job.source, job.revision, status, f"{result.error.stage}: {result.error.message}")
+                outcome = Outcome.of_error(job.source, job.revision, result.error)
             else:
-                outcome = Outcome(job.source, job.revision, BUILT, "", [job.draft_repo, job.target_repo])
+                outcome = Outcome(job.source, job.revision, Status.BUILT, "", [job.draft_repo, job.target_repo])
     finally:
         if not keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-    (out / OUTCOME_FILE).write_text(json.dumps({"job": job.to_dict(), "outcome": asdict(outcome)}, indent=2) + "\n",
-                                    encoding="utf-8")
+    (out / OUTCOME_FILE).write_text(BuildOutcomeFile(job=job, outcome=OutcomeRecord.of(outcome)).model_dump_json(
+        indent=2) + "\n", encoding="utf-8")
     return outcome
 
 
-def load_plan(path: Path) -> MatrixPlan:
-    """Read the plan record the plan job wrote (`plan --matrix --out`).
+def parse_job(text: str) -> plan.BuildJob:
+    """A `--job` argument: one matrix entry's job (or the whole entry) as `plan --matrix` wrote it.
 
     Raises:
-        JobError: unreadable, or not a plan record of this schema.
+        JobError: not JSON, or not a build job (a field missing, unknown or of the wrong type).
     """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise JobError(f"cannot read the plan record: {exc}", subject=str(path), stage="publish") from None
-    if not isinstance(data, dict) or data.get("schema") != PLAN_SCHEMA:
-        raise JobError(f"not a plan record of schema {PLAN_SCHEMA}", subject=str(path), stage="publish")
-    raw = data.get("report", {})
-    report = RunReport(outcomes=[Outcome(**o) for o in raw.get("outcomes", [])],
-                       hub_requests=raw.get("hub_requests", 0), dry_run=bool(data.get("dry_run")),
-                       deferred=list(raw.get("deferred", [])))
+        return plan.BuildJob.model_validate_json(text)
+    except ValidationError:
+        pass
     try:
-        entries = [MatrixEntry(job=BuildJob.from_dict(e.get("job")), name=e["name"], artifact=e["artifact"],
-                               runner=e["runner"], runs_on=e["runs_on"], peak_bytes=e["peak_bytes"])
-                   for e in data.get("entries", [])]
-    except (AttributeError, KeyError, TypeError) as exc:
-        raise JobError(f"malformed plan entry: {exc}", subject=str(path), stage="publish") from None
-    for entry in entries:
+        return MatrixEntry.model_validate_json(text).job
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(job)"
+        raise JobError(f"--job is not a build job from `plan --matrix`: {where}: {first['msg']}",
+                       stage="job") from None
+
+
+def load_plan(path: Path, recipe: Recipe) -> MatrixPlan:
+    """Read the plan record the plan job wrote (`plan --matrix --out`), for the recipe this job runs.
+
+    Raises:
+        JobError: unreadable, not a plan record of this schema, an entry whose artifact name does not match its
+            source, or a plan made from another recipe.
+    """
+    try:
+        planned = MatrixPlan.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise JobError(f"cannot read the plan record: {exc.strerror}", subject=str(path), stage="publish") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(plan)"
+        raise JobError(f"not a plan record of schema {PLAN_SCHEMA}: {where}: {first['msg']}", subject=str(path),
+                       stage="publish") from None
+    if planned.schema_version != PLAN_SCHEMA:
+        raise JobError(f"plan record schema {planned.schema_version}, this bot reads {PLAN_SCHEMA}",
+                       subject=str(path), stage="publish")
+    if (planned.recipe, planned.recipe_fingerprint) != (recipe.name, recipe.fingerprint()):
+        raise JobError(f"the plan was made from recipe {planned.recipe} ({planned.recipe_fingerprint}), not from "
+                       f"{recipe.name} ({recipe.fingerprint()}): nothing published from it", subject=str(path),
+                       stage="publish")
+    for entry in planned.entries:
         if entry.artifact != artifact_name(entry.job.source):  # it names a folder: nothing else may be there
             raise JobError(f"plan entry artifact {entry.artifact!r} does not match its source", subject=str(path),
                            stage="publish")
-    return MatrixPlan(entries=entries, card_refresh=list(data.get("card_refresh", [])), report=report)
+    return planned
 
 
 def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: MatrixPlan | None) -> RunReport:
@@ -260,93 +254,78 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
 
     With a plan, each entry's bundle is looked up as `bundles/<artifact>` and an entry without one is a failure
     (its build job died before uploading anything). Without a plan, every bundle folder under `bundles` is
-    published. Never loads a checkpoint: it reads JSON and uploads files.
+    published (its outcome file names the job). Never loads a checkpoint: it reads JSON and uploads files.
     """
-    report = RunReport(outcomes=list(planned.report.outcomes) if planned else [],
-                       deferred=list(planned.report.deferred) if planned else [])
+    report = planned.run_report() if planned else RunReport()
     requests_before = REQUESTS.count
-    if planned is not None and planned.report.dry_run:
-        report.dry_run = True
+    if planned is not None and planned.dry_run:
         return report
     for source in planned.card_refresh if planned else []:
         with log.group(f"refresh cards of {source}"):
-            _card_refresh(report, writer, recipe, source)
+            guard(report, source, None, lambda source=source: _card_refresh(report, writer, recipe, source))
     if planned is not None:
-        folders = [(e.job.source, e.job.revision, (bundles / e.artifact) if bundles else None)
-                   for e in planned.entries]
+        folders = [(e.job, (bundles / e.artifact) if bundles else None) for e in planned.entries]
     else:
-        found = sorted(p.parent for p in (bundles.glob("*/" + OUTCOME_FILE) if bundles else []))
-        found += sorted(p.parent for p in (bundles.glob("*/" + PROVENANCE_FILE) if bundles else [])
-                        if not (p.parent / OUTCOME_FILE).exists())
-        folders = [(None, None, folder) for folder in found]
-    for source, revision, folder in folders:
-        with log.group(f"publish {source or folder}"):
-            _publish_folder(report, writer, recipe, source, revision, folder)
+        folders = [(None, p.parent) for p in sorted(bundles.glob("*/" + OUTCOME_FILE))] if bundles else []
+    for job, folder in folders:
+        name = job.source if job else str(folder)
+        with log.group(f"publish {name}"):
+            guard(report, name, job.revision if job else None,
+                  lambda job=job, folder=folder: _publish_folder(report, writer, recipe, job, folder))
     # The plan's requests and this job's; each build job's downloads are in its own log.
-    report.hub_requests = (planned.report.hub_requests if planned else 0) + REQUESTS.count - requests_before
+    report.hub_requests += REQUESTS.count - requests_before
     return report
 
 
-def _publish_folder(report: RunReport, writer: Hub, recipe: Recipe, source: str | None, revision: str | None,
+def _publish_folder(report: RunReport, writer: Hub, recipe: Recipe, job: plan.BuildJob | None,
                     folder: Path | None) -> None:
-    record_path = folder / OUTCOME_FILE if folder is not None else None
-    if record_path is not None and record_path.is_file():
-        try:
-            recorded = Outcome(**json.loads(record_path.read_text(encoding="utf-8"))["outcome"])
-        except (ValueError, KeyError, TypeError):
-            report.outcomes.append(Outcome(source or str(folder), revision, FAILED,
-                                           f"unreadable {OUTCOME_FILE} in the build job's artifact"))
-            return
-        source, revision = source or recorded.source, revision or recorded.revision
-        if recorded.status != BUILT:
-            report.outcomes.append(recorded)
-            return
-    elif folder is None or not (folder / PROVENANCE_FILE).is_file():
-        report.outcomes.append(Outcome(source or str(folder), revision, FAILED,
-                                       "build job left no bundle (see that job's log)"))
+    """Publish one build job's artifact, after checking it is the build its matrix entry planned."""
+    source = job.source if job else str(folder)
+    revision = job.revision if job else None
+    if folder is None or not (folder / OUTCOME_FILE).is_file():
+        report.add(Outcome(source, revision, Status.FAILED, "build job left no bundle (see that job's log)"))
         return
     try:
-        built = read_provenance(folder).get("source", {})
-    except (OSError, ValueError, AttributeError):
-        built = {}
-    if (built.get("repo"), built.get("revision")) != (source or built.get("repo"), revision or built.get("revision")):
-        report.outcomes.append(Outcome(source or str(folder), revision, FAILED,
-                                       f"bundle holds {built.get('repo')}@{str(built.get('revision'))[:7]}, not the "
-                                       "planned source revision: not published"))
+        handed = BuildOutcomeFile.model_validate_json((folder / OUTCOME_FILE).read_bytes())
+    except (OSError, ValidationError):
+        report.add(Outcome(source, revision, Status.FAILED, f"unreadable {OUTCOME_FILE} in the build job's artifact"))
+        return
+    if job is not None and handed.job != job:
+        report.add(Outcome(source, revision, Status.FAILED, f"the artifact's {OUTCOME_FILE} is for "
+                           f"{handed.job.source}@{handed.job.revision[:7]}, not this entry: not published"))
+        return
+    job = handed.job
+    if handed.outcome.status != Status.BUILT:
+        report.add(handed.outcome.outcome())
         return
     try:
-        result = publish_bundle(writer, folder, recipe)
-    except BotError as error:
-        status = SKIPPED if isinstance(error, Skip) else FAILED
-        report.outcomes.append(Outcome(source or error.subject or str(folder), revision, status, error.message))
+        bundle = Bundle.read(folder)
+    except RecordError as exc:
+        report.add(Outcome(job.source, job.revision, Status.FAILED,
+                           f"bundle {PROVENANCE_FILE} is unusable ({exc}): not published"))
         return
-    for repo, commit in result.commits.items():
-        report.commits.append({"repo": repo, "commit": commit})
-    status = UP_TO_DATE if result.status == PUBLISH_UP_TO_DATE else PUBLISHED
-    report.outcomes.append(Outcome(source or result.draft_repo, revision, status, "",
-                                   [result.draft_repo, result.target_repo]))
+    built = bundle.record
+    planned = (job.source, job.revision, job.target, job.target_revision)
+    holds = (built.source.repo, built.source.revision, built.target.repo, built.target.revision)
+    if holds != planned:
+        report.add(Outcome(job.source, job.revision, Status.FAILED,
+                           f"bundle holds {holds[0]}@{str(holds[1])[:7]} for {holds[2]}@{str(holds[3])[:7]}, not the "
+                           "planned revisions: not published"))
+        return
+    if not (bundle.draft_dir / "openvino_model.bin").is_file() or not bundle.target_dir.is_dir():
+        raise Failure("bundle is incomplete (an IR file is missing): not published", stage="publish")
+    report.add_published(job.source, job.revision,
+                         publish_bundle(writer, bundle, job.repos, private=recipe.publish.private),
+                         "; ".join(job.reasons))
 
 
 def _card_refresh(report: RunReport, writer: Hub, recipe: Recipe, source: str) -> None:
-    draft_repo = plan.draft_output_repo(recipe, source)
-    try:
-        published = plan.read_published(writer, draft_repo)
-        if published is None:
-            raise Failure(f"{draft_repo} has no provenance to re-render the card from", subject=source,
-                          stage="publish")
-        revision = published.get("source", {}).get("revision")
-        result = refresh_cards(writer, published, recipe)
-    except BotError as error:
-        report.outcomes.append(Outcome(source, None, SKIPPED if isinstance(error, Skip) else FAILED, error.message))
-        return
-    for repo, commit in result.commits.items():
-        report.commits.append({"repo": repo, "commit": commit})
-    report.outcomes.append(Outcome(source, revision, PUBLISHED if result.commits else UP_TO_DATE, "card refreshed",
-                                   [result.draft_repo, result.target_repo]))
-
-
-def _sha(decisions: list[plan.Decision], source: str) -> str | None:
-    return next((d.listing.sha for d in decisions if d.listing.repo_id == source), None)
+    draft_repo = plan.draft_output_repo(recipe.publish, source)
+    published = writer.draft_record(draft_repo)
+    if published is None:
+        raise Failure(f"{draft_repo} has no record to re-render the card from", subject=source, stage="publish")
+    report.add_published(source, published.source.revision,
+                         refresh_cards(writer, published, private=recipe.publish.private), "card refreshed")
 
 
 def _gb(value: int) -> str:

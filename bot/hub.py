@@ -6,7 +6,6 @@ missing, private: the source is not ours to build) or `Failure` (the Hub misbeha
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -16,7 +15,15 @@ from typing import TypeVar
 import httpx
 
 from bot import log
-from bot.errors import Failure, Skip
+from bot.errors import HubError, PreconditionFailed, Skip
+from bot.record import (
+    PROVENANCE_FILE,
+    BuildRecord,
+    RecordError,
+    TargetRecord,
+    parse_draft_record,
+    parse_target_record,
+)
 
 T = TypeVar("T")
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -90,24 +97,33 @@ def _counting_client() -> httpx.Client:
                         follow_redirects=True, timeout=None)
 
 
-class Hub:
-    """A Hub endpoint plus one token (read or write, depending on the stage that holds it)."""
+def configure_client(endpoint: str) -> None:
+    """Set up huggingface_hub for this process once, before the first Hub call (the CLI and tests call it).
 
-    def __init__(self, endpoint: str | None = None, token: str | None = None, *, max_attempts: int = 5,
+    Process-wide on purpose, and therefore explicit: only huggingface.co speaks Xet (a local or mirror endpoint
+    needs classic LFS uploads); per-file progress bars drown the run's own progress lines (and Actions logs) in
+    carriage returns; and every request goes through the counting client (the report's `hub_requests`).
+    """
+    hf = _hf()
+    hf.constants.HF_HUB_DISABLE_XET = endpoint.rstrip("/") != DEFAULT_ENDPOINT
+    hf.utils.disable_progress_bars()
+    if hf.utils._http._GLOBAL_CLIENT_FACTORY is not _counting_client:
+        hf.set_client_factory(_counting_client)
+
+
+class Hub:
+    """A Hub endpoint plus one token (read or write, depending on the stage that holds it).
+
+    Constructing one changes nothing outside it; `configure_client` sets up the process.
+    """
+
+    def __init__(self, endpoint: str, token: str | None = None, *, max_attempts: int = 5,
                  backoff_s: float = 0.5):
-        self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+        self.endpoint = endpoint.rstrip("/")
         self.token = token or None
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
-        hf = _hf()
-        if self.endpoint != DEFAULT_ENDPOINT:
-            # Only huggingface.co speaks Xet; a local or mirror endpoint needs classic LFS uploads.
-            hf.constants.HF_HUB_DISABLE_XET = True
-        self.api = hf.HfApi(endpoint=self.endpoint, token=self.token or False, library_name="dflash-bot")
-        # Per-file progress bars drown the run's own progress lines (and Actions logs) in carriage returns.
-        hf.utils.disable_progress_bars()
-        if hf.utils._http._GLOBAL_CLIENT_FACTORY is not _counting_client:
-            hf.set_client_factory(_counting_client)
+        self.api = _hf().HfApi(endpoint=self.endpoint, token=self.token or False, library_name="dflash-bot")
 
     # ---- retries and error translation ----
 
@@ -138,12 +154,14 @@ class Hub:
                 if status in _RETRY_STATUSES and attempt < self.max_attempts:
                     self._wait(attempt, exc.response, what)
                     continue
-                raise Failure(f"Hub answered {status}: {_short(exc)}", subject=subject, stage=what) from None
+                error_class = PreconditionFailed if status == 412 else HubError
+                raise error_class(f"Hub answered {status}: {_short(exc)}", status=status, subject=subject,
+                                  stage=what) from None
             except (httpx.TransportError, ConnectionError) as exc:
                 if attempt < self.max_attempts:
                     self._wait(attempt, None, what)
                     continue
-                raise Failure(f"Hub unreachable: {_short(exc)}", subject=subject, stage=what) from None
+                raise HubError(f"Hub unreachable: {_short(exc)}", status=None, subject=subject, stage=what) from None
         raise AssertionError("unreachable")
 
     def _wait(self, attempt: int, response: httpx.Response | None, what: str) -> None:
@@ -175,6 +193,10 @@ class Hub:
 
         return self.call("info", fetch, subject=repo_id)
 
+    def head(self, repo_id: str) -> str:
+        """The current commit of a repo (one light request: no file metadata)."""
+        return self.call("info", lambda: str(self.api.model_info(repo_id).sha), subject=repo_id)
+
     def read_file(self, repo_id: str, filename: str, revision: str | None = None, *,
                   max_bytes: int = 4 * 1024 * 1024) -> bytes | None:
         """One small file in one GET (no HEAD round trip), or None when the repo or file does not exist."""
@@ -201,6 +223,29 @@ class Hub:
                 return bytes(body)
 
         return self.call("read", fetch, subject=repo_id)
+
+    def draft_record(self, repo_id: str) -> BuildRecord | None:
+        """The build record of a published draft repo (one GET); None when there is none, or when it is damaged
+        or from a schema this bot cannot read (then it is rebuilt rather than trusted)."""
+        data = self.read_file(repo_id, PROVENANCE_FILE)
+        if data is None:
+            return None
+        try:
+            return parse_draft_record(data)
+        except RecordError as exc:
+            log.step("%s: published %s is not usable (%s): rebuilding", repo_id, PROVENANCE_FILE, exc)
+            return None
+
+    def target_record(self, repo_id: str) -> TargetRecord | None:
+        """The record of a published target repo (one GET); None as for `draft_record`."""
+        data = self.read_file(repo_id, PROVENANCE_FILE)
+        if data is None:
+            return None
+        try:
+            return parse_target_record(data)
+        except RecordError as exc:
+            log.step("%s: published %s is not usable (%s)", repo_id, PROVENANCE_FILE, exc)
+            return None
 
     def download(self, repo_id: str, revision: str, dest: Path, allow_patterns: Iterable[str]) -> Path:
         """Download the allowed files of one revision into a plain folder (no cache symlinks)."""
@@ -242,11 +287,6 @@ class Hub:
     def tag(self, repo_id: str, tag: str, revision: str | None = None) -> None:
         self.call("tag", lambda: self.api.create_tag(repo_id, tag=tag, revision=revision, exist_ok=True),
                   subject=repo_id)
-
-
-def is_precondition_failed(error: Failure) -> bool:
-    """True when a commit lost the `parent_commit` race to another writer."""
-    return "answered 412" in error.message
 
 
 def _listing(info) -> RepoListing:

@@ -8,18 +8,25 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import github_action_utils as gha
 
 _LOGGER_NAME = "dflash-bot"
 
 
-def setup(verbose: bool = False) -> logging.Logger:
-    """Configure the bot's logger once; stdout is line-buffered so subprocess output stays in order."""
+_state = {"on_actions": False}
+
+
+def setup(verbose: bool = False, *, on_actions: bool = False) -> logging.Logger:
+    """Configure the bot's logger once; stdout is line-buffered so subprocess output stays in order.
+
+    Args:
+        on_actions: fold groups with `::group::` (from `Settings.on_actions`).
+    """
+    _state["on_actions"] = on_actions
     with contextlib.suppress(AttributeError, ValueError):
         sys.stdout.reconfigure(line_buffering=True)
     logger = logging.getLogger(_LOGGER_NAME)
@@ -36,9 +43,8 @@ def get() -> logging.Logger:
     return logging.getLogger(_LOGGER_NAME)
 
 
-def on_github_actions(env: Mapping[str, str] | None = None) -> bool:
-    env = os.environ if env is None else env
-    return env.get("GITHUB_ACTIONS") == "true"
+def on_github_actions() -> bool:
+    return _state["on_actions"]
 
 
 @contextlib.contextmanager

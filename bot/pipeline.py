@@ -1,6 +1,7 @@
 """The scheduled job: discover → plan → build → publish → report, in one process (`dflash-bot run`).
 
-Each candidate is independent: a skip or failure is recorded and the run goes on. The build stage runs its
+Each candidate is independent: its work runs under `guard`, which turns any exception into an outcome with a
+one-line cause (the traceback goes to the log), and the run goes on with the next one. The build stage runs its
 exports and GenAI checks in child processes without any token (`bot.isolation`); this process downloads with the
 read token and publishes with the write token, and never loads a checkpoint itself.
 """
@@ -9,22 +10,26 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import traceback
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from bot import discover, log, plan, profiles
-from bot.build import DraftOutcome, SourceRef, build_group
+from bot.build import Checkout, DraftBuild, DraftOutcome, build_group
 from bot.card import template_fingerprint
-from bot.errors import BotError, Skip
+from bot.errors import BotError, Failure, Skip, UsageError
 from bot.fetch import ALLOWED_PATTERNS, require_free_disk
 from bot.hub import REQUESTS, Hub, RepoListing
+from bot.outcome import Outcome, Status
 from bot.publish import PublishResult, publish_bundle, refresh_cards
 from bot.recipe import Recipe
-from bot.report import FAILED, PLANNED, PUBLISHED, SKIPPED, UP_TO_DATE, Outcome, RunReport
+from bot.record import BuildRecord
+from bot.report import RunReport
 from bot.toolchain import Toolchain, detect
 
-
+# Downloaded weights, the int4 IRs and the bundle copies: about three times the source weights.
 DISK_FACTOR = 3
 
 
@@ -37,94 +42,146 @@ class RunOptions:
     keep_work: bool = False
 
 
+def guard(report: RunReport, source: str, revision: str | None, action: Callable[[], object]) -> bool:
+    """Run one candidate's step; any error becomes that candidate's outcome and the run goes on.
+
+    A `BotError` is an expected skip or failure; anything else is a bug or a hostile input nobody foresaw, reported
+    as a failure with its one-line cause while the traceback goes to the log. Returns True when the step finished.
+    """
+    try:
+        action()
+        return True
+    except BotError as error:
+        report.add(Outcome.of_error(source, revision, error))
+    except Exception as exc:  # noqa: BLE001 - the boundary that keeps one source from ending the run
+        log.get().debug("unexpected error for %s:\n%s", source, traceback.format_exc())
+        log.step("%s: unexpected %s: %s (traceback in the --verbose log)", source, type(exc).__name__,
+                 " ".join(str(exc).split())[:300])
+        report.add(Outcome(source, revision, Status.FAILED,
+                           f"unexpected {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))
+    return False
+
+
 def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport
-             ) -> tuple[list[plan.Decision], list[discover.Candidate]]:
-    """Discover and plan: decisions for every listed source, and resolved candidates for those to build."""
-    toolchain = detect()
+             ) -> tuple[list[plan.Decision], list[plan.BuildJob]]:
+    """Discover and plan: decisions for every listed source, and build jobs for those to build."""
     with log.group("discover"):
-        listings, skips = discover.list_sources(reader, recipe, toolchain)
+        listings, skips = discover.list_sources(reader, recipe, detect())
         if options.only:
             skips = [s for s in skips if s.repo_id == options.only]
-            listings = [l for l in listings if l.repo_id == options.only]
+            listings = [listing for listing in listings if listing.repo_id == options.only]
             if not listings and not skips:
-                try:
-                    listings = [_listing_for(reader, options.only)]
-                except BotError as error:
-                    report.outcomes.append(Outcome(options.only, None, _status(error), error.message))
+                only = options.only
+                guard(report, only, None, lambda: listings.append(_listing_for(reader, only)))
         for skip in skips:
-            report.outcomes.append(Outcome(skip.repo_id, skip.revision, SKIPPED, skip.reason))
+            report.add(Outcome(skip.repo_id, skip.revision, Status.SKIPPED, skip.reason))
         log.step("%d candidate(s), %d ruled out by the listing", len(listings), len(skips))
 
     card_fp = template_fingerprint()
-    decisions, candidates = [], []
-    toolchains: dict[str | None, Toolchain] = {}
-
-    def built_with(published: dict | None) -> Toolchain:
-        """The toolchain a published build is compared with: its target family's profile, not this process's."""
-        model_type = (published or {}).get("target", {}).get("model_type")
-        if model_type not in toolchains:
-            try:
-                toolchains[model_type] = profiles.toolchain_for(model_type)
-            except Skip:
-                toolchains[model_type] = toolchain  # resolve() reports the missing profile with its reason
-        return toolchains[model_type]
-
+    decisions: list[plan.Decision] = []
+    jobs: list[plan.BuildJob] = []
+    context = _PlanContext(reader)
     with log.group("plan"):
         for listing in listings:
+            guard(report, listing.repo_id, listing.sha,
+                  lambda listing=listing: _plan_one(reader, recipe, options, listing, card_fp, context, report,
+                                                    decisions, jobs))
+    return decisions, jobs
+
+
+class _PlanContext:
+    """What planning looks up once per run: toolchains by target family, target revisions by target repo."""
+
+    def __init__(self, reader: Hub) -> None:
+        self.reader = reader
+        self._toolchains: dict[str, Toolchain] = {}
+        self._heads: dict[str, str | None] = {}
+
+    def toolchain(self, published: BuildRecord) -> Toolchain:
+        """The toolchain a published build is compared with: its target family's profile, not this process's."""
+        model_type = published.target.model_type
+        if model_type not in self._toolchains:
             try:
-                published = plan.read_published(reader, plan.draft_output_repo(recipe, listing.repo_id))
-                decision = plan.decide(listing, published, recipe, built_with(published), card_fp,
-                                       force=options.force)
+                self._toolchains[model_type] = profiles.planned_toolchain(model_type)
+            except Skip:
+                self._toolchains[model_type] = detect()  # resolve() reports the missing profile with its reason
+        return self._toolchains[model_type]
+
+    def target_head(self, published: BuildRecord) -> str | None:
+        """The target's current revision (one light request per target); None when it cannot be read now."""
+        repo = published.target.repo
+        if repo is None:
+            return None
+        if repo not in self._heads:
+            try:
+                self._heads[repo] = self.reader.head(repo)
             except BotError as error:
-                report.outcomes.append(Outcome(listing.repo_id, listing.sha, _status(error), error.message))
-                continue
-            decisions.append(decision)
-            if decision.action == plan.UP_TO_DATE:
-                report.outcomes.append(Outcome(listing.repo_id, listing.sha, UP_TO_DATE, "",
-                                               _repos(decision.published)))
-            elif decision.action == plan.BUILD:
-                try:
-                    candidates.append(discover.resolve(reader, listing, recipe, toolchain))
-                except BotError as error:
-                    report.outcomes.append(Outcome(listing.repo_id, listing.sha, _status(error), error.message))
-                    decisions.remove(decision)
-            log.step("%s: %s %s", listing.repo_id, decision.action, "; ".join(decision.reasons))
-    return decisions, candidates
+                log.step("%s: cannot read the target's revision (%s); not compared", repo, error.message)
+                self._heads[repo] = None
+        return self._heads[repo]
+
+
+def _plan_one(reader: Hub, recipe: Recipe, options: RunOptions, listing: RepoListing, card_fp: str,
+              context: _PlanContext, report: RunReport, decisions: list[plan.Decision],
+              jobs: list[plan.BuildJob]) -> None:
+    draft_repo = plan.draft_output_repo(recipe.publish, listing.repo_id)
+    published = reader.draft_record(draft_repo)
+    decision = plan.decide(
+        listing, published, publish=recipe.publish, recipe_fingerprint=recipe.fingerprint(),
+        toolchain=context.toolchain(published) if published else detect(), card_fingerprint=card_fp,
+        target_revision=context.target_head(published) if published and not options.force else None,
+        force=options.force)
+    log.step("%s: %s %s", listing.repo_id, decision.action, "; ".join(decision.reasons))
+    if decision.action == plan.Action.UP_TO_DATE:
+        repos = decision.repos()
+        report.add(Outcome(listing.repo_id, listing.sha, Status.UP_TO_DATE, "",
+                           [repos.draft, repos.target] if repos else []))
+    elif decision.action == plan.Action.BUILD:
+        candidate = discover.resolve(reader, listing, recipe)
+        jobs.append(plan.BuildJob.from_candidate(candidate, decision.reasons, recipe.publish))
+    decisions.append(decision)
 
 
 def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions) -> RunReport:
-    """Run the whole job once and return its report (never raises for one candidate's problem)."""
+    """Run the whole job once and return its report (never raises for one candidate's problem).
+
+    Raises:
+        UsageError: no write token and not a dry run (refused before any Hub call).
+    """
+    if not options.dry_run and (writer is None or not writer.token):
+        raise UsageError("no write token (HF_TOKEN): nothing could be published; set it, or use --dry-run",
+                         stage="run")
     report = RunReport(dry_run=options.dry_run)
     requests_before = REQUESTS.count
-    decisions, candidates = plan_run(reader, recipe, options, report)
-    by_repo = {c.repo_id: c for c in candidates}
+    decisions, jobs = plan_run(reader, recipe, options, report)
 
     if options.dry_run:
+        targets = {job.source: job.target for job in jobs}
         for decision in decisions:
-            if decision.action != plan.UP_TO_DATE:
-                candidate = by_repo.get(decision.listing.repo_id)
-                detail = f" (target {candidate.target_repo})" if candidate else ""
-                report.outcomes.append(Outcome(decision.listing.repo_id, decision.listing.sha, PLANNED,
-                                               f"{decision.action}: {'; '.join(decision.reasons)}{detail}"))
+            if decision.action != plan.Action.UP_TO_DATE and (
+                    decision.action == plan.Action.CARD or decision.listing.repo_id in targets):
+                target = targets.get(decision.listing.repo_id)
+                detail = f" (target {target})" if target else ""
+                report.add(Outcome(decision.listing.repo_id, decision.listing.sha, Status.PLANNED,
+                                   f"{decision.action}: {'; '.join(decision.reasons)}{detail}"))
         report.hub_requests = REQUESTS.count - requests_before
         return report
+    assert writer is not None
 
     for decision in decisions:
-        if decision.action == plan.CARD_ONLY and decision.published is not None:
-            _publish_step(report, decision.listing, lambda d=decision: refresh_cards(_need(writer), d.published,
-                                                                                      recipe), "card refreshed")
+        published = decision.published
+        if decision.action == plan.Action.CARD and published is not None:
+            guard(report, decision.listing.repo_id, decision.listing.sha,
+                  lambda published=published, decision=decision: report.add_published(
+                      decision.listing.repo_id, decision.listing.sha,
+                      refresh_cards(writer, published, private=recipe.publish.private), "card refreshed"))
 
-    why = {d.listing.repo_id: "; ".join(d.reasons) for d in decisions}
-    groups: dict[tuple[str, str], list[discover.Candidate]] = defaultdict(list)
-    for candidate in candidates:
-        groups[(candidate.target_repo, candidate.target_revision)].append(candidate)
     if options.work is not None:
         options.work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-run-", dir=options.work))
     try:
-        for (target_repo, target_revision), members in groups.items():
-            _build_and_publish(report, reader, writer, recipe, target_repo, target_revision, members, scratch,
-                               options, why)
+        for members in group_jobs(jobs).values():
+            _build_and_publish(report, reader, writer, recipe, members, scratch, options)
     finally:
         if not options.keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -132,85 +189,75 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions) ->
     return report
 
 
-def _build_and_publish(report: RunReport, reader: Hub, writer: Hub | None, recipe: Recipe, target_repo: str,
-                       target_revision: str, members: list[discover.Candidate], scratch: Path,
-                       options: RunOptions, why: dict[str, str]) -> None:
-    fetch_failures, built = fetch_and_build(reader, recipe, target_repo, target_revision, members, scratch,
-                                            keep_work=options.keep_work)
-    report.outcomes.extend(fetch_failures)
-    for outcome in built:
-        listing_revision = outcome.draft.revision
+def group_jobs(jobs: list[plan.BuildJob]) -> dict[tuple[str, str], list[plan.BuildJob]]:
+    """Jobs by target and target revision: one target download and export serves the whole group."""
+    groups: dict[tuple[str, str], list[plan.BuildJob]] = defaultdict(list)
+    for job in jobs:
+        groups[(job.target, job.target_revision)].append(job)
+    return dict(groups)
+
+
+def _build_and_publish(report: RunReport, reader: Hub, writer: Hub, recipe: Recipe, members: list[plan.BuildJob],
+                       scratch: Path, options: RunOptions) -> None:
+    built: list[tuple[plan.BuildJob, DraftOutcome]] = []
+    if not guard(report, members[0].source, members[0].revision,
+                 lambda: built.extend(fetch_and_build(reader, recipe, members, scratch, report,
+                                                      keep_work=options.keep_work))):
+        for job in members[1:]:  # the whole group stopped: each member gets the same outcome
+            report.add(Outcome(job.source, job.revision, Status.FAILED, report.outcomes[-1].reason))
+        return
+    for job, outcome in built:
         if outcome.error is not None:
-            report.outcomes.append(Outcome(outcome.draft.name, listing_revision, _status(outcome.error),
-                                           f"{outcome.error.stage}: {outcome.error.message}"))
+            report.add(Outcome.of_error(job.source, job.revision, outcome.error))
             continue
-        assert outcome.bundle is not None
-        bundle_root = outcome.bundle.root
-        with log.group(f"publish {outcome.draft.name}"):
-            _publish_step(report, _Ref(outcome.draft.name, listing_revision),
-                          lambda root=bundle_root: publish_bundle(_need(writer), root, recipe),
-                          why.get(outcome.draft.name, ""))
+        bundle = outcome.bundle
+        assert bundle is not None
+        with log.group(f"publish {job.source}"):
+            guard(report, job.source, job.revision, lambda job=job, bundle=bundle: report.add_published(
+                job.source, job.revision, publish_bundle(writer, bundle, job.repos, private=recipe.publish.private),
+                "; ".join(job.reasons)))
 
 
-def fetch_and_build(reader: Hub, recipe: Recipe, target_repo: str, target_revision: str,
-                    members: list[discover.Candidate], scratch: Path, *, keep_work: bool = False
-                    ) -> tuple[list[Outcome], list[DraftOutcome]]:
+def fetch_and_build(reader: Hub, recipe: Recipe, members: list[plan.BuildJob], scratch: Path, report: RunReport,
+                    *, keep_work: bool = False) -> list[tuple[plan.BuildJob, DraftOutcome]]:
     """Download one target and its drafts with the reader, then build each draft into `scratch/.../bundles`.
 
     Used by `run` (then publishes) and by `dflash-bot build --job` (a matrix entry: the bundle goes to publish).
+    Sources that cannot be downloaded get their outcome in `report`.
 
     Returns:
-        (outcomes of sources that could not be downloaded, build outcomes of the downloaded drafts)
+        (job, build outcome) for every downloaded draft.
     """
-    failures: list[Outcome] = []
-    group_dir = scratch / _safe_name(target_repo)
-    with log.group(f"fetch {target_repo} and {len(members)} draft(s)"):
+    first = members[0]
+    group_dir = scratch / _safe_name(first.target)
+    with log.group(f"fetch {first.target} and {len(members)} draft(s)"):
         try:
-            # Downloaded weights, the int4 IRs and the bundle copies: about three times the source weights.
-            require_free_disk(scratch, DISK_FACTOR * max(c.weight_bytes for c in members), "download and export",
-                              subject=target_repo)
-            target_dir = reader.download(target_repo, target_revision, group_dir / "target", ALLOWED_PATTERNS)
+            require_free_disk(scratch, DISK_FACTOR * max(j.weight_bytes for j in members), "download and export",
+                              subject=first.target)
+            target_dir = reader.download(first.target, first.target_revision, group_dir / "target",
+                                         ALLOWED_PATTERNS)
         except BotError as error:
-            return [Outcome(c.repo_id, c.revision, _status(error), f"target {target_repo}: {error.message}")
-                    for c in members], []
-        drafts: list[tuple[SourceRef, Path]] = []
-        for index, candidate in enumerate(members):
+            failure = error if isinstance(error, Skip) else Failure(error.message, stage=error.stage or "download")
+            for job in members:
+                report.add(Outcome(job.source, job.revision, Status.SKIPPED if isinstance(error, Skip) else
+                                   Status.FAILED, f"target {first.target}: {failure.reason()}"))
+            return []
+        drafts: list[DraftBuild] = []
+        downloaded: list[plan.BuildJob] = []
+        for index, job in enumerate(members):
             try:
-                path = reader.download(candidate.repo_id, candidate.revision, group_dir / f"draft-{index}",
-                                       ALLOWED_PATTERNS)
+                path = reader.download(job.source, job.revision, group_dir / f"draft-{index}", ALLOWED_PATTERNS)
             except BotError as error:
-                failures.append(Outcome(candidate.repo_id, candidate.revision, _status(error), error.message))
+                report.add(Outcome.of_error(job.source, job.revision, error))
                 continue
-            drafts.append((SourceRef(path, candidate.repo_id, candidate.revision),
-                           group_dir / "bundles" / f"draft-{index}"))
+            drafts.append(DraftBuild(job.candidate(), Checkout(path, job.source, job.revision),
+                                     group_dir / "bundles" / f"draft-{index}"))
+            downloaded.append(job)
     if not drafts:
-        return failures, []
-    target = SourceRef(target_dir, target_repo, target_revision)
-    return failures, build_group(target, drafts, recipe, work=scratch, keep_work=keep_work)
-
-
-@dataclass(frozen=True)
-class _Ref:
-    repo_id: str
-    sha: str | None
-
-
-def _publish_step(report: RunReport, ref: RepoListing | _Ref, action, reason: str) -> None:
-    try:
-        result: PublishResult = action()
-    except BotError as error:
-        report.outcomes.append(Outcome(ref.repo_id, ref.sha, _status(error), error.message))
-        return
-    for repo, commit in result.commits.items():
-        report.commits.append({"repo": repo, "commit": commit})
-    status = UP_TO_DATE if result.status == UP_TO_DATE else PUBLISHED
-    report.outcomes.append(Outcome(ref.repo_id, ref.sha, status, reason, [result.draft_repo, result.target_repo]))
-
-
-def _need(writer: Hub | None) -> Hub:
-    if writer is None or not writer.token:
-        raise Skip("no write token (HF_TOKEN) configured: nothing can be published", stage="publish")
-    return writer
+        return []
+    target = Checkout(target_dir, first.target, first.target_revision)
+    outcomes = build_group(target, drafts, recipe, work=scratch, keep_work=keep_work)
+    return list(zip(downloaded, outcomes, strict=True))
 
 
 def _listing_for(reader: Hub, repo_id: str) -> RepoListing:
@@ -219,14 +266,8 @@ def _listing_for(reader: Hub, repo_id: str) -> RepoListing:
                        private=files.private, architectures=(), model_type=None, card_data=files.card_data)
 
 
-def _repos(published: dict | None) -> list[str]:
-    repos = (published or {}).get("repos", {})
-    return [r for r in (repos.get("draft"), repos.get("target")) if r]
-
-
-def _status(error: BotError) -> str:
-    return SKIPPED if isinstance(error, Skip) else FAILED
-
-
 def _safe_name(repo_id: str) -> str:
     return repo_id.replace("/", "--")
+
+
+__all__ = ["RunOptions", "run", "plan_run", "fetch_and_build", "group_jobs", "guard", "PublishResult"]

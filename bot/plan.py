@@ -1,23 +1,32 @@
 """Decide what to build from what is already published: the Hub is the state (DESIGN §2).
 
-Each candidate costs one small request, its output repo's `openvino_export.json`. A build happens only for a new
-source revision, a changed recipe fingerprint, a changed toolchain or draft format, or `--force`; a changed card
-template alone re-renders the card without rebuilding.
+Each candidate costs one small request, its output repo's `openvino_export.json`, plus one per distinct target
+(its current revision). A build happens only when `BuildInputs.changes_to` finds a difference (source or target
+revision, recipe fingerprint, tracked toolchain, draft format) or on `--force`; a changed card template alone
+re-renders the card without rebuilding. The builds are handed on as `BuildJob`s, the same record in one-process
+`run` and in the Actions matrix.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from bot.checkpoints import DraftSpec, require_exportable
+from bot.discover import Candidate
 from bot.errors import Skip
-from bot.hub import Hub, RepoListing
-from bot.recipe import Recipe
-from bot.toolchain import TRACKED_PACKAGES, Toolchain
+from bot.hub import RepoListing
+from bot.recipe import PublishSettings
+from bot.record import BuildInputs, BuildRecord, Repos
+from bot.toolchain import Toolchain
 
-BUILD, CARD_ONLY, UP_TO_DATE = "build", "card", "up-to-date"
-PROVENANCE_FILE = "openvino_export.json"
+
+class Action(StrEnum):
+    BUILD = "build"
+    CARD = "card"  # re-render the published cards only
+    UP_TO_DATE = "up-to-date"
 
 
 @dataclass(frozen=True)
@@ -25,79 +34,113 @@ class Decision:
     """What to do with one listed source, and why."""
 
     listing: RepoListing
-    action: str  # build | card | up-to-date
+    action: Action
     reasons: tuple[str, ...]
     draft_repo: str
-    published: dict | None  # the output repo's provenance, when there is one
+    published: BuildRecord | None  # the draft repo's record, when there is one
+
+    def repos(self) -> Repos | None:
+        """Both output repos, known when something is published (a build learns the target from discovery)."""
+        return self.published.repos if self.published is not None else None
+
+
+class BuildJob(BaseModel):
+    """One build: a draft and its target pinned to revisions, what discovery learned, and where it publishes.
+
+    Written by `plan --matrix` into the Actions matrix and read back by `build --job` (`BuildJob.model_validate`:
+    a field missing, unknown or of the wrong type is refused).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    revision: str
+    target: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    target_revision: str
+    kind: str
+    format: str
+    target_model_type: str
+    target_is_vlm: bool
+    draft_bytes: int = Field(ge=0)
+    target_bytes: int = Field(ge=0)
+    profile: str
+    reasons: tuple[str, ...]
+    draft_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    target_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+
+    @classmethod
+    def from_candidate(cls, candidate: Candidate, reasons: tuple[str, ...], publish: PublishSettings) -> BuildJob:
+        assert candidate.repo_id and candidate.revision and candidate.target_repo and candidate.target_revision
+        return cls(source=candidate.repo_id, revision=candidate.revision, target=candidate.target_repo,
+                   target_revision=candidate.target_revision, kind=candidate.kind, format=candidate.draft_format,
+                   target_model_type=candidate.target_model_type, target_is_vlm=candidate.target_is_vlm,
+                   draft_bytes=candidate.draft_bytes, target_bytes=candidate.target_bytes, profile=candidate.profile,
+                   reasons=tuple(reasons), draft_repo=draft_output_repo(publish, candidate.repo_id),
+                   target_repo=target_output_repo(publish, candidate.target_repo))
+
+    @property
+    def repos(self) -> Repos:
+        return Repos(draft=self.draft_repo, target=self.target_repo)
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.draft_bytes + self.target_bytes
+
+    def candidate(self) -> Candidate:
+        """Discovery's facts, for the build to verify the downloaded files against."""
+        return Candidate(repo_id=self.source, revision=self.revision, kind=self.kind, draft_format=self.format,
+                         target_repo=self.target, target_revision=self.target_revision,
+                         target_model_type=self.target_model_type, target_is_vlm=self.target_is_vlm,
+                         draft_bytes=self.draft_bytes, target_bytes=self.target_bytes, profile=self.profile)
 
 
 def output_name(template: str, namespace: str, repo_id: str, key: str) -> str:
     return f"{namespace}/{template.format(**{key: repo_id.split('/')[-1]})}"
 
 
-def draft_output_repo(recipe: Recipe, source_repo: str) -> str:
-    return output_name(recipe.publish.draft_name, recipe.publish.namespace, source_repo, "source_name")
+def draft_output_repo(publish: PublishSettings, source_repo: str) -> str:
+    return output_name(publish.draft_name, publish.namespace, source_repo, "source_name")
 
 
-def target_output_repo(recipe: Recipe, target_repo: str) -> str:
-    return output_name(recipe.publish.target_name, recipe.publish.namespace, target_repo, "target_name")
+def target_output_repo(publish: PublishSettings, target_repo: str) -> str:
+    return output_name(publish.target_name, publish.namespace, target_repo, "target_name")
 
 
-def toolchain_changes(published: dict, toolchain: Toolchain) -> list[str]:
-    """Tracked package versions that differ between the published build and this environment."""
-    before = published.get("toolchain", {})
-    return [f"{name} {before.get(name)} -> {toolchain.versions[name]}" for name in TRACKED_PACKAGES
-            if before.get(name) != toolchain.versions[name]]
-
-
-def expected_format(published: dict, toolchain: Toolchain) -> str | None:
+def expected_format(published: BuildRecord, toolchain: Toolchain) -> str | None:
     """The draft format this toolchain would export for the published kind (None if it cannot export it)."""
-    draft = published.get("draft", {})
-    spec = DraftSpec.of_kind(draft.get("kind", "unknown"), draft.get("architecture", ""),
-                             draft.get("base_model_type", ""))
+    spec = DraftSpec.of_kind(published.draft.kind, published.draft.architecture, published.draft.base_model_type)
     try:
         return require_exportable(spec, toolchain)
     except Skip:
         return None
 
 
-def decide(listing: RepoListing, published: dict | None, recipe: Recipe, toolchain: Toolchain,
-           card_fingerprint: str, *, force: bool = False) -> Decision:
-    """Compare a listed source with its published provenance (pure: no Hub call)."""
-    draft_repo = draft_output_repo(recipe, listing.repo_id)
+def wanted_inputs(listing: RepoListing, published: BuildRecord, recipe_fingerprint: str, toolchain: Toolchain,
+                  target_revision: str | None) -> BuildInputs:
+    """What a build of this listing would be made from now (None: not known at planning time)."""
+    return BuildInputs(source_revision=listing.sha, target_revision=target_revision,
+                       recipe_fingerprint=recipe_fingerprint, draft_format=expected_format(published, toolchain),
+                       toolchain=toolchain.tracked())
+
+
+def decide(listing: RepoListing, published: BuildRecord | None, *, publish: PublishSettings, recipe_fingerprint: str,
+           toolchain: Toolchain, card_fingerprint: str, target_revision: str | None = None,
+           force: bool = False) -> Decision:
+    """Compare a listed source with its published record (pure: no Hub call).
+
+    Args:
+        toolchain: the toolchain the published build's target family plans with (`profiles.planned_toolchain`).
+        target_revision: the target's current revision, when looked up (a new target commit rebuilds the pair).
+    """
+    draft_repo = draft_output_repo(publish, listing.repo_id)
     if force:
-        return Decision(listing, BUILD, ("forced",), draft_repo, published)
+        return Decision(listing, Action.BUILD, ("forced",), draft_repo, published)
     if published is None:
-        return Decision(listing, BUILD, ("new",), draft_repo, None)
-    reasons = []
-    if published.get("source", {}).get("revision") != listing.sha:
-        reasons.append(f"source changed ({_short(published.get('source', {}).get('revision'))} -> "
-                       f"{_short(listing.sha)})")
-    if published.get("recipe_fingerprint") != recipe.fingerprint():
-        reasons.append("recipe changed")
-    reasons += [f"toolchain changed ({change})" for change in toolchain_changes(published, toolchain)]
-    published_format = published.get("draft", {}).get("format")
-    now_format = expected_format(published, toolchain)
-    if now_format is not None and now_format != published_format:
-        reasons.append(f"draft format changed ({published_format} -> {now_format})")
+        return Decision(listing, Action.BUILD, ("new",), draft_repo, None)
+    reasons = published.inputs().changes_to(
+        wanted_inputs(listing, published, recipe_fingerprint, toolchain, target_revision))
     if reasons:
-        return Decision(listing, BUILD, tuple(reasons), draft_repo, published)
-    if published.get("card", {}).get("template_fingerprint") != card_fingerprint:
-        return Decision(listing, CARD_ONLY, ("card template changed",), draft_repo, published)
-    return Decision(listing, UP_TO_DATE, (), draft_repo, published)
-
-
-def read_published(hub: Hub, repo_id: str) -> dict | None:
-    """The provenance of a published output repo (one GET), or None when there is none or it is unreadable."""
-    data = hub.read_file(repo_id, PROVENANCE_FILE)
-    if data is None:
-        return None
-    try:
-        provenance = json.loads(data)
-    except ValueError:
-        return None  # a damaged record is rebuilt rather than trusted
-    return provenance if isinstance(provenance, dict) else None
-
-
-def _short(sha: str | None) -> str:
-    return (sha or "none")[:7]
+        return Decision(listing, Action.BUILD, tuple(reasons), draft_repo, published)
+    if published.card is None or published.card.template_fingerprint != card_fingerprint:
+        return Decision(listing, Action.CARD, ("card template changed",), draft_repo, published)
+    return Decision(listing, Action.UP_TO_DATE, (), draft_repo, published)

@@ -343,7 +343,54 @@ def toolchain_for(model_type: str | None, *, profiles: ProfileSet | None = None,
         current = detect()
         return Toolchain(versions=current.versions, capabilities=current.capabilities, profile=profile.name)
     python = ensure_environment(profile, root=root, log_path=log_path)
-    return detect_in(python, profile.name)
+    toolchain = detect_in(python, profile.name)
+    _record_capabilities(python, toolchain.capabilities)
+    return toolchain
+
+
+def planned_toolchain(model_type: str | None, *, profiles: ProfileSet | None = None, root: Path | None = None):
+    """The `Toolchain` a build of this target family will run in, known without creating any environment.
+
+    Versions are the profile's pins; capabilities are those recorded when its environment was last created, or
+    (never created yet) this environment's, since every profile pins the same exporter. Planning compares
+    published builds with this; the build itself detects the real toolchain.
+
+    Raises:
+        Skip: no profile covers the model type.
+    """
+    from bot.toolchain import TRACKED_PACKAGES, Toolchain, detect
+
+    profiles = profiles or load_profiles()
+    profile = select_profile(model_type, profiles) if model_type else profiles.get(DEFAULT_PROFILE)
+    current = detect()
+    if profile.name == DEFAULT_PROFILE and is_current(profile):
+        return Toolchain(versions=current.versions, capabilities=current.capabilities, profile=profile.name)
+    versions = {name: profile.pin(dist) or "not pinned" for name, dist in TRACKED_PACKAGES.items()}
+    versions["torch"] = profile.torch.partition("==")[2] or current.versions["torch"]
+    recorded = recorded_capabilities(environment_python(profile, root))
+    return Toolchain(versions=versions, capabilities=current.capabilities if recorded is None else recorded,
+                     profile=profile.name)
+
+
+def recorded_capabilities(python: Path) -> frozenset[str] | None:
+    """The capabilities detected in a profile environment when it was created (None: not recorded)."""
+    marker = python.parent.parent / _READY
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    capabilities = data.get("capabilities") if isinstance(data, dict) else None
+    return frozenset(map(str, capabilities)) if isinstance(capabilities, list) else None
+
+
+def _record_capabilities(python: Path, capabilities: frozenset[str]) -> None:
+    marker = python.parent.parent / _READY
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+        data["capabilities"] = sorted(capabilities)
+        marker.write_text(json.dumps(data) + "\n", encoding="utf-8")
+    except (OSError, ValueError):
+        pass  # a marker we cannot update only costs the next plan a fallback
 
 
 def detect_in(python: Path, profile: str):

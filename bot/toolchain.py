@@ -41,6 +41,10 @@ class Toolchain:
     # The interpreter of the profile's environment; None: this process's own (bot.profiles.toolchain_for).
     python: str | None = None
 
+    def tracked(self) -> dict[str, str]:
+        """The versions whose change rebuilds a published build."""
+        return {name: self.versions.get(name, "not installed") for name in TRACKED_PACKAGES}
+
     def as_provenance(self) -> dict:
         return {**self.versions, "profile": self.profile, "capabilities": sorted(self.capabilities)}
 
@@ -69,11 +73,6 @@ def _draft_architectures(exporter_dir: Path) -> set[str]:
         ) and isinstance(node.value, ast.Dict):
             return {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
     return set()
-
-
-def tracked_versions(record: dict) -> tuple[str | None, ...]:
-    """The tracked package versions of a provenance record, comparable between two builds."""
-    return tuple(record.get("toolchain", {}).get(name) for name in TRACKED_PACKAGES)
 
 
 @functools.cache

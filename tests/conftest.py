@@ -18,7 +18,10 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from bot.hub import configure_client  # noqa: E402
 from bot.recipe import Recipe, load_recipe  # noqa: E402
+
+configure_client("http://127.0.0.1")  # a local Hub: classic LFS, no progress bars, counted requests
 
 
 def fast_recipe(**validation) -> Recipe:
@@ -45,8 +48,9 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def built(tiny, tmp_path_factory):
-    """built(kind, sweep=None) -> DraftOutcome, from one real build per kind and sweep (default: fast_recipe's)."""
-    from bot.build import SourceRef, build_group
+    """built(kind, sweep=None) -> DraftOutcome (or the BotError classification found), from one real build per
+    kind and sweep (default: fast_recipe's)."""
+    from bot.build import Checkout, build_folders
 
     results = {}
 
@@ -55,8 +59,7 @@ def built(tiny, tmp_path_factory):
             pair = tiny(kind)
             out = tmp_path_factory.mktemp(f"bundle-{kind}") / "bundle"
             recipe = fast_recipe(num_assistant_tokens=list(sweep)) if sweep else fast_recipe()
-            (outcome,) = build_group(SourceRef(pair.target), [(SourceRef(pair.draft), out)], recipe)
-            results[(kind, sweep)] = outcome
+            results[(kind, sweep)] = build_folders(Checkout(pair.draft), Checkout(pair.target), out, recipe)
         return results[(kind, sweep)]
 
     return get

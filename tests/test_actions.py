@@ -22,19 +22,21 @@ import yaml
 
 from bot import demo
 from bot.actions import Actions, summary_markdown
-from bot.fanout import BuildJob, JobError, artifact_name, estimate_peak_bytes, plan_matrix, runner_for
+from bot.fanout import JobError, artifact_name, estimate_peak_bytes, parse_job, plan_matrix, runner_for
 from bot.hub import Hub
 from bot.pipeline import RunOptions
-from bot.plan import draft_output_repo, target_output_repo
+from bot.outcome import Outcome, Status
+from bot.plan import BuildJob, draft_output_repo, target_output_repo
 from bot.recipe import RunnerSettings
-from bot.report import Outcome, RunReport
+from bot.report import RunReport
+from bot.settings import Settings
 from tests.conftest import fast_recipe
 
 TOKEN = "hf_actions_write_token_0123456789"
 READER = "hf_actions_read_token_9876543210"
 RECIPE = fast_recipe(num_assistant_tokens=[3], repeats=1)
-DRAFT_OUT = draft_output_repo(RECIPE, demo.DRAFT_REPO)
-TARGET_OUT = target_output_repo(RECIPE, demo.TARGET_REPO)
+DRAFT_OUT = draft_output_repo(RECIPE.publish, demo.DRAFT_REPO)
+TARGET_OUT = target_output_repo(RECIPE.publish, demo.TARGET_REPO)
 MODEL_LIBRARIES = ("torch", "openvino", "transformers", "optimum", "safetensors", "openvino_genai")
 
 PROBE = textwrap.dedent("""
@@ -75,20 +77,24 @@ def test_runner_class_is_the_smallest_that_fits_the_estimated_peak():
 
 def test_build_job_records_round_trip_and_reject_what_plan_never_writes():
     job = BuildJob(source="z-lab/A-DFlash", revision="a" * 40, target="Qwen/A", target_revision="b" * 40,
-                   kind="dflash", format="dflash-stateful", reasons=("new",), draft_repo="ns/A-DFlash-int4-ov",
-                   target_repo="ns/A-int4-ov", weight_bytes=123)
-    assert BuildJob.from_dict(json.loads(json.dumps(job.to_dict()))) == job
-    for broken in ({**job.to_dict(), "extra": 1}, {**job.to_dict(), "weight_bytes": "1"},
-                   {**job.to_dict(), "source": "../../etc"}, ["not", "a", "job"]):
+                   kind="dflash", format="stateful", target_model_type="qwen3", target_is_vlm=False,
+                   draft_bytes=100, target_bytes=23, profile="default", reasons=("new",),
+                   draft_repo="ns/A-DFlash-int4-ov", target_repo="ns/A-int4-ov")
+    assert parse_job(job.model_dump_json()) == job
+    assert parse_job(json.dumps({"job": job.model_dump(mode="json"), "name": "A", "artifact": "a", "runner": "s",
+                                 "runs_on": "x", "peak_bytes": 1})) == job
+    data = job.model_dump(mode="json")
+    for broken in ({**data, "extra": 1}, {**data, "draft_bytes": "many"}, {**data, "source": "../../etc"},
+                   ["not", "a", "job"], "not json"):
         with pytest.raises(JobError):
-            BuildJob.from_dict(broken)
+            parse_job(broken if isinstance(broken, str) else json.dumps(broken))
     assert artifact_name("z-lab/Qwen3 Tiny:x") == "bundle-z-lab--Qwen3_Tiny_x"
 
 
 def test_actions_helper_is_silent_outside_actions(tmp_path, capsys):
-    report = RunReport(outcomes=[Outcome("a/b", "c" * 40, "failed", "boom")])
+    report = RunReport(outcomes=[Outcome("a/b", "c" * 40, Status.FAILED, "boom")])
     for env in ({}, {"GITHUB_ACTIONS": "false", "GITHUB_OUTPUT": str(tmp_path / "out")}):
-        actions = Actions(env)
+        actions = Actions(Settings.from_env(env))
         assert actions.mask_tokens() == []
         actions.report(report, title="t", endpoint="https://huggingface.co")
         actions.set_output("matrix", {"include": []})
@@ -98,10 +104,10 @@ def test_actions_helper_is_silent_outside_actions(tmp_path, capsys):
 def test_actions_helper_masks_annotates_and_summarises(tmp_path, capsys):
     env = {"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(tmp_path / "out"),
            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), "HF_TOKEN": "hf_secret", "HF_READ_TOKEN": ""}
-    actions = Actions(env)
-    assert actions.mask_tokens() == ["HF_TOKEN"]
-    report = RunReport(outcomes=[Outcome("a/b", "c" * 40, "failed", "export: 100% broken"),
-                                 Outcome("a/d", "e" * 40, "published", "", ["ns/d-int4-ov", "ns/t-int4-ov"])],
+    actions = Actions(Settings.from_env(env))
+    assert actions.mask_tokens() == ["hf_secret"]
+    report = RunReport(outcomes=[Outcome("a/b", "c" * 40, Status.FAILED, "export: 100% broken"),
+                                 Outcome("a/d", "e" * 40, Status.PUBLISHED, "", ["ns/d-int4-ov", "ns/t-int4-ov"])],
                        deferred=["a/z"])
     actions.report(report, title="dflash-bot run", endpoint="https://huggingface.co", settings={"recipe": "dflash"})
     captured = capsys.readouterr()
@@ -221,7 +227,7 @@ def test_plan_job_emits_the_matrix_and_reports_what_it_will_not_build(workflow, 
     job = entry["job"]
     assert (job["source"], job["revision"], job["target"]) == (demo.DRAFT_REPO, source_sha, demo.TARGET_REPO)
     assert (job["draft_repo"], job["target_repo"], job["reasons"]) == (DRAFT_OUT, TARGET_OUT, ["new"])
-    assert entry["peak_bytes"] == 2 * job["weight_bytes"] > 0
+    assert entry["peak_bytes"] == 2 * (job["draft_bytes"] + job["target_bytes"]) > 0
     assert outputs["count"] == "1" and outputs["publish"] == "true"
     assert f"| {demo.BROKEN_REPO} |" in summary and "skipped" in summary
     assert all(not p["token_names"] and not p["secret_in_env"] for p in probes)

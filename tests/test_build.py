@@ -16,19 +16,17 @@ from bot.bundle import PROVENANCE_FILE, find_local_paths, local_path_markers
 def test_dflash_pair_builds_and_passes_both_gates(built):
     outcome = built("dflash")
     assert outcome.error is None, outcome.error and outcome.error.one_line()
-    p = outcome.bundle.provenance
-    assert p["status"] == "validated"
-    assert p["draft"] == {"kind": "dflash", "format": "stateful", "architecture": "DFlashDraftModel",
-                          "base_model_type": "qwen3"}
-    assert p["validation"]["lossless"] is True
-    assert len(p["validation"]["prompts"]) >= 3
-    assert p["validation"]["accept_length"] >= p["validation"]["min_accept_length"]
-    assert p["validation"]["recommended_num_assistant_tokens"] in (3, 7)
-    for run in p["validation"]["runs"]:
-        assert set(run) == {"num_assistant_tokens", "max_new_tokens", "accept_length", "tokens_per_s",
-                            "baseline_tokens_per_s", "speedup"}
-        assert run["tokens_per_s"] > 0 and run["baseline_tokens_per_s"] > 0
-        assert run["speedup"] == pytest.approx(run["tokens_per_s"] / run["baseline_tokens_per_s"], rel=0.01)
+    p = outcome.bundle.record
+    assert p.status == "validated"
+    assert (p.draft.kind, p.draft.format, p.draft.architecture, p.draft.base_model_type) == (
+        "dflash", "stateful", "DFlashDraftModel", "qwen3")
+    assert p.validation.lossless is True
+    assert len(p.validation.prompts) >= 3
+    assert p.validation.accept_length >= p.validation.min_accept_length
+    assert p.validation.recommended_num_assistant_tokens in (3, 7)
+    for run in p.validation.runs:
+        assert run.tokens_per_s > 0 and run.baseline_tokens_per_s > 0
+        assert run.speedup == pytest.approx(run.tokens_per_s / run.baseline_tokens_per_s, rel=0.01)
 
 
 def test_provenance_has_the_documented_fields(built):
@@ -37,7 +35,7 @@ def test_provenance_has_the_documented_fields(built):
     assert p["target"]["repo"] is None and p["target"]["revision"] is None
     for package in ("optimum-intel", "openvino", "openvino-genai", "nncf", "transformers", "torch"):
         assert p["toolchain"][package] and p["toolchain"][package] != "not installed"
-    assert len(p["recipe_fingerprint"]) == 16
+    assert p["schema_version"] == 2 and len(p["recipe"]["fingerprint"]) == 16 and "recipe_fingerprint" not in p
     assert p["inspect"]["target"]["attention_layers"] == 4
     assert p["inspect"]["target"]["paged_attention_ops"] == 4
     assert p["inspect"]["draft"]["paged_attention_ready"] is False
@@ -48,19 +46,19 @@ def test_provenance_has_the_documented_fields(built):
 def test_oracle_accept_length_is_k_plus_one(built):
     outcome = built("oracle")
     assert outcome.error is None
-    runs = {r["num_assistant_tokens"]: r for r in outcome.bundle.provenance["validation"]["runs"]}
+    runs = {r.num_assistant_tokens: r for r in outcome.bundle.record.validation.runs}
     assert set(runs) == {3, 7}
     for k, run in runs.items():
-        assert run["accept_length"] == pytest.approx(k + 1)
+        assert run.accept_length == pytest.approx(k + 1)
 
 
 def test_random_draft_is_lossless_but_fails_the_acceptance_gate(built):
     outcome = built("random")
     assert outcome.bundle is not None and not outcome.bundle.passed
-    p = outcome.bundle.provenance
-    assert p["status"] == "failed"
-    assert p["validation"]["lossless"] is True
-    assert p["validation"]["gates"] == {"lossless": True, "acceptance": False}
+    p = outcome.bundle.record
+    assert p.status == "failed"
+    assert p.validation.lossless is True
+    assert (p.validation.gates.lossless, p.validation.gates.acceptance) == (True, False)
     assert "acceptance gate" in outcome.error.message
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from bot.build import SourceRef, classify_pair
-from bot.checkpoints import classify_draft, read_target
+from bot.checkpoints import classify_draft, load_config, read_target
+from bot.discover import classify_folders
 from bot.errors import Skip
 from bot.fetch import safe_copy
 from bot.toolchain import CAPABILITY_DFLASH, CAPABILITY_DSPARK, CAPABILITY_PER_ROW, Toolchain, detect
@@ -28,7 +28,7 @@ BROKEN = {
 def _refusal(tiny, kind: str, toolchain: Toolchain | None = None) -> Skip:
     pair = tiny(kind)
     with pytest.raises(Skip) as caught:
-        classify_pair(SourceRef(pair.draft), SourceRef(pair.target), fast_recipe(), toolchain or detect())
+        classify_folders(pair.draft, pair.target, fast_recipe(), toolchain=toolchain or detect())
     return caught.value
 
 
@@ -56,16 +56,18 @@ def test_dspark_becomes_buildable_when_the_toolchain_gains_the_capability(tiny):
     richer = Toolchain(versions=detect().versions,
                        capabilities=frozenset({CAPABILITY_DFLASH, CAPABILITY_PER_ROW, CAPABILITY_DSPARK}))
     pair = tiny("dspark")
-    classified = classify_pair(SourceRef(pair.draft), SourceRef(pair.target), fast_recipe(), richer)
-    assert classified.draft.kind == "dspark" and classified.draft_format == "per-row"
+    classified = classify_folders(pair.draft, pair.target, fast_recipe(), toolchain=richer)
+    assert classified.kind == "dspark" and classified.draft_format == "per-row"
 
 
 def test_valid_pair_classifies(tiny):
     pair = tiny("dflash")
-    classified = classify_pair(SourceRef(pair.draft), SourceRef(pair.target), fast_recipe(), detect())
-    assert classified.draft.kind == "dflash" and classified.draft_format == "stateful"
-    assert classified.draft.target_layer_ids == (1, 2)
-    assert classified.target.num_hidden_layers == 4 and classified.target.vocab_size == 512
+    classified = classify_folders(pair.draft, pair.target, fast_recipe(), toolchain=detect())
+    assert classified.kind == "dflash" and classified.draft_format == "stateful"
+    assert classified.target_model_type == "qwen3" and not classified.target_is_vlm
+    assert classify_draft(load_config(pair.draft)).target_layer_ids == (1, 2)
+    target = read_target(load_config(pair.target))
+    assert target.num_hidden_layers == 4 and target.vocab_size == 512
 
 
 def test_vlm_target_dimensions_come_from_text_config():

@@ -25,8 +25,8 @@ READER = "hf_test_reader_token"
 GATED_REPO = "z-lab/Qwen3-Tiny-DFlash-gated"
 PRIVATE_REPO = "z-lab/Qwen3-Tiny-DFlash-private"
 RECIPE = fast_recipe()
-DRAFT_OUT = draft_output_repo(RECIPE, demo.DRAFT_REPO)
-TARGET_OUT = target_output_repo(RECIPE, demo.TARGET_REPO)
+DRAFT_OUT = draft_output_repo(RECIPE.publish, demo.DRAFT_REPO)
+TARGET_OUT = target_output_repo(RECIPE.publish, demo.TARGET_REPO)
 
 
 @pytest.fixture(scope="module")

@@ -129,7 +129,7 @@ FAULTS = [
 def test_publish_survives_faults_and_leaves_repos_whole(hub, bundle, tmp_path, case, rules, survives):
     namespace = "rel-" + re.sub(r"[^a-z0-9]+", "-", case.lower()).strip("-")[:40]
     recipe, outcome, error = publish_under_fault(hub, bundle, tmp_path, namespace, rules)
-    repos = [draft_output_repo(recipe, demo.DRAFT_REPO), target_output_repo(recipe, demo.TARGET_REPO)]
+    repos = [draft_output_repo(recipe.publish, demo.DRAFT_REPO), target_output_repo(recipe.publish, demo.TARGET_REPO)]
     states = [repo_state(hub, repo) for repo in repos]
     assert all(whole for _, whole in states), states
     if survives:
@@ -239,8 +239,8 @@ def test_two_runs_at_once_publish_each_repo_exactly_once(hub, tmp_path):
     statuses = sorted(json.loads((tmp_path / f"r{i}.json").read_text())["outcomes"][0]["status"] for i in range(2))
     assert statuses == ["published", "up-to-date"]
     api = Hub(hub.url, TOKEN).api
-    for repo in (draft_output_repo(recipe_for("rel-concurrent"), demo.DRAFT_REPO),
-                 target_output_repo(recipe_for("rel-concurrent"), demo.TARGET_REPO)):
+    for repo in (draft_output_repo(recipe_for("rel-concurrent").publish, demo.DRAFT_REPO),
+                 target_output_repo(recipe_for("rel-concurrent").publish, demo.TARGET_REPO)):
         bot_commits = [c for c in api.list_repo_commits(repo) if "dflash-bot" in c.title]
         assert len(bot_commits) == 1, [c.title for c in api.list_repo_commits(repo)]
     record("concurrency", "two `dflash-bot run` processes at once", "one published, the other reported up-to-date",
@@ -285,7 +285,7 @@ def test_canary_token_never_leaks_and_no_code_or_pickle_is_fetched(hub, tmp_path
     assert fetched and not [p for p in fetched if p.endswith((".py", ".bin", ".pt", ".pkl"))
                             and "/z-lab/" in p or p.startswith("/z-lab/") and p.endswith((".py", ".bin"))]
     published = Path(Hub(hub.url, TOKEN).api.snapshot_download(
-        draft_output_repo(recipe_for("rel-canary"), "z-lab/Qwen3-Tiny-DFlash-pickled"), local_dir=tmp_path / "pub"))
+        draft_output_repo(recipe_for("rel-canary").publish, "z-lab/Qwen3-Tiny-DFlash-pickled"), local_dir=tmp_path / "pub"))
     # `::add-mask::VALUE` is the command that tells the Actions runner to mask VALUE; the runner consumes it and
     # it never reaches the displayed log, so it is the one place the value may appear.
     def shown(text: str) -> str:

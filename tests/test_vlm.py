@@ -13,8 +13,9 @@ import sys
 
 import pytest
 
-from bot.build import SourceRef, classify_pair
 from bot.bundle import find_local_paths, local_path_markers
+from bot.discover import classify_folders
+from bot.record import Repos, TargetRecord
 from bot.card import render_draft_card, render_target_card
 from bot.errors import Skip
 from bot.toolchain import Toolchain, detect
@@ -73,7 +74,7 @@ def test_processor_loads_the_checkout_tokens(tiny):
 def test_qwen3_5_pair_builds_and_validates(built_vlm, tiny):
     outcome = built_vlm("oracle-qwen3_5")
     assert outcome.error is None, outcome.error and outcome.error.one_line()
-    p = outcome.bundle.provenance
+    p = outcome.bundle.record.model_dump(mode="json", by_alias=True)
     assert p["status"] == "validated"
     assert p["target"]["model_type"] == "qwen3_5" and p["target"]["is_vlm"] is True
     assert p["export"]["task"]["target"] == "image-text-to-text"
@@ -95,7 +96,7 @@ def test_qwen3_5_pair_builds_and_validates(built_vlm, tiny):
 
 
 def test_oracle_qwen3_5_accepts_k_plus_one_up_to_k15(built_vlm):
-    runs = {r["num_assistant_tokens"]: r for r in built_vlm("oracle-qwen3_5").bundle.provenance["validation"]["runs"]}
+    runs = {r["num_assistant_tokens"]: r for r in built_vlm("oracle-qwen3_5").bundle.record.model_dump(mode="json", by_alias=True)["validation"]["runs"]}
     for k in SWEEP:
         assert runs[k]["accept_length"] == pytest.approx(k + 1)
 
@@ -103,7 +104,7 @@ def test_oracle_qwen3_5_accepts_k_plus_one_up_to_k15(built_vlm):
 def test_partial_acceptance_rolls_back_linear_attention_state_losslessly(built_vlm):
     outcome = built_vlm("partial-qwen3_5")
     assert outcome.bundle is not None, outcome.error and outcome.error.one_line()
-    v = outcome.bundle.provenance["validation"]
+    v = outcome.bundle.record.model_dump(mode="json", by_alias=True)["validation"]
     assert v["lossless"] is True and v["mismatches"] == [], v["mismatches"]
     for run in v["runs"]:
         # Some drafted tokens accepted, some rejected inside a window: the state was rolled back mid-window.
@@ -145,15 +146,16 @@ print("same")
 
 
 def test_cards_show_vlm_usage_and_the_profile(built_vlm):
-    p = built_vlm("oracle-qwen3_5").bundle.provenance
-    draft_card = render_draft_card(p, draft_repo="org/Qwen3.5-Tiny-DFlash-int4-ov",
-                                   target_repo="org/Qwen3.5-Tiny-int4-ov")
+    built = built_vlm("oracle-qwen3_5").bundle.record
+    repos = Repos(draft="org/Qwen3.5-Tiny-DFlash-int4-ov", target="org/Qwen3.5-Tiny-int4-ov")
+    draft_card = render_draft_card(built.published_as(repos, "fp"))
     assert "ov_genai.VLMPipeline(target_dir" in draft_card and "images=[image]" in draft_card
     assert "num_linear_attention_blocks = num_assistant_tokens + 2" in draft_card
     assert "LLMPipeline" not in draft_card
     assert "toolchain profile **default**" in draft_card
-    target_card = render_target_card(p, target_repo="org/Qwen3.5-Tiny-int4-ov", drafts=[])
+    target_card = render_target_card(TargetRecord.from_build(built, [], "fp"), target_repo=repos.target)
     assert "ov_genai.VLMPipeline(" in target_card and "LLMPipeline" not in target_card
+    assert "pipeline_tag: image-text-to-text" in target_card and "pipeline_tag: text-generation" in draft_card
     assert "Toolchain profile: **default**" in target_card
 
 
@@ -163,7 +165,7 @@ def test_qwen3_5_target_under_wrong_transformers_is_a_skip_naming_the_versions(t
     gemma4 = Toolchain(versions={**current.versions, "transformers": "5.5.4"}, capabilities=current.capabilities,
                        profile="gemma4")
     with pytest.raises(Skip) as raised:
-        classify_pair(SourceRef(pair.draft), SourceRef(pair.target), fast_recipe(), gemma4)
+        classify_folders(pair.draft, pair.target, fast_recipe(), toolchain=gemma4)
     message = raised.value.message
     assert "qwen3_5" in message and "transformers >=5.2.0,<=5.2.99" in message and "5.5.4" in message
     assert "profile 'default'" in message and raised.value.stage == "classify"

@@ -1,0 +1,50 @@
+"""What happened to one source in a run: the one set of statuses every path reports with (run, plan, build, publish).
+
+A status is a value of `Status`; `Outcome` carries it with the reason and the repos concerned. `run` and the
+Actions fan-out produce the same statuses for the same events: a card refresh that committed is `published`, one
+that found nothing to change is `up-to-date`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from bot.errors import BotError, Skip
+
+
+class Status(StrEnum):
+    PUBLISHED = "published"  # a commit was made (the build, or the card alone)
+    UP_TO_DATE = "up-to-date"  # the Hub already held this build and card
+    SKIPPED = "skipped"  # the source is not ours to build (unsupported, broken, gated); not a failure
+    FAILED = "failed"  # something that should have worked did not
+    PLANNED = "planned"  # dry runs: what would happen
+    DEFERRED = "deferred"  # over the Actions matrix limit: built by the next run
+    BUILT = "built"  # a build job's bundle, handed on to the publish job
+
+
+@dataclass(frozen=True)
+class Outcome:
+    source: str
+    revision: str | None
+    status: Status
+    reason: str = ""
+    repos: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of_error(cls, source: str, revision: str | None, error: BotError) -> Outcome:
+        """A skip or failure, its reason naming the stage when one is known."""
+        return cls(source, revision, status_of(error), error.reason())
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "revision": self.revision, "status": str(self.status), "reason": self.reason,
+                "repos": list(self.repos)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Outcome:
+        return cls(source=str(data["source"]), revision=data.get("revision"), status=Status(data["status"]),
+                   reason=str(data.get("reason", "")), repos=[str(r) for r in data.get("repos", [])])
+
+
+def status_of(error: BotError) -> Status:
+    return Status.SKIPPED if isinstance(error, Skip) else Status.FAILED

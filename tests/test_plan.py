@@ -1,0 +1,75 @@
+"""Plan decisions on plain records (no Hub, no export): when a published build is current, and why not."""
+
+from __future__ import annotations
+
+from bot.hub import RepoListing
+from bot.plan import Action, BuildJob, decide, draft_output_repo, target_output_repo
+from bot.discover import Candidate
+from bot.toolchain import CAPABILITY_DFLASH, CAPABILITY_PER_ROW, Toolchain
+from tests.conftest import fast_recipe
+from tests.records import SOURCE_SHA, TARGET_SHA, TOOLCHAIN, build_record
+
+RECIPE = fast_recipe()
+TOOLS = Toolchain(versions=dict(TOOLCHAIN), capabilities=frozenset({CAPABILITY_DFLASH}))
+
+
+def listing(sha: str = SOURCE_SHA) -> RepoListing:
+    return RepoListing(repo_id="z-lab/Qwen3-Tiny-DFlash-b16", sha=sha, last_modified=None, tags=(), gated=False,
+                       private=False, architectures=("DFlashDraftModel",), model_type="qwen3")
+
+
+def published(**kwargs):
+    from tests.records import REPOS
+
+    return build_record(recipe_fingerprint=RECIPE.fingerprint(), **kwargs).published_as(REPOS, "card")
+
+
+def run_decide(record, *, sha=SOURCE_SHA, toolchain=TOOLS, card="card", target=TARGET_SHA, force=False):
+    return decide(listing(sha), record, publish=RECIPE.publish, recipe_fingerprint=RECIPE.fingerprint(),
+                  toolchain=toolchain, card_fingerprint=card, target_revision=target, force=force)
+
+
+def test_nothing_published_is_a_new_build():
+    decision = run_decide(None)
+    assert (decision.action, decision.reasons) == (Action.BUILD, ("new",))
+    assert decision.draft_repo == "OpenVINO-drafts/Qwen3-Tiny-DFlash-b16-int4-ov"
+
+
+def test_an_unchanged_source_is_up_to_date_and_names_both_repos():
+    decision = run_decide(published())
+    assert decision.action == Action.UP_TO_DATE and decision.reasons == ()
+    assert decision.repos().target == "OpenVINO-drafts/Qwen3-Tiny-int4-ov"
+
+
+def test_each_changed_input_rebuilds_with_its_reason():
+    record = published()
+    assert run_decide(record, sha="c" * 40).reasons == ("source changed (aaaaaaa -> ccccccc)",)
+    assert run_decide(record, target="d" * 40).reasons == ("target changed (bbbbbbb -> ddddddd)",)
+    newer = Toolchain(versions={**TOOLCHAIN, "nncf": "3.5.0"}, capabilities=TOOLS.capabilities)
+    assert run_decide(record, toolchain=newer).reasons == ("toolchain changed (nncf 3.4.0 -> 3.5.0)",)
+    per_row = Toolchain(versions=dict(TOOLCHAIN), capabilities=frozenset({CAPABILITY_DFLASH, CAPABILITY_PER_ROW}))
+    assert run_decide(record, toolchain=per_row).reasons == ("draft format changed (stateful -> per-row)",)
+    other_recipe = build_record(recipe_fingerprint="f" * 16)
+    assert run_decide(other_recipe.published_as(record.repos, "card")).reasons == ("recipe changed",)
+
+
+def test_an_unknown_target_revision_is_not_a_change():
+    assert run_decide(published(), target=None).action == Action.UP_TO_DATE
+
+
+def test_a_changed_card_template_only_rerenders_and_force_always_builds():
+    assert run_decide(published(), card="new-card").action == Action.CARD
+    assert run_decide(published(), force=True).reasons == ("forced",)
+
+
+def test_a_build_job_carries_discoverys_facts_and_both_output_repos():
+    candidate = Candidate(repo_id="z-lab/Qwen3-Tiny-DFlash-b16", revision=SOURCE_SHA, kind="dflash",
+                          draft_format="stateful", target_repo="Qwen/Qwen3-Tiny", target_revision=TARGET_SHA,
+                          target_model_type="qwen3", target_is_vlm=False, draft_bytes=10, target_bytes=20,
+                          profile="default")
+    job = BuildJob.from_candidate(candidate, ("new",), RECIPE.publish)
+    assert job.repos.draft == draft_output_repo(RECIPE.publish, candidate.repo_id)
+    assert job.repos.target == target_output_repo(RECIPE.publish, "Qwen/Qwen3-Tiny") == \
+        "OpenVINO-drafts/Qwen3-Tiny-int4-ov"
+    assert job.candidate() == candidate and job.weight_bytes == 30
+    assert BuildJob.model_validate_json(job.model_dump_json()) == job
