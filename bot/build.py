@@ -158,8 +158,8 @@ def _build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, too
         for index, pair in verified.items():
             draft = drafts[index]
             draft_src = safe_copy(draft.checkout.path, scratch / "src" / f"draft-{index}", subject=draft.checkout.name)
-            request = ExportRequest(f"draft-{index}", draft_src, ir_root / f"draft-{index}", TASK_LLM,
-                                    trust_remote_code=True)
+            request = ExportRequest("draft", draft_src, ir_root / f"draft-{index}", TASK_LLM,
+                                    trust_remote_code=True, name=f"draft-{index}")
             draft_future = exporters.submit(export_model, request, recipe.export, log_dir=logs, home=scratch / "hf",
                                             python=toolchain.python)
             job = _DraftJob(index, draft, pair, draft_src, draft_future, target, src, target_request.task,

@@ -270,8 +270,10 @@ def run_command(
     """
     from bot.actions import Actions
     from bot.hub import Hub
+    from bot.outcome import Outcome, Status
     from bot.pipeline import RunOptions, run
     from bot.recipe import load_recipe
+    from bot.report import RunReport
 
     only = _only(only)
     try:
@@ -285,10 +287,16 @@ def run_command(
         raise typer.Exit(2)
     reader = Hub(settings.endpoint, settings.reader_token)
     writer = Hub(settings.endpoint, settings.write_token) if not dry_run else None
-    result = run(loaded, reader, writer, RunOptions(only=only, force=force, dry_run=dry_run, work=work))
-    # The report is safe on disk before anything is printed (printing a hostile name must not lose it).
-    if report:
-        result.write(report)
+    result = RunReport(dry_run=dry_run)
+    try:
+        run(loaded, reader, writer, RunOptions(only=only, force=force, dry_run=dry_run, work=work), result)
+    except BaseException as stop:  # a signal (SIGTERM unwinds as SystemExit) or a bug: the report says so
+        result.add(Outcome("(run)", None, Status.FAILED, f"run stopped: {type(stop).__name__} {stop}".strip()))
+        raise
+    finally:
+        # The report is safe on disk before anything is printed (printing a hostile name must not lose it).
+        if report:
+            result.write(report)
     Actions(settings).report(result, title="dflash-bot run", endpoint=reader.endpoint,
                              settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint(),
                                        "only": only or "all", "force": force})

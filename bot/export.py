@@ -21,13 +21,14 @@ TASK_VLM = "image-text-to-text"
 
 @dataclass(frozen=True)
 class ExportRequest:
-    """One model to export. `role` is "draft" or "target"."""
+    """One model to export. `role` is "draft" or "target" (what messages say); `name` keeps logs apart."""
 
     role: str
     source: Path
     output: Path
     task: str
     trust_remote_code: bool
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,8 @@ def export_model(request: ExportRequest, settings: ExportSettings, *, log_dir: P
         Failure: optimum-cli failed or ran past the recipe's `export.timeout_s`.
     """
     started = time.monotonic()
-    log = log_dir / f"export-{request.role}.log"
+    log = log_dir / f"export-{request.name or request.role}.log"
     run_logged(sandboxed("optimum-cli", python) + optimum_cli_args(request, settings), log_path=log,
                timeout_s=settings.timeout_s, env=child_env(untrusted_env(home=home), python),
-               what=f"{request.role} export")
+               what=f"{request.role} export")  # never the internal name (draft-0): messages reach the report
     return ExportResult(role=request.role, ir_dir=request.output, seconds=time.monotonic() - started, log=log)

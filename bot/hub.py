@@ -139,6 +139,9 @@ class Hub:
         for attempt in range(1, self.max_attempts + 1):
             try:
                 return fn()
+            except hf.utils.HFValidationError as exc:
+                raise Skip(f"not a valid Hub repo id or revision: {_short(exc, 160)}", subject=subject,
+                           stage=what) from None
             except errors.GatedRepoError:
                 raise Skip("gated repo and the token has not been granted access (request access on the Hub)",
                            subject=subject, stage=what) from None

@@ -142,8 +142,13 @@ def _plan_one(reader: Hub, recipe: Recipe, options: RunOptions, listing: RepoLis
     decisions.append(decision)
 
 
-def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions) -> RunReport:
+def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions,
+        report: RunReport | None = None) -> RunReport:
     """Run the whole job once and return its report (never raises for one candidate's problem).
+
+    Args:
+        report: the report to fill in (the CLI passes its own, so that whatever is in it when a signal or a bug
+            stops the run is still written).
 
     Raises:
         UsageError: no write token and not a dry run (refused before any Hub call).
@@ -151,7 +156,8 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions) ->
     if not options.dry_run and (writer is None or not writer.token):
         raise UsageError("no write token (HF_TOKEN): nothing could be published; set it, or use --dry-run",
                          stage="run")
-    report = RunReport(dry_run=options.dry_run)
+    report = report if report is not None else RunReport()
+    report.dry_run = options.dry_run
     requests_before = REQUESTS.count
     decisions, jobs = plan_run(reader, recipe, options, report)
 

@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 
 from bot import demo
-from bot.bundle import find_local_paths, local_path_markers
+from bot.bundle import Bundle, find_local_paths, local_path_markers
 from bot.errors import BotError, Failure, Skip
 from bot.hub import Hub
 from bot.pipeline import RunOptions, fetch_and_build, plan_run, run
 from bot.plan import draft_output_repo, target_output_repo
 from bot.publish import publish_bundle
+from bot.record import Repos
 from bot.report import RunReport
 from tests.conftest import fast_recipe
 
@@ -64,11 +65,11 @@ def hub(tmp_path_factory):
 def bundle(hub, tmp_path_factory):
     """One real bundle of the demo draft, published again and again under fresh namespaces."""
     reader = Hub(hub.url, TOKEN)
-    listing = next(l for l in plan_run(reader, BASE, RunOptions(only=demo.DRAFT_REPO), RunReport())[1])
+    job = next(iter(plan_run(reader, BASE, RunOptions(only=demo.DRAFT_REPO), RunReport())[1]))
     work = tmp_path_factory.mktemp("rel-build")
-    failures, (outcome,) = fetch_and_build(reader, BASE, listing.target_repo, listing.target_revision, [listing],
-                                           work, keep_work=True)
-    assert not failures and outcome.ok, outcome.error
+    report = RunReport()
+    ((_, outcome),) = fetch_and_build(reader, BASE, [job], work, report, keep_work=True)
+    assert not report.outcomes and outcome.ok, outcome.error
     return outcome.bundle.root
 
 
@@ -97,7 +98,10 @@ def publish_under_fault(hub, bundle, tmp_path, namespace: str, rules: list[dict]
     hub.clear_requests()
     hub.set_faults(rules)
     try:
-        result = publish_bundle(Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05), copy, recipe)
+        repos = Repos(draft=draft_output_repo(recipe.publish, demo.DRAFT_REPO),
+                      target=target_output_repo(recipe.publish, demo.TARGET_REPO))
+        result = publish_bundle(Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05), Bundle.read(copy), repos,
+                                private=False)
         outcome = f"published ({', '.join(f'{r}@{c[:7]}' for r, c in result.commits.items())})"
         error = None
     except BotError as exc:
@@ -295,7 +299,7 @@ def test_canary_token_never_leaks_and_no_code_or_pickle_is_fetched(hub, tmp_path
     texts += [p.read_text(errors="replace") for p in (summary, output) if p.exists()]
     texts += [p.read_text(errors="replace") for p in published.rglob("*") if p.is_file() and ".cache" not in p.parts]
     assert not [line for t in texts for line in t.splitlines() if CANARY in line]
-    assert find_local_paths(published, [m for m in local_path_markers(tmp_path) if m != "site-packages"]) == []
+    assert find_local_paths(published, local_path_markers(tmp_path)) == []
     record("security", "canary token in the environment of a full run; a pickle exploit and a .py in the source",
            "published; the canary appears in no log, report, summary, card or file; no .py or pickle fetched; "
            "nothing unpickled; no local path in published files", "complete")
