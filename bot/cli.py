@@ -119,9 +119,8 @@ def _build_job(settings, job: str, out: Path, recipe: Path | None, work: Path | 
     import os
 
     from bot.actions import Actions
-    from bot.fanout import build_job, parse_job
+    from bot.fanout import build_jobs, parse_jobs
     from bot.hub import Hub
-    from bot.outcome import Status
     from bot.recipe import load_recipe
     from bot.report import RunReport
 
@@ -135,20 +134,21 @@ def _build_job(settings, job: str, out: Path, recipe: Path | None, work: Path | 
         typer.echo(f"error: cannot read {job[1:]}: {exc.strerror}", err=True)
         raise typer.Exit(2) from None
     try:
-        parsed = parse_job(text)
+        jobs = parse_jobs(text)
         loaded = load_recipe(recipe)
     except BotError as error:
         _fail(error)
     reader = Hub(settings.endpoint, settings.read_token)
-    outcome = build_job(reader, loaded, parsed, out.resolve(), work=work, keep_work=keep_work)
+    outcomes = build_jobs(reader, loaded, jobs, out.resolve(), work=work, keep_work=keep_work)
     actions = Actions(settings)
-    report = RunReport(outcomes=[outcome])
-    actions.report(report, title=f"build {parsed.source}", endpoint=reader.endpoint,
+    report = RunReport(outcomes=outcomes)
+    actions.report(report, title=f"build {jobs[0].target} and {len(jobs)} draft(s)", endpoint=reader.endpoint,
                    settings={"runner": settings.runner_name, "recipe": loaded.name})
-    actions.set_output("status", str(outcome.status))
-    typer.echo(f"{outcome.status}: {parsed.source}@{parsed.revision[:7]} -> {out}"
-               + (f" ({outcome.reason})" if outcome.reason else ""))
-    raise typer.Exit(1 if outcome.status == Status.FAILED else 0)  # a skip (a source turned gated) is no failure
+    actions.set_output("status", "failed" if report.failed else "built")
+    for outcome in outcomes:
+        typer.echo(f"{outcome.status}: {outcome.source}@{(outcome.revision or '')[:7]} -> {out}"
+                   + (f" ({outcome.reason})" if outcome.reason else ""))
+    raise typer.Exit(report.exit_code)  # a skip (a source turned gated) is no failure
 
 
 @app.command("make-tiny")

@@ -60,9 +60,12 @@ class Candidate:
     target_revision: str | None
     target_model_type: str
     target_is_vlm: bool
-    draft_bytes: int
+    draft_bytes: int  # safetensors bytes (what sizing goes by)
     target_bytes: int
     profile: str  # the toolchain profile the target family builds in
+    draft_files: tuple[str, ...] = ()  # exactly what the build downloads (top-level, allowed, size-checked)
+    target_files: tuple[str, ...] = ()
+    download_bytes: int = 0  # every file downloaded, weights or not: the size cap and the disk check
 
     @property
     def weight_bytes(self) -> int:
@@ -192,12 +195,38 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe) -> Candidate:
     toolchain = planned_toolchain(target.model_type, subject=target_repo)
     draft_format = require_exportable(draft, toolchain, subject=repo)
     cross_check(draft, target, subject=repo, target_name=target_repo)
-    sizes = check_size(_safetensors_bytes(draft_files.sizes), _safetensors_bytes(target_files.sizes), recipe,
-                       subject=repo, stage="discover")
+    draft_fetch = select_files(draft_files.sizes, subject=repo)
+    target_fetch = select_files(target_files.sizes, subject=f"target {target_repo}")
+    total = sum(draft_fetch.values()) + sum(target_fetch.values())
+    check_size(total, 0, recipe, subject=repo, stage="discover")
     return Candidate(repo_id=repo, revision=revision, kind=draft.kind, draft_format=draft_format,
                      target_repo=target_repo, target_revision=target_files.sha, target_model_type=target.model_type,
-                     target_is_vlm=target.is_vlm, draft_bytes=sizes[0], target_bytes=sizes[1],
-                     profile=toolchain.profile)
+                     target_is_vlm=target.is_vlm, draft_bytes=_safetensors_bytes(draft_fetch),
+                     target_bytes=_safetensors_bytes(target_fetch), profile=toolchain.profile,
+                     draft_files=tuple(sorted(draft_fetch)), target_files=tuple(sorted(target_fetch)),
+                     download_bytes=total)
+
+
+# Real non-weight files are a few MB (the largest, a big-vocabulary tokenizer.json, ~35 MB).
+MAX_SMALL_FILE_BYTES = 64 * 1024 * 1024
+
+
+def select_files(sizes: dict[str, int], *, subject: str) -> dict[str, int]:
+    """The files a build downloads: top-level configs, tokenizer files, the card and safetensors; nothing in a
+    subfolder, no code, no pickle (`bot.fetch.is_allowed`), and no non-weight file over its size limit.
+
+    Raises:
+        Skip: a non-weight file the build needs is over `MAX_SMALL_FILE_BYTES`.
+    """
+    from bot.fetch import is_allowed
+
+    chosen = {name: size for name, size in sizes.items() if is_allowed(name)}
+    oversized = sorted(n for n, size in chosen.items() if not n.endswith(".safetensors") and
+                       size > MAX_SMALL_FILE_BYTES)
+    if oversized:
+        raise Skip(f"{oversized[0]} is {chosen[oversized[0]]} bytes, over the {MAX_SMALL_FILE_BYTES}-byte limit for "
+                   "a non-weight file", subject=subject, stage="discover")
+    return chosen
 
 
 def classify_folders(draft_dir: Path, target_dir: Path, recipe: Recipe, *,
@@ -263,7 +292,7 @@ def check_size(draft_bytes: int, target_bytes: int, recipe: Recipe, *, subject: 
 
 
 def _safetensors_bytes(sizes: dict[str, int]) -> int:
-    """Top-level safetensors only: the files a build downloads."""
+    """Safetensors bytes of a file selection."""
     return sum(size for name, size in sizes.items() if name.endswith(".safetensors") and "/" not in name)
 
 

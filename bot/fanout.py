@@ -24,15 +24,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
 from bot import log, plan
 from bot.bundle import Bundle
 from bot.errors import BotError, Failure
 from bot.hub import REQUESTS, Hub
 from bot.outcome import Outcome, Status
-from bot.pipeline import RunOptions, fetch_and_build, guard, plan_run
-from bot.publish import publish_bundle, refresh_cards
+from bot.pipeline import RunOptions, fetch_and_build, group_jobs, guard, guard_group, plan_run, publish_jobs
+from bot.publish import refresh_cards
 from bot.recipe import Recipe, RunnerClass, RunnerSettings
 from bot.record import PROVENANCE_FILE, RecordError
 from bot.report import RunReport
@@ -69,7 +69,9 @@ class OutcomeRecord(_Handoff):
 
 
 class MatrixEntry(_Handoff):
-    job: plan.BuildJob
+    """One build runner: a target and the drafts of it to build there (the target is downloaded and exported once)."""
+
+    jobs: list[plan.BuildJob] = Field(min_length=1)
     name: str
     artifact: str
     runner: str
@@ -104,7 +106,7 @@ class MatrixPlan(_Handoff):
 
 
 class BuildOutcomeFile(_Handoff):
-    """`build-outcome.json`: what a build job did, beside its bundle (or instead of one)."""
+    """`build-outcome.json`: what a build job did for one draft, beside its bundle (or instead of one)."""
 
     job: plan.BuildJob
     outcome: OutcomeRecord
@@ -132,28 +134,34 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
     decisions, jobs = plan_run(reader, recipe, options, report)
     card_refresh = [d.listing.repo_id for d in decisions if d.action == plan.Action.CARD and d.published is not None]
     entries: list[MatrixEntry] = []
-    for job in jobs:
-        peak = estimate_peak_bytes(job.weight_bytes, recipe.runners)
-        runner = runner_for(peak, recipe.runners)
-        if runner is None:
-            largest = recipe.runners.classes[-1]
-            report.add(Outcome(job.source, job.revision, Status.SKIPPED,
-                               f"estimated export peak {_gb(peak)} is over the largest runner class "
-                               f"'{largest.name}' ({_gb(largest.max_memory_bytes)}): add a larger class to the "
-                               "recipe's runners.classes"))
-            continue
-        entries.append(MatrixEntry(job=job, name=job.source.split("/")[-1], artifact=artifact_name(job.source),
-                                   runner=runner.name, runs_on=runner.runs_on, peak_bytes=peak))
+    for (target, _), members in group_jobs(jobs).items():
+        for part, group in enumerate(_fit(members, recipe.runners)):
+            peak = estimate_peak_bytes(_group_bytes(group), recipe.runners)
+            runner = runner_for(peak, recipe.runners)
+            if runner is None:
+                largest = recipe.runners.classes[-1]
+                for job in group:
+                    report.add(Outcome(job.source, job.revision, Status.SKIPPED,
+                                       f"estimated export peak {_gb(peak)} is over the largest runner class "
+                                       f"'{largest.name}' ({_gb(largest.max_memory_bytes)}): add a larger class to "
+                                       "the recipe's runners.classes"))
+                continue
+            suffix = f"-{part + 1}" if part else ""
+            entries.append(MatrixEntry(jobs=group, name=target.split("/")[-1] + suffix,
+                                       artifact=artifact_name(target) + suffix, runner=runner.name,
+                                       runs_on=runner.runs_on, peak_bytes=peak))
     limit = recipe.runners.max_entries
     for entry in entries[limit:]:
-        report.deferred.append(entry.job.source)
-        report.add(Outcome(entry.job.source, entry.job.revision, Status.DEFERRED,
-                           f"over the {limit}-entry matrix limit: built by the next run"))
+        for job in entry.jobs:
+            report.deferred.append(job.source)
+            report.add(Outcome(job.source, job.revision, Status.DEFERRED,
+                               f"over the {limit}-entry matrix limit: built by the next run"))
     entries = entries[:limit]
     if options.dry_run:
         for entry in entries:
-            report.add(Outcome(entry.job.source, entry.job.revision, Status.PLANNED,
-                               f"build on {entry.runner}: {'; '.join(entry.job.reasons)} (target {entry.job.target})"))
+            for job in entry.jobs:
+                report.add(Outcome(job.source, job.revision, Status.PLANNED,
+                                   f"build on {entry.runner}: {'; '.join(job.reasons)} (target {job.target})"))
         for decision in decisions:
             if decision.listing.repo_id in card_refresh:
                 report.add(Outcome(decision.listing.repo_id, decision.listing.sha, Status.PLANNED,
@@ -164,59 +172,78 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
                                         hub_requests=REQUESTS.count - requests_before, deferred=report.deferred))
 
 
-def build_job(reader: Hub, recipe: Recipe, job: plan.BuildJob, out: Path, *, work: Path | None = None,
-              keep_work: bool = False) -> Outcome:
-    """Build one matrix entry into the bundle folder `out`, and record the outcome in `out/build-outcome.json`.
+def build_jobs(reader: Hub, recipe: Recipe, jobs: list[plan.BuildJob], out: Path, *, work: Path | None = None,
+               keep_work: bool = False) -> list[Outcome]:
+    """Build one matrix entry (a target and drafts of it) into `out/<draft artifact>/`, one folder per draft.
 
-    `out` holds a publishable bundle only when the outcome is `built`; otherwise it holds the outcome record
-    (and, for a failed validation gate, the bundle that failed, which publish refuses).
+    Each draft folder holds `build-outcome.json`, plus a publishable bundle when the outcome is `built` (for a
+    failed validation gate, the bundle that failed, which publish refuses).
     """
     if work is not None:
         work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-job-", dir=work))
     report = RunReport()
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
     try:
-        built = []
-        guard(report, job.source, job.revision,
-              lambda: built.extend(fetch_and_build(reader, recipe, [job], scratch, report, keep_work=keep_work)))
-        if out.exists():
-            shutil.rmtree(out)
-        if report.outcomes:
-            outcome = report.outcomes[0]
-        else:
-            ((_, result),) = built
+        built: list = []
+        guard_group(report, jobs, lambda: built.extend(
+            fetch_and_build(reader, recipe, jobs, scratch, report, keep_work=keep_work)))
+        outcomes = {o.source: o for o in report.outcomes}
+        for job, result in built:
+            folder = out / artifact_name(job.source)
             if result.bundle is not None:
-                shutil.move(str(result.bundle.root), str(out))
+                shutil.move(str(result.bundle.root), str(folder))
             if result.error is not None:
-                outcome = Outcome.of_error(job.source, job.revision, result.error)
+                outcomes[job.source] = Outcome.of_error(job.source, job.revision, result.error)
             else:
-                outcome = Outcome(job.source, job.revision, Status.BUILT, "", [job.draft_repo, job.target_repo])
+                outcomes[job.source] = Outcome(job.source, job.revision, Status.BUILT, "",
+                                               [job.draft_repo, job.target_repo])
     finally:
         if not keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / OUTCOME_FILE).write_text(BuildOutcomeFile(job=job, outcome=OutcomeRecord.of(outcome)).model_dump_json(
-        indent=2) + "\n", encoding="utf-8")
-    return outcome
+    for job in jobs:
+        folder = out / artifact_name(job.source)
+        folder.mkdir(parents=True, exist_ok=True)
+        outcome = outcomes.get(job.source) or Outcome(job.source, job.revision, Status.FAILED, "build stopped")
+        (folder / OUTCOME_FILE).write_text(BuildOutcomeFile(job=job, outcome=OutcomeRecord.of(outcome))
+                                           .model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return [outcomes.get(job.source) or Outcome(job.source, job.revision, Status.FAILED, "build stopped")
+            for job in jobs]
 
 
-def parse_job(text: str) -> plan.BuildJob:
-    """A `--job` argument: one matrix entry's job (or the whole entry) as `plan --matrix` wrote it.
+def parse_jobs(text: str) -> list[plan.BuildJob]:
+    """A `--job` argument: one matrix entry's jobs (a list), the whole entry, or one job, as `plan --matrix` wrote
+    them; all of one target.
 
     Raises:
-        JobError: not JSON, or not a build job (a field missing, unknown or of the wrong type).
+        JobError: not JSON, not build jobs (a field missing, unknown or of the wrong type), or jobs of more than
+            one target revision.
     """
-    try:
-        return plan.BuildJob.model_validate_json(text)
-    except ValidationError:
-        pass
-    try:
-        return MatrixEntry.model_validate_json(text).job
-    except ValidationError as exc:
+    jobs: list[plan.BuildJob] | None = None
+    for model in (_JobList, MatrixEntry, plan.BuildJob):
+        try:
+            parsed = model.model_validate_json(text)
+        except ValidationError as exc:
+            error = exc
+            continue
+        jobs = [parsed] if isinstance(parsed, plan.BuildJob) else list(parsed.root if isinstance(parsed, _JobList)
+                                                                       else parsed.jobs)
+        break
+    if jobs is None:
+        exc = error
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(job)"
         raise JobError(f"--job is not a build job from `plan --matrix`: {where}: {first['msg']}",
                        stage="job") from None
+    if not jobs or len({(j.target, j.target_revision) for j in jobs}) != 1:
+        raise JobError("--job must hold the drafts of one target revision", stage="job")
+    return jobs
+
+
+class _JobList(RootModel[list[plan.BuildJob]]):
+    model_config = ConfigDict(frozen=True)
 
 
 def load_plan(path: Path, recipe: Recipe) -> MatrixPlan:
@@ -264,59 +291,77 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
         with log.group(f"refresh cards of {source}"):
             guard(report, source, None, lambda source=source: _card_refresh(report, writer, recipe, source))
     if planned is not None:
-        folders = [(e.job, (bundles / e.artifact) if bundles else None) for e in planned.entries]
+        groups = [(entry.jobs, (bundles / entry.artifact) if bundles else None) for entry in planned.entries]
     else:
-        folders = [(None, p.parent) for p in sorted(bundles.glob("*/" + OUTCOME_FILE))] if bundles else []
-    for job, folder in folders:
-        name = job.source if job else str(folder)
-        with log.group(f"publish {name}"):
-            guard(report, name, job.revision if job else None,
-                  lambda job=job, folder=folder: _publish_folder(report, writer, recipe, job, folder))
+        groups = [([], p) for p in sorted(bundles.iterdir()) if p.is_dir()] if bundles else []
+    for jobs, folder in groups:
+        with log.group(f"publish {folder.name if folder else jobs[0].target}"):
+            ready = _check_artifact(report, jobs, folder)
+            if ready:
+                guard_group(report, [job for job, _ in ready], lambda ready=ready: publish_jobs(
+                    report, writer, recipe, ready))
     # The plan's requests and this job's; each build job's downloads are in its own log.
     report.hub_requests += REQUESTS.count - requests_before
     return report
 
 
-def _publish_folder(report: RunReport, writer: Hub, recipe: Recipe, job: plan.BuildJob | None,
-                    folder: Path | None) -> None:
-    """Publish one build job's artifact, after checking it is the build its matrix entry planned."""
-    source = job.source if job else str(folder)
-    revision = job.revision if job else None
+def _check_artifact(report: RunReport, jobs: list[plan.BuildJob], folder: Path | None
+                    ) -> list[tuple[plan.BuildJob, Bundle]]:
+    """The bundles of one build job's artifact that are the builds its matrix entry planned; every other draft
+    gets its outcome here (built elsewhere, failed, missing, damaged, or not what was planned)."""
+    if not jobs and folder is not None:  # no plan: what the artifact's outcome files say
+        jobs = []
+        for path in sorted(folder.glob("*/" + OUTCOME_FILE)):
+            try:
+                jobs.append(BuildOutcomeFile.model_validate_json(path.read_bytes()).job)
+            except (OSError, ValidationError):
+                report.add(Outcome(str(path.parent), None, Status.FAILED,
+                                   f"unreadable {OUTCOME_FILE} in a build artifact"))
+    ready = []
+    for job in jobs:
+        sub = folder / artifact_name(job.source) if folder is not None else None
+        try:
+            ready.append((job, _checked_bundle(report, job, sub)))
+        except _NotPublished:
+            continue
+    return ready
+
+
+class _NotPublished(Exception):
+    """The artifact of one draft is not published; its outcome is already in the report."""
+
+
+def _checked_bundle(report: RunReport, job: plan.BuildJob, folder: Path | None) -> Bundle:
+    def refuse(status: Status, reason: str) -> _NotPublished:
+        report.add(Outcome(job.source, job.revision, status, reason))
+        return _NotPublished()
+
     if folder is None or not (folder / OUTCOME_FILE).is_file():
-        report.add(Outcome(source, revision, Status.FAILED, "build job left no bundle (see that job's log)"))
-        return
+        raise refuse(Status.FAILED, "build job left no bundle (see that job's log)")
     try:
         handed = BuildOutcomeFile.model_validate_json((folder / OUTCOME_FILE).read_bytes())
     except (OSError, ValidationError):
-        report.add(Outcome(source, revision, Status.FAILED, f"unreadable {OUTCOME_FILE} in the build job's artifact"))
-        return
-    if job is not None and handed.job != job:
-        report.add(Outcome(source, revision, Status.FAILED, f"the artifact's {OUTCOME_FILE} is for "
-                           f"{handed.job.source}@{handed.job.revision[:7]}, not this entry: not published"))
-        return
-    job = handed.job
+        raise refuse(Status.FAILED, f"unreadable {OUTCOME_FILE} in the build job's artifact") from None
+    if handed.job != job:
+        raise refuse(Status.FAILED, f"the artifact's {OUTCOME_FILE} is for {handed.job.source}@"
+                                    f"{handed.job.revision[:7]}, not this entry: not published")
     if handed.outcome.status != Status.BUILT:
         report.add(handed.outcome.outcome())
-        return
+        raise _NotPublished()
     try:
         bundle = Bundle.read(folder)
     except RecordError as exc:
-        report.add(Outcome(job.source, job.revision, Status.FAILED,
-                           f"bundle {PROVENANCE_FILE} is unusable ({exc}): not published"))
-        return
+        raise refuse(Status.FAILED, f"bundle {PROVENANCE_FILE} is unusable ({exc}): not published") from None
     built = bundle.record
-    planned = (job.source, job.revision, job.target, job.target_revision)
     holds = (built.source.repo, built.source.revision, built.target.repo, built.target.revision)
-    if holds != planned:
-        report.add(Outcome(job.source, job.revision, Status.FAILED,
-                           f"bundle holds {holds[0]}@{str(holds[1])[:7]} for {holds[2]}@{str(holds[3])[:7]}, not the "
-                           "planned revisions: not published"))
-        return
-    if not (bundle.draft_dir / "openvino_model.bin").is_file() or not bundle.target_dir.is_dir():
-        raise Failure("bundle is incomplete (an IR file is missing): not published", stage="publish")
-    report.add_published(job.source, job.revision,
-                         publish_bundle(writer, bundle, job.repos, private=recipe.publish.private),
-                         "; ".join(job.reasons))
+    if holds != (job.source, job.revision, job.target, job.target_revision):
+        raise refuse(Status.FAILED, f"bundle holds {holds[0]}@{str(holds[1])[:7]} for {holds[2]}@"
+                                    f"{str(holds[3])[:7]}, not the planned revisions: not published")
+    missing = [name for name in ("openvino_model.xml", "openvino_model.bin") if not (bundle.draft_dir / name).is_file()]
+    if missing or not (bundle.target_dir / "openvino_tokenizer.xml").is_file():
+        raise refuse(Status.FAILED, f"bundle is incomplete (missing {', '.join(missing) or 'target IR files'}): "
+                                    "not published")
+    return bundle
 
 
 def _card_refresh(report: RunReport, writer: Hub, recipe: Recipe, source: str) -> None:
@@ -326,6 +371,18 @@ def _card_refresh(report: RunReport, writer: Hub, recipe: Recipe, source: str) -
         raise Failure(f"{draft_repo} has no record to re-render the card from", subject=source, stage="publish")
     report.add_published(source, published.source.revision,
                          refresh_cards(writer, published, private=recipe.publish.private), "card refreshed")
+
+
+def _group_bytes(jobs: list[plan.BuildJob]) -> int:
+    """Weights one build runner holds: the target once, and every draft."""
+    return jobs[0].target_bytes + sum(job.draft_bytes for job in jobs)
+
+
+def _fit(jobs: list[plan.BuildJob], runners: RunnerSettings) -> list[list[plan.BuildJob]]:
+    """The group as one entry when the largest runner class takes it, else one entry per draft."""
+    if runner_for(estimate_peak_bytes(_group_bytes(jobs), runners), runners) is not None or len(jobs) == 1:
+        return [jobs]
+    return [[job] for job in jobs]
 
 
 def _gb(value: int) -> str:

@@ -250,11 +250,18 @@ class Hub:
             log.step("%s: published %s is not usable (%s)", repo_id, PROVENANCE_FILE, exc)
             return None
 
-    def download(self, repo_id: str, revision: str, dest: Path, allow_patterns: Iterable[str]) -> Path:
-        """Download the allowed files of one revision into a plain folder (no cache symlinks)."""
+    def download(self, repo_id: str, revision: str, dest: Path, files: Iterable[str]) -> Path:
+        """Download exactly `files` of one revision into a plain folder (no cache symlinks).
+
+        The names are the ones discovery selected and sized: nothing else is fetched, whatever the repo holds.
+        """
+        names = sorted(files)
+
         def fetch() -> Path:
-            return Path(self.api.snapshot_download(repo_id, revision=revision, local_dir=dest,
-                                                   allow_patterns=list(allow_patterns)))
+            dest.mkdir(parents=True, exist_ok=True)
+            for name in names:
+                self.api.hf_hub_download(repo_id, name, revision=revision, local_dir=dest)
+            return dest
 
         return self.call("download", fetch, subject=repo_id)
 

@@ -20,10 +20,11 @@ from bot import discover, log, plan, profiles
 from bot.build import Checkout, DraftBuild, DraftOutcome, build_group
 from bot.card import template_fingerprint
 from bot.errors import BotError, Failure, Skip, UsageError
-from bot.fetch import ALLOWED_PATTERNS, require_free_disk
+from bot.fetch import require_free_disk
 from bot.hub import REQUESTS, Hub, RepoListing
 from bot.outcome import Outcome, Status
-from bot.publish import PublishResult, publish_bundle, refresh_cards
+from bot.bundle import Bundle
+from bot.publish import PublishResult, publish_group, refresh_cards
 from bot.recipe import Recipe
 from bot.record import BuildRecord
 from bot.report import RunReport
@@ -59,6 +60,16 @@ def guard(report: RunReport, source: str, revision: str | None, action: Callable
                  " ".join(str(exc).split())[:300])
         report.add(Outcome(source, revision, Status.FAILED,
                            f"unexpected {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))
+    return False
+
+
+def guard_group(report: RunReport, jobs: list[plan.BuildJob], action: Callable[[], object]) -> bool:
+    """`guard` for a step that serves several sources (a target group): when it stops, each source gets the cause."""
+    if guard(report, jobs[0].source, jobs[0].revision, action):
+        return True
+    cause = report.outcomes[-1]
+    for job in jobs[1:]:
+        report.add(Outcome(job.source, job.revision, cause.status, cause.reason))
     return False
 
 
@@ -206,22 +217,28 @@ def group_jobs(jobs: list[plan.BuildJob]) -> dict[tuple[str, str], list[plan.Bui
 def _build_and_publish(report: RunReport, reader: Hub, writer: Hub, recipe: Recipe, members: list[plan.BuildJob],
                        scratch: Path, options: RunOptions) -> None:
     built: list[tuple[plan.BuildJob, DraftOutcome]] = []
-    if not guard(report, members[0].source, members[0].revision,
-                 lambda: built.extend(fetch_and_build(reader, recipe, members, scratch, report,
-                                                      keep_work=options.keep_work))):
-        for job in members[1:]:  # the whole group stopped: each member gets the same outcome
-            report.add(Outcome(job.source, job.revision, Status.FAILED, report.outcomes[-1].reason))
+    if not guard_group(report, members, lambda: built.extend(
+            fetch_and_build(reader, recipe, members, scratch, report, keep_work=options.keep_work))):
         return
+    ready: list[tuple[plan.BuildJob, Bundle]] = []
     for job, outcome in built:
         if outcome.error is not None:
             report.add(Outcome.of_error(job.source, job.revision, outcome.error))
-            continue
-        bundle = outcome.bundle
-        assert bundle is not None
-        with log.group(f"publish {job.source}"):
-            guard(report, job.source, job.revision, lambda job=job, bundle=bundle: report.add_published(
-                job.source, job.revision, publish_bundle(writer, bundle, job.repos, private=recipe.publish.private),
-                "; ".join(job.reasons)))
+        elif outcome.bundle is not None:
+            ready.append((job, outcome.bundle))
+    if ready:
+        with log.group(f"publish {ready[0][0].target_repo} and {len(ready)} draft(s)"):
+            guard_group(report, [job for job, _ in ready], lambda: publish_jobs(report, writer, recipe, ready))
+
+
+def publish_jobs(report: RunReport, writer: Hub, recipe: Recipe, ready: list[tuple[plan.BuildJob, Bundle]]) -> None:
+    """Publish the bundles of one target group (the target repo once) and record each draft's outcome."""
+    results = publish_group(writer, [(bundle, job.repos) for job, bundle in ready], private=recipe.publish.private)
+    for (job, _), result in zip(ready, results, strict=True):
+        if isinstance(result, BotError):
+            report.add(Outcome.of_error(job.source, job.revision, result))
+        else:
+            report.add_published(job.source, job.revision, result, "; ".join(job.reasons))
 
 
 def fetch_and_build(reader: Hub, recipe: Recipe, members: list[plan.BuildJob], scratch: Path, report: RunReport,
@@ -238,10 +255,10 @@ def fetch_and_build(reader: Hub, recipe: Recipe, members: list[plan.BuildJob], s
     group_dir = scratch / _safe_name(first.target)
     with log.group(f"fetch {first.target} and {len(members)} draft(s)"):
         try:
-            require_free_disk(scratch, DISK_FACTOR * max(j.weight_bytes for j in members), "download and export",
-                              subject=first.target)
+            needed = first.target_bytes + sum(j.download_bytes - j.target_bytes for j in members)
+            require_free_disk(scratch, DISK_FACTOR * needed, "download and export", subject=first.target)
             target_dir = reader.download(first.target, first.target_revision, group_dir / "target",
-                                         ALLOWED_PATTERNS)
+                                         first.target_files)
         except BotError as error:
             failure = error if isinstance(error, Skip) else Failure(error.message, stage=error.stage or "download")
             for job in members:
@@ -252,7 +269,7 @@ def fetch_and_build(reader: Hub, recipe: Recipe, members: list[plan.BuildJob], s
         downloaded: list[plan.BuildJob] = []
         for index, job in enumerate(members):
             try:
-                path = reader.download(job.source, job.revision, group_dir / f"draft-{index}", ALLOWED_PATTERNS)
+                path = reader.download(job.source, job.revision, group_dir / f"draft-{index}", job.draft_files)
             except BotError as error:
                 report.add(Outcome.of_error(job.source, job.revision, error))
                 continue

@@ -64,6 +64,9 @@ class BuildJob(BaseModel):
     draft_bytes: int = Field(ge=0)
     target_bytes: int = Field(ge=0)
     profile: str
+    draft_files: tuple[str, ...]
+    target_files: tuple[str, ...]
+    download_bytes: int = Field(ge=0)
     reasons: tuple[str, ...]
     draft_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
     target_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
@@ -75,7 +78,8 @@ class BuildJob(BaseModel):
                    target_revision=candidate.target_revision, kind=candidate.kind, format=candidate.draft_format,
                    target_model_type=candidate.target_model_type, target_is_vlm=candidate.target_is_vlm,
                    draft_bytes=candidate.draft_bytes, target_bytes=candidate.target_bytes, profile=candidate.profile,
-                   reasons=tuple(reasons), draft_repo=draft_output_repo(publish, candidate.repo_id),
+                   draft_files=candidate.draft_files, target_files=candidate.target_files,
+                   download_bytes=candidate.download_bytes, reasons=tuple(reasons), draft_repo=draft_output_repo(publish, candidate.repo_id),
                    target_repo=target_output_repo(publish, candidate.target_repo))
 
     @property
@@ -91,7 +95,9 @@ class BuildJob(BaseModel):
         return Candidate(repo_id=self.source, revision=self.revision, kind=self.kind, draft_format=self.format,
                          target_repo=self.target, target_revision=self.target_revision,
                          target_model_type=self.target_model_type, target_is_vlm=self.target_is_vlm,
-                         draft_bytes=self.draft_bytes, target_bytes=self.target_bytes, profile=self.profile)
+                         draft_bytes=self.draft_bytes, target_bytes=self.target_bytes, profile=self.profile,
+                         draft_files=self.draft_files, target_files=self.target_files,
+                         download_bytes=self.download_bytes)
 
 
 def output_name(template: str, namespace: str, repo_id: str, key: str) -> str:

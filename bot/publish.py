@@ -16,7 +16,7 @@ from pathlib import Path
 from bot import log, record
 from bot.bundle import Bundle
 from bot.card import render_draft_card, render_target_card, template_fingerprint
-from bot.errors import Failure, PreconditionFailed, Skip
+from bot.errors import BotError, Failure, PreconditionFailed, Skip
 from bot.hub import Hub
 from bot.outcome import Status
 from bot.record import PROVENANCE_FILE, BuildRecord, Repos, TargetRecord
@@ -39,66 +39,124 @@ def publish_bundle(hub: Hub, bundle: Bundle, repos: Repos, *, private: bool) -> 
         Failure: the bundle failed a validation gate (never published), or the Hub refused the commits.
         Skip: an output repo holds newer work, or another source's build.
     """
-    built = bundle.record
+    (result,) = publish_group(hub, [(bundle, repos)], private=private)
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def publish_group(hub: Hub, members: list[tuple[Bundle, Repos]], *, private: bool
+                  ) -> list[PublishResult | BotError]:
+    """Publish the drafts of one target: the target repo once (listing every draft built now), then each draft.
+
+    Returns:
+        per member, in order, its result or the skip/failure that stopped it (one member's problem never stops
+        the others).
+    """
+    card_fp = template_fingerprint()
+    results: list[PublishResult | BotError | None] = [None] * len(members)
+    for attempt in range(1, _RACE_ATTEMPTS + 1):
+        pending = [i for i, result in enumerate(results) if result is None]
+        if not pending:
+            break
+        try:
+            _publish_once(hub, members, pending, results, card_fp, private)
+        except PreconditionFailed as error:
+            # Another writer committed first: re-read the Hub and decide again (it may hold this very build).
+            log.step("%s: lost a commit race (412), re-reading the Hub", members[pending[0]][1].target)
+            if attempt == _RACE_ATTEMPTS:
+                for i in pending:
+                    if results[i] is None:
+                        results[i] = error
+    return [r if r is not None else Failure("not published", stage="publish") for r in results]
+
+
+def _publish_once(hub: Hub, members: list[tuple[Bundle, Repos]], pending: list[int],
+                  results: list[PublishResult | BotError | None], card_fp: str, private: bool) -> None:
+    ready: list[int] = []
+    for i in pending:
+        bundle, repos = members[i]
+        try:
+            if _draft_is_current(hub, bundle.record, repos, card_fp):
+                results[i] = PublishResult(Status.UP_TO_DATE, repos)
+            else:
+                ready.append(i)
+        except BotError as error:
+            results[i] = error
+    if not ready:
+        return
+    commits: dict[str, str] = {}
+    try:
+        _publish_target(hub, [members[i] for i in ready], card_fp, commits, private)
+    except PreconditionFailed:
+        raise
+    except BotError as error:
+        for i in ready:
+            results[i] = error
+        return
+    for i in ready:
+        bundle, repos = members[i]
+        draft_commits: dict[str, str] = dict(commits) if i == ready[0] else {}
+        try:
+            _publish_draft(hub, bundle, repos, card_fp, draft_commits, private)
+        except PreconditionFailed:
+            raise
+        except BotError as error:
+            results[i] = error
+            continue
+        results[i] = PublishResult(Status.PUBLISHED, repos, draft_commits)
+
+
+def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) -> bool:
+    """Whether the draft repo already holds this build with this card.
+
+    Raises:
+        Failure: the bundle did not pass its gates, or was built from local folders.
+        Skip: the repo holds another source's build, or a newer build of this source.
+    """
     source = built.source.repo
     if not built.passed:
         gates = "; ".join(built.failed_gates) or f"status {built.status}"
         raise Failure(f"bundle did not pass validation, not published ({gates})", subject=source, stage="publish")
     if not source or not built.target.repo:
         raise Failure("bundle was built from local folders: there is no source repo to publish under",
-                      subject=str(bundle.root), stage="publish")
-    card_fp = template_fingerprint()
-    commits: dict[str, str] = {}
-    for attempt in range(1, _RACE_ATTEMPTS + 1):
-        try:
-            status = _publish_once(hub, bundle, repos, card_fp, commits, private)
-            return PublishResult(status, repos, commits)
-        except PreconditionFailed:
-            if attempt == _RACE_ATTEMPTS:
-                raise
-            # Another writer committed first: re-read the Hub and decide again (it may hold this very build).
-            log.step("%s: lost a commit race (412), re-reading the Hub", source)
-    raise AssertionError("unreachable")
-
-
-def _publish_once(hub: Hub, bundle: Bundle, repos: Repos, card_fp: str, commits: dict[str, str],
-                  private: bool) -> Status:
-    built = bundle.record
-    source = built.source.repo
+                      subject=source, stage="publish")
     published = hub.draft_record(repos.draft)
-    if published is not None:
-        if published.source.repo != source:
-            raise Skip(f"{repos.draft} holds a build of {published.source.repo}, not of {source}: not overwritten "
-                       "(two sources map to one output repo; rename one in the recipe)", subject=source,
-                       stage="publish")
-        if not published.inputs().changes_to(built.inputs()):
-            if published.card is not None and published.card.template_fingerprint == card_fp:
-                log.step("%s already holds this build", repos.draft)
-                return Status.UP_TO_DATE
-        elif published.built_at > built.built_at and published.source.revision != built.source.revision:
-            raise Skip(f"{repos.draft} already holds a newer build (source {str(published.source.revision)[:7]}); "
-                       "this bundle is stale", subject=source, stage="publish")
-    _publish_target(hub, bundle, repos, card_fp, commits, private)
-    _publish_draft(hub, bundle, repos, card_fp, commits, private)
-    return Status.PUBLISHED
+    if published is None:
+        return False
+    if published.source.repo != source:
+        raise Skip(f"{repos.draft} holds a build of {published.source.repo}, not of {source}: not overwritten "
+                   "(two sources map to one output repo; rename one in the recipe)", subject=source, stage="publish")
+    if not published.inputs().changes_to(built.inputs()):
+        if published.card is not None and published.card.template_fingerprint == card_fp:
+            log.step("%s already holds this build", repos.draft)
+            return True
+    elif published.built_at > built.built_at and published.source.revision != built.source.revision:
+        raise Skip(f"{repos.draft} already holds a newer build (source {str(published.source.revision)[:7]}); "
+                   "this bundle is stale", subject=source, stage="publish")
+    return False
 
 
-def _publish_target(hub: Hub, bundle: Bundle, repos: Repos, card_fp: str, commits: dict[str, str],
+def _publish_target(hub: Hub, members: list[tuple[Bundle, Repos]], card_fp: str, commits: dict[str, str],
                     private: bool) -> None:
-    built = bundle.record
+    """One commit to the target repo for every draft of it published now (or none when it is current)."""
+    first, repos = members[0]
+    built = first.record
     published = hub.target_record(repos.target)
     if published is not None and published.target.repo != built.target.repo:
         raise Skip(f"{repos.target} holds an export of {published.target.repo}, not of {built.target.repo}: not "
                    "overwritten (two targets map to one output repo)", subject=built.source.repo, stage="publish")
-    summary = built.summary(repos.draft)
-    fresh = TargetRecord.from_build(built, [summary], card_fp)
+    summaries = [bundle.record.summary(draft_repos.draft) for bundle, draft_repos in members]
+    fresh = TargetRecord.from_build(built, [], card_fp)
     weights_current = published is not None and published.target_inputs() == fresh.target_inputs()
-    target_record = published.with_draft(summary, card_fp) if published is not None and weights_current else fresh
+    target_record = published if published is not None and weights_current else fresh
+    for summary in summaries:
+        target_record = target_record.with_draft(summary, card_fp)
     if published is not None and weights_current and published.draft_keys() == target_record.draft_keys() and \
             published.card.template_fingerprint == card_fp:
         log.step("%s is current", repos.target)
         return
-    folder = bundle.target_dir
+    folder = first.target_dir
     record.write(target_record, folder)
     (folder / "README.md").write_text(render_target_card(target_record, target_repo=repos.target), encoding="utf-8")
     result = hub.publish_folder(repos.target, folder, message=_message("target", built.target),

@@ -22,7 +22,7 @@ import yaml
 
 from bot import demo
 from bot.actions import Actions, summary_markdown
-from bot.fanout import JobError, artifact_name, estimate_peak_bytes, parse_job, plan_matrix, runner_for
+from bot.fanout import JobError, artifact_name, estimate_peak_bytes, parse_jobs, plan_matrix, runner_for
 from bot.hub import Hub
 from bot.pipeline import RunOptions
 from bot.outcome import Outcome, Status
@@ -78,16 +78,21 @@ def test_runner_class_is_the_smallest_that_fits_the_estimated_peak():
 def test_build_job_records_round_trip_and_reject_what_plan_never_writes():
     job = BuildJob(source="z-lab/A-DFlash", revision="a" * 40, target="Qwen/A", target_revision="b" * 40,
                    kind="dflash", format="stateful", target_model_type="qwen3", target_is_vlm=False,
-                   draft_bytes=100, target_bytes=23, profile="default", reasons=("new",),
+                   draft_bytes=100, target_bytes=23, profile="default", draft_files=("config.json",),
+                   target_files=("config.json",), download_bytes=200, reasons=("new",),
                    draft_repo="ns/A-DFlash-int4-ov", target_repo="ns/A-int4-ov")
-    assert parse_job(job.model_dump_json()) == job
-    assert parse_job(json.dumps({"job": job.model_dump(mode="json"), "name": "A", "artifact": "a", "runner": "s",
-                                 "runs_on": "x", "peak_bytes": 1})) == job
+    assert parse_jobs(job.model_dump_json()) == [job]
+    assert parse_jobs(json.dumps([job.model_dump(mode="json")])) == [job]
+    assert parse_jobs(json.dumps({"jobs": [job.model_dump(mode="json")], "name": "A", "artifact": "a",
+                                  "runner": "s", "runs_on": "x", "peak_bytes": 1})) == [job]
+    other_target = job.model_copy(update={"target_revision": "c" * 40})
+    with pytest.raises(JobError, match="one target revision"):
+        parse_jobs(json.dumps([job.model_dump(mode="json"), other_target.model_dump(mode="json")]))
     data = job.model_dump(mode="json")
     for broken in ({**data, "extra": 1}, {**data, "draft_bytes": "many"}, {**data, "source": "../../etc"},
                    ["not", "a", "job"], "not json"):
         with pytest.raises(JobError):
-            parse_job(broken if isinstance(broken, str) else json.dumps(broken))
+            parse_jobs(broken if isinstance(broken, str) else json.dumps(broken))
     assert artifact_name("z-lab/Qwen3 Tiny:x") == "bundle-z-lab--Qwen3_Tiny_x"
 
 
@@ -194,7 +199,7 @@ def workflow(hubs, workspace):
     builds = []
     for entry in matrix["include"]:
         built = _job(workspace, f"build-{entry['artifact']}", hub_a.url,
-                     ["build", "--job", json.dumps(entry["job"]), "--out",
+                     ["build", "--job", json.dumps(entry["jobs"]), "--out",
                       str(workspace / "artifacts" / entry["artifact"])], {"HF_READ_TOKEN": READER})
         builds.append(built)
     publish = _job(workspace, "publish", hub_a.url,
@@ -223,8 +228,8 @@ def test_plan_job_emits_the_matrix_and_reports_what_it_will_not_build(workflow, 
     hub_a, _, _ = hubs
     source_sha = Hub(hub_a.url, READER).repo_files(demo.DRAFT_REPO).sha
     assert entry["runner"] == "standard" and entry["runs_on"] == "ubuntu-latest"
-    assert entry["name"] == demo.DRAFT_REPO.split("/")[1] and entry["artifact"] == artifact_name(demo.DRAFT_REPO)
-    job = entry["job"]
+    assert entry["name"] == demo.TARGET_REPO.split("/")[1] and entry["artifact"] == artifact_name(demo.TARGET_REPO)
+    (job,) = entry["jobs"]
     assert (job["source"], job["revision"], job["target"]) == (demo.DRAFT_REPO, source_sha, demo.TARGET_REPO)
     assert (job["draft_repo"], job["target_repo"], job["reasons"]) == (DRAFT_OUT, TARGET_OUT, ["new"])
     assert entry["peak_bytes"] == 2 * (job["draft_bytes"] + job["target_bytes"]) > 0
@@ -238,7 +243,7 @@ def test_build_jobs_never_hold_the_write_token(workflow, workspace):
     done, outputs, summary, probes = build
     assert done.returncode == 0, done.stderr[-3000:]
     assert outputs["status"] == "built"
-    bundle = workspace / "artifacts" / artifact_name(demo.DRAFT_REPO)
+    bundle = workspace / "artifacts" / artifact_name(demo.TARGET_REPO) / artifact_name(demo.DRAFT_REPO)
     record = json.loads((bundle / "build-outcome.json").read_text())
     assert record["outcome"]["status"] == "built"
     assert json.loads((bundle / "openvino_export.json").read_text())["status"] == "validated"
@@ -327,15 +332,25 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     api = HfApi(endpoint=hub_a.url, token=TOKEN)
     api.create_repo(copy)
     api.upload_folder(repo_id=copy, folder_path=root / "seed-a" / "dflash" / "draft")
-    one_entry = RECIPE.model_copy(update={"runners": RECIPE.runners.model_copy(update={"max_entries": 1})})
-    planned = plan_matrix(reader, one_entry, RunOptions(force=True))
-    assert len(planned.entries) == 1 and len(planned.matrix()["include"]) == 1
+    # Two drafts of one target: one entry, one target download and export for both.
+    planned = plan_matrix(reader, RECIPE, RunOptions(force=True))
+    (entry,) = planned.entries
+    assert sorted(job.source for job in entry.jobs) == sorted([demo.DRAFT_REPO, copy])
+    # A runner class that takes one draft with the target but not both: the group is split, one entry per draft,
+    # and over the entry limit the second is deferred.
+    job = entry.jobs[0]
+    single = 2 * (job.target_bytes + job.draft_bytes)
+    narrow = RECIPE.model_copy(update={"runners": RunnerSettings.model_validate(
+        {"classes": [{"name": "narrow", "max_memory_bytes": single, "runs_on": "ubuntu-latest"}], "max_entries": 1})})
+    planned = plan_matrix(reader, narrow, RunOptions(force=True))
+    assert len(planned.entries) == 1 and len(planned.entries[0].jobs) == 1 and len(planned.matrix()["include"]) == 1
     (deferred,) = planned.report.deferred
     outcome = {o.source: o for o in planned.report.outcomes}[deferred]
     assert outcome.status == "deferred" and "next run" in outcome.reason
-    dry = plan_matrix(reader, one_entry, RunOptions(force=True, dry_run=True))
+    dry = plan_matrix(reader, narrow, RunOptions(force=True, dry_run=True))
     assert dry.matrix() == {"include": []} and len(dry.entries) == 1  # a dry run hands nothing on
     assert "planned" in {o.status for o in dry.report.outcomes}
+    api.delete_repo(copy)
 
 
 def test_watch_workflow_keeps_the_trust_boundary(repo_root):
