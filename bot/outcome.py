@@ -33,8 +33,13 @@ class Outcome:
 
     @classmethod
     def of_error(cls, source: str, revision: str | None, error: BotError) -> Outcome:
-        """A skip or failure, its reason naming the stage when one is known."""
-        return cls(source, revision, status_of(error), error.reason())
+        """A skip or failure; its reason names the stage when one is known, and the repo it concerns when that is
+        not the source itself (the target, an output repo)."""
+        reason = error.reason()
+        if error.subject and error.subject != source and not error.message.startswith(error.subject) and \
+                error.subject not in reason[:len(error.subject) + 8]:
+            reason = f"{error.subject}: {reason}"
+        return cls(source, revision, status_of(error), reason)
 
     def to_dict(self) -> dict:
         return {"source": self.source, "revision": self.revision, "status": str(self.status), "reason": self.reason,
