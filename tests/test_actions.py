@@ -350,7 +350,6 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     dry = plan_matrix(reader, narrow, RunOptions(force=True, dry_run=True))
     assert dry.matrix() == {"include": []} and len(dry.entries) == 1  # a dry run hands nothing on
     assert "planned" in {o.status for o in dry.report.outcomes}
-    api.delete_repo(copy)
 
 
 def test_watch_workflow_keeps_the_trust_boundary(repo_root):
