@@ -40,7 +40,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from hubserver import FaultRule, LocalHub, start_subprocess, stop_subprocess
+from hubserver import FaultRule, LocalHub, routes_upload, start_subprocess, stop_subprocess
 from hubserver.gitobjects import DEFAULT_GITATTRIBUTES, git_blob_sha1, lfs_patterns, needs_lfs
 from hubserver.metadata import CardError, derive_tags, parse_front_matter
 
@@ -457,10 +457,16 @@ def test_lfs_protocol_with_chunked_upload(hub: LocalHub, api: HfApi) -> None:
         headers=auth,
     ).json()
     actions = batch["objects"][0]["actions"]
-    wrong = httpx.put(actions["upload"]["href"], content=iter([b"x" * len(data)]))
+    href = actions["upload"]["href"]
+    # Only a URL the batch endpoint signed is accepted, for exactly the size it announced, until it expires.
+    assert httpx.put(f"{hub.url}/_lfs/upload/{oid}", content=data).status_code == 403
+    assert httpx.put(href.replace(f"size={len(data)}", f"size={len(data) + 1}"), content=data).status_code == 403
+    assert httpx.put(href.replace(oid, "0" * 64), content=data).status_code == 403
+    wrong = httpx.put(href, content=iter([b"x" * len(data)]))
     assert wrong.status_code == 400  # content that does not hash to the oid is refused
-    put = httpx.put(actions["upload"]["href"], content=iter([data[:1000], data[1000:]]))  # chunked encoding
+    put = httpx.put(href, content=iter([data[:1000], data[1000:]]))  # chunked encoding
     assert put.status_code == 200 and put.request.headers["Transfer-Encoding"] == "chunked"
+    assert httpx.put(href, content=data).status_code == 200  # a presigned URL can be used again (a retry)
     assert httpx.post(actions["verify"]["href"], json={"oid": oid, "size": len(data)}, headers=auth).status_code == 200
     again = httpx.post(
         f"{hub.url}/{repo_id}.git/info/lfs/objects/batch",
@@ -468,6 +474,20 @@ def test_lfs_protocol_with_chunked_upload(hub: LocalHub, api: HfApi) -> None:
         headers=auth,
     ).json()
     assert "actions" not in again["objects"][0]
+
+
+def test_expired_upload_url_is_refused(hub: LocalHub, api: HfApi, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo_id = "bot/raw-lfs-expired"
+    api.create_repo(repo_id)
+    data = os.urandom(100)
+    monkeypatch.setattr(routes_upload, "UPLOAD_URL_LIFETIME", -1)  # URLs issued already expired
+    batch = httpx.post(
+        f"{hub.url}/{repo_id}.git/info/lfs/objects/batch",
+        json={"operation": "upload", "objects": [{"oid": hashlib.sha256(data).hexdigest(), "size": len(data)}]},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    ).json()
+    put = httpx.put(batch["objects"][0]["actions"]["upload"]["href"], content=data)
+    assert put.status_code == 403 and "expired" in put.json()["error"]
 
 
 def test_range_requests(hub: LocalHub, published: tuple[str, Path, str]) -> None:
@@ -572,3 +592,80 @@ def test_subprocess_server_and_cli_faults(tmp_path: Path) -> None:
 
 def admin_get_url(url: str, path: str) -> httpx.Response:
     return httpx.get(f"{url}{path}", headers={"Authorization": f"Bearer {TOKEN}"})
+
+
+# Two writers racing on one LFS object (issue 12.3)
+
+
+def _publish_at_once(writers: list[HfApi], repo_id: str, data: bytes, parents: list[str | None]) -> list[object]:
+    """Each writer commits `data` as openvino_model.bin on its parent, all released together; "ok", the HTTP
+    status of a refusal, or the exception raised."""
+    start = threading.Barrier(len(parents))
+    outcomes: list[object] = [None] * len(parents)
+
+    def publish(index: int) -> None:
+        start.wait()
+        try:
+            writers[index].create_commit(
+                repo_id,
+                operations=[CommitOperationAdd("openvino_model.bin", data)],
+                commit_message=f"writer {index}",
+                parent_commit=parents[index],
+            )
+            outcomes[index] = "ok"
+        except HfHubHTTPError as exc:
+            outcomes[index] = exc.response.status_code
+        except Exception as exc:  # noqa: BLE001 - the failure under test is the client's RuntimeError
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=publish, args=(index,)) for index in range(len(parents))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def test_two_writers_upload_one_lfs_object_and_commit_concurrently(hub: LocalHub) -> None:
+    """Two clients publish the same bytes at once, as two overlapping `dflash-bot run`s do.
+
+    The upload PUTs are held for a moment so that both writers are told to upload the object (their batch calls
+    land while the first PUT is still open); both uploads must succeed, as on the real Hub. The commits share a
+    parent, so exactly one wins and the other gets 412; that loser re-reads the head and commits again, which is
+    then a no-op because the file is already there.
+    """
+    repo_id = "bot/race-lfs"
+    writers = [HfApi(endpoint=hub.url, token=TOKEN) for _ in range(2)]
+    writers[0].create_repo(repo_id)
+    hub.set_faults([{"method": "PUT", "path": "^/_lfs/upload/", "delay": 0.3, "times": -1}])
+    for round_number in range(10):
+        data = os.urandom(64 * 1024)  # fresh content each round: a new LFS object, not yet stored
+        oid = hashlib.sha256(data).hexdigest()
+        base = writers[0].model_info(repo_id).sha
+        hub.clear_requests()
+        outcomes = _publish_at_once(writers, repo_id, data, [base, base])
+        assert sorted(outcomes, key=str) == [412, "ok"], f"round {round_number}: {outcomes}"
+        puts = [r["status"] for r in hub.requests() if r["path"] == f"/_lfs/upload/{oid}"]
+        assert puts == [200, 200], f"round {round_number}: both writers uploaded the object"
+        loser = outcomes.index(412)
+        head = writers[loser].model_info(repo_id).sha
+        assert _publish_at_once([writers[loser]], repo_id, data, [head]) == ["ok"]  # the refreshed retry
+        assert writers[0].model_info(repo_id).sha == head  # ... changed nothing: the file was already there
+        info = writers[0].model_info(repo_id, files_metadata=True)
+        (weights,) = [s for s in info.siblings if s.rfilename == "openvino_model.bin"]
+        assert weights.lfs is not None and weights.lfs.sha256 == oid
+    assert len(writers[0].list_repo_commits(repo_id)) == 11  # the initial commit and one winner per round
+
+
+def test_concurrent_writers_without_parent_commit_both_succeed(hub: LocalHub, tmp_path: Path) -> None:
+    """Without `parent_commit` both commits of the same new object go through (the second may be a no-op)."""
+    repo_id = "bot/race-lfs-unlocked"
+    writers = [HfApi(endpoint=hub.url, token=TOKEN) for _ in range(2)]
+    writers[0].create_repo(repo_id)
+    hub.set_faults([{"method": "PUT", "path": "^/_lfs/upload/", "delay": 0.3, "times": -1}])
+    for round_number in range(10):
+        data = os.urandom(64 * 1024)
+        outcomes = _publish_at_once(writers, repo_id, data, [None, None])
+        assert outcomes == ["ok", "ok"], f"round {round_number}: {outcomes}"
+        path = writers[0].hf_hub_download(repo_id, "openvino_model.bin", cache_dir=tmp_path)
+        assert Path(path).read_bytes() == data
