@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from bot.errors import RecipeError
+from bot.naming import template_parts
 
 DEFAULT_RECIPE = Path(__file__).resolve().parent.parent / "workflows" / "dflash.yaml"
 
@@ -90,10 +91,22 @@ class ValidationSettings(_Strict):
 
 
 class PublishSettings(_Strict):
+    """Where outputs go and how they are named (the naming rule is in `bot/naming.py`)."""
+
     namespace: str
     draft_name: str = "{source_name}-int4-ov"
     target_name: str = "{target_name}-int4-ov"
     private: bool = False
+    draft_home_namespace: str | None = Field(
+        "z-lab", description="drafts from this namespace keep their bare name; others get `namespace__` in front")
+    target_home_namespace: str | None = Field(
+        "Qwen", description="targets from this namespace keep their bare name; others get `namespace__` in front")
+
+    @field_validator("draft_name", "target_name")
+    @classmethod
+    def _one_name_field(cls, template: str, info: ValidationInfo) -> str:
+        template_parts(template, "source_name" if info.field_name == "draft_name" else "target_name")
+        return template
 
 
 class RunnerClass(_Strict):
