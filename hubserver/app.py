@@ -172,6 +172,8 @@ class HubHandler(BaseHTTPRequestHandler):
             self.send_error(400, "Invalid Content-Length")
             return
         is_admin = path.startswith(ADMIN_PREFIX)
+        if not is_admin:
+            hub.log.start()  # the record is added in `finally`, after the answer is sent
         fault = None if is_admin else hub.faults.take(self.command, path)
         caller: Caller = ANONYMOUS
         status: int | None = None
