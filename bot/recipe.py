@@ -15,8 +15,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from bot.errors import RecipeError
-from bot.naming import template_parts
+from bot.errors import RecipeError, Skip
+from bot.naming import template_parts, validate_repo_id
 
 DEFAULT_RECIPE = Path(__file__).resolve().parent.parent / "workflows" / "dflash.yaml"
 
@@ -105,8 +105,21 @@ class PublishSettings(_Strict):
     @field_validator("draft_name", "target_name")
     @classmethod
     def _one_name_field(cls, template: str, info: ValidationInfo) -> str:
-        template_parts(template, "source_name" if info.field_name == "draft_name" else "target_name")
+        prefix, suffix = template_parts(template, "source_name" if info.field_name == "draft_name" else "target_name")
+        try:
+            validate_repo_id(f"namespace/{prefix}x{suffix}", what=info.field_name)
+        except Skip as skip:
+            raise ValueError(f"{template!r} does not make valid repo names ({skip.message})") from None
         return template
+
+    @field_validator("namespace")
+    @classmethod
+    def _hub_namespace(cls, namespace: str) -> str:
+        try:
+            validate_repo_id(f"{namespace}/x", what="publish.namespace")
+        except Skip as skip:
+            raise ValueError(f"{namespace!r} is not a valid Hub namespace ({skip.message})") from None
+        return namespace
 
 
 class RunnerClass(_Strict):

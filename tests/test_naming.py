@@ -136,8 +136,9 @@ def test_valid_repo_ids_pass_unchanged():
 
 
 def test_an_invalid_output_is_a_skip_naming_the_source():
+    unchecked = PublishSettings.model_construct(**{**DEFAULTS.model_dump(), "namespace": "bad--namespace"})
     with pytest.raises(Skip) as caught:
-        draft_output_repo(PublishSettings(namespace="bad--namespace"), "z-lab/Qwen3-8B")
+        draft_output_repo(unchecked, "z-lab/Qwen3-8B")
     assert caught.value.subject == "z-lab/Qwen3-8B" and "output repo id" in caught.value.message
     with pytest.raises(Skip, match="draft repo id 'Qwen/Qwen3.'"):
         draft_output_repo(DEFAULTS, "Qwen/Qwen3.")
@@ -146,10 +147,19 @@ def test_an_invalid_output_is_a_skip_naming_the_source():
 
 
 @pytest.mark.parametrize("template", ["{source_name}-{source_name}", "fixed-name", "{target_name}-int4",
-                                      "{source_name!r}", "{source_name:>9}", "{source_name"])
+                                      "{source_name!r}", "{source_name:>9}", "{source_name", "{source_name}.",
+                                      "{source_name}--int4", "ov/{source_name}", "{source_name} int4"])
 def test_a_name_template_must_hold_its_field_exactly_once(tmp_path: Path, template: str):
     text = DEFAULT_RECIPE.read_text()
     bad = tmp_path / "bad.yaml"
     bad.write_text(text.replace('draft_name: "{source_name}-int4-ov"', f'draft_name: "{template}"'))
     with pytest.raises(RecipeError, match="publish.draft_name"):
+        load_recipe(bad)
+
+
+@pytest.mark.parametrize("namespace", ["bad--namespace", "with space", "a/b", ""])
+def test_the_publish_namespace_must_be_a_hub_namespace(tmp_path: Path, namespace: str):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(DEFAULT_RECIPE.read_text().replace("namespace: OpenVINO-drafts", f'namespace: "{namespace}"'))
+    with pytest.raises(RecipeError, match="publish.namespace"):
         load_recipe(bad)
