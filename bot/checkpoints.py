@@ -7,9 +7,12 @@ checkpoint is a skip with a reason that names the defect, found in milliseconds 
 from __future__ import annotations
 
 import json
+import math
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -24,6 +27,12 @@ from bot.toolchain import (
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real configs are a few KB; a huge one is hostile or broken
 MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
+MAX_SAFETENSORS_BYTES = 2**53  # bytes; far beyond any file, and still exact as a float
+MAX_INT_DIGITS = 4300  # Python's own limit for int(str): json.loads raises ValueError past it (and is quadratic)
+MAX_CONFIG_INT = 2**31 - 1  # no dimension, layer index or token id of a real model comes near
+# Bytes per element of the safetensors dtypes; a tensor of another dtype has its byte count unchecked.
+SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8,
+                           "U32": 4, "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1}
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 DSPARK_ARCHITECTURES = {"Qwen3DSparkModel", "Gemma4DSparkModel", "DSparkDraftModel"}
 VLM_MODEL_TYPES = {"qwen3_5", "qwen3_5_moe"}
@@ -80,9 +89,18 @@ def load_config(folder: Path, *, subject: str | None = None) -> dict:
 
 
 def parse_config_text(data: bytes, *, subject: str | None = None) -> dict:
-    """Parse config bytes already in memory (from disk or a Hub download)."""
+    """Parse config bytes already in memory (from disk or a Hub download).
+
+    Numbers are only parsed here, not judged: `Infinity`, `NaN` and floats like `1e400` (which Python's json reads
+    as infinity) are kept, and each field the bot reads is validated where it is read (`_int_or_none`). Integer
+    literals too long for Python to convert are the exception, as no loader could read such a config.
+
+    Raises:
+        Skip: not UTF-8, not JSON, too deeply nested, not an object, or an integer of more than MAX_INT_DIGITS
+            digits (named with its field).
+    """
     try:
-        config = json.loads(data.decode("utf-8"))
+        config = _load_json(data.decode("utf-8"), "config.json")
     except UnicodeDecodeError:
         raise Skip("config.json is not UTF-8 text", subject=subject, stage="classify") from None
     except json.JSONDecodeError as exc:
@@ -91,6 +109,8 @@ def parse_config_text(data: bytes, *, subject: str | None = None) -> dict:
     except RecursionError:
         raise Skip("config.json is nested too deeply to be a model config", subject=subject,
                    stage="classify") from None
+    except Skip as skip:
+        raise skip.at(subject=subject, stage="classify") from None
     if not isinstance(config, dict):
         raise Skip("config.json is not a JSON object", subject=subject, stage="classify")
     return config
@@ -106,18 +126,19 @@ def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
     architecture = str(architectures[0]) if isinstance(architectures, list) and architectures else ""
     model_type = str(config.get("model_type", ""))
     dflash_config = config.get("dflash_config")
-    hidden_size = _int_or_none(config.get("hidden_size"))
+    hidden_size = _int_or_none(config, "hidden_size", subject, minimum=1)
 
     if architecture in DSPARK_ARCHITECTURES or (
         isinstance(dflash_config, dict) and dflash_config.get("projector_type") == "dspark"
     ):
-        fields = dflash_config if isinstance(dflash_config, dict) and "mask_token_id" in dflash_config else config
+        nested = isinstance(dflash_config, dict) and "mask_token_id" in dflash_config
+        fields, at = (dflash_config, "dflash_config.") if nested else (config, "")
         return DraftSpec(
             kind="dspark", architecture=architecture or "DSparkDraftModel", model_type=model_type,
-            hidden_size=hidden_size, mask_token_id=_int_or_none(fields.get("mask_token_id")),
-            target_layer_ids=_layer_ids(fields.get("target_layer_ids"), subject),
-            num_target_layers=_int_or_none(fields.get("num_target_layers")),
-            markov_rank=_int_or_none(fields.get("markov_rank")) or 0,
+            hidden_size=hidden_size, mask_token_id=_int_or_none(fields, "mask_token_id", subject, at=at),
+            target_layer_ids=_layer_ids(fields, subject, at=at),
+            num_target_layers=_int_or_none(fields, "num_target_layers", subject, at=at, minimum=1),
+            markov_rank=_int_or_none(fields, "markov_rank", subject, at=at) or 0,
         )
     if architecture == "DFlash2DraftModel":
         return DraftSpec(kind="dflash2", architecture=architecture, model_type=model_type, hidden_size=hidden_size,
@@ -129,18 +150,18 @@ def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
     if not isinstance(dflash_config, dict):
         raise Skip("DFlashDraftModel config has no dflash_config (mask_token_id and target_layer_ids are required)",
                    subject=subject, stage="classify")
-    mask_token_id = _int_or_none(dflash_config.get("mask_token_id"))
+    mask_token_id = _int_or_none(dflash_config, "mask_token_id", subject, at="dflash_config.")
     if mask_token_id is None:
-        raise Skip("dflash_config.mask_token_id is missing or not an integer", subject=subject, stage="classify")
-    layer_ids = _layer_ids(dflash_config.get("target_layer_ids"), subject)
+        raise Skip("dflash_config.mask_token_id is missing", subject=subject, stage="classify")
+    layer_ids = _layer_ids(dflash_config, subject, at="dflash_config.")
     if not layer_ids:
         raise Skip("dflash_config.target_layer_ids is empty; the draft taps no target layer", subject=subject,
                    stage="classify")
     return DraftSpec(
         kind="dflash" if model_type == "qwen3" else "dflash-other-base",
         architecture=architecture, model_type=model_type, hidden_size=hidden_size, mask_token_id=mask_token_id,
-        target_layer_ids=layer_ids, num_target_layers=_int_or_none(config.get("num_target_layers")),
-        num_layers=_int_or_none(config.get("num_hidden_layers")),
+        target_layer_ids=layer_ids, num_target_layers=_int_or_none(config, "num_target_layers", subject, minimum=1),
+        num_layers=_int_or_none(config, "num_hidden_layers", subject, minimum=1),
     )
 
 
@@ -184,15 +205,16 @@ def read_target(config: dict, *, subject: str | None = None) -> TargetSpec:
         Skip: the config lacks the dimensions a draft is checked against.
     """
     model_type = str(config.get("model_type", ""))
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    nested = isinstance(config.get("text_config"), dict)
+    text, at = (config["text_config"], "text_config.") if nested else (config, "")
     architectures = config.get("architectures") or [""]
-    try:
-        hidden_size = int(text["hidden_size"])
-        num_layers = int(text["num_hidden_layers"])
-        vocab_size = int(text.get("vocab_size", config.get("vocab_size")))
-    except (KeyError, TypeError, ValueError):
+    hidden_size = _int_or_none(text, "hidden_size", subject, at=at, minimum=1)
+    num_layers = _int_or_none(text, "num_hidden_layers", subject, at=at, minimum=1)
+    vocab_size = (_int_or_none(text, "vocab_size", subject, at=at, minimum=1) if text.get("vocab_size") is not None
+                  else _int_or_none(config, "vocab_size", subject, minimum=1))
+    if hidden_size is None or num_layers is None or vocab_size is None:
         raise Skip("target config lacks hidden_size, num_hidden_layers or vocab_size", subject=subject,
-                   stage="classify") from None
+                   stage="classify")
     layer_types = text.get("layer_types")
     full_attention = (sum(1 for t in layer_types if t == "full_attention") if isinstance(layer_types, list)
                       and len(layer_types) == num_layers else num_layers)
@@ -272,7 +294,9 @@ def safetensors_size(path: Path, *, subject: str | None = None) -> int:
             raise Skip(f"{path.name} has a header length of {header_len} bytes but the file holds {size}",
                        subject=subject, stage="classify")
         try:
-            header = json.loads(handle.read(header_len))
+            header = _load_json(handle.read(header_len).decode("utf-8"), f"{path.name} header")
+        except Skip as skip:
+            raise skip.at(subject=subject, stage="classify") from None
         except (ValueError, RecursionError):
             raise Skip(f"{path.name} has an unreadable safetensors header", subject=subject,
                        stage="classify") from None
@@ -280,13 +304,8 @@ def safetensors_size(path: Path, *, subject: str | None = None) -> int:
         raise Skip(f"{path.name} has an unreadable safetensors header", subject=subject, stage="classify")
     data_end = 0
     for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            data_end = max(data_end, int(entry["data_offsets"][1]))
-        except (KeyError, IndexError, TypeError, ValueError):
-            raise Skip(f"{path.name}: tensor '{name}' has no valid data_offsets", subject=subject,
-                       stage="classify") from None
+        if name != "__metadata__":
+            data_end = max(data_end, _tensor_end(entry, f"{path.name}: tensor '{name}'", subject))
     expected = 8 + header_len + data_end
     if size < expected:
         raise Skip(f"{path.name} is truncated: its header describes {expected} bytes, the file holds {size}",
@@ -315,16 +334,118 @@ def card_license(folder: Path) -> dict:
     return {key: data.get(key) for key in ("license", "license_link")}
 
 
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _int_or_none(fields: Mapping[str, Any], key: str, subject: str | None, *, at: str = "",
+                 minimum: int = 0) -> int | None:
+    """A config.json integer field, validated where the bot reads it; None when absent (or null).
+
+    Raises:
+        Skip: present but a boolean, a float (Infinity, NaN and 1e400 included), a string or anything else that is
+            not an integer, or outside [minimum, MAX_CONFIG_INT]; the message names config.json and the field.
+    """
+    value = fields.get(key)
+    if value is None:
+        return None
+    return _checked_int(value, f"config.json: {at}{key}", subject, minimum=minimum, maximum=MAX_CONFIG_INT)
 
 
-def _layer_ids(value: object, subject: str | None) -> tuple[int, ...]:
+def _layer_ids(fields: Mapping[str, Any], subject: str | None, *, at: str = "") -> tuple[int, ...]:
+    """`target_layer_ids`: a list of layer indices, each a valid integer (range against the target: cross_check)."""
+    value = fields.get("target_layer_ids")
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise Skip("target_layer_ids must be a list of integers", subject=subject, stage="classify")
-    return tuple(value)
+    where = f"config.json: {at}target_layer_ids"
+    if not isinstance(value, list):
+        raise Skip(f"{where} must be a list of integers, got {_shown(value)}", subject=subject, stage="classify")
+    return tuple(_checked_int(item, f"{where}[{index}]", subject, minimum=0, maximum=MAX_CONFIG_INT)
+                 for index, item in enumerate(value))
+
+
+def _checked_int(value: object, where: str, subject: str | None, *, minimum: int, maximum: int) -> int:
+    """`value` if it is a true integer within [minimum, maximum]; a Skip naming `where` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Skip(f"{where} must be an integer, got {_shown(value)}", subject=subject, stage="classify")
+    if not minimum <= value <= maximum:
+        raise Skip(f"{where} is {_shown(value)}, outside [{minimum}, {maximum}]", subject=subject, stage="classify")
+    return value
+
+
+def _tensor_end(entry: object, where: str, subject: str | None) -> int:
+    """Where one safetensors tensor's bytes end, after checking its offsets and shape agree with each other.
+
+    Raises:
+        Skip: not an object; `data_offsets` not two non-negative integers in order; `shape` not a list of
+            non-negative integers; or, for a known dtype, a byte count that does not match the shape.
+    """
+    if not isinstance(entry, dict):
+        raise Skip(f"{where} is not an object", subject=subject, stage="classify")
+    offsets, shape = entry.get("data_offsets"), entry.get("shape")
+    if not isinstance(offsets, list) or len(offsets) != 2:
+        raise Skip(f"{where} has no valid data_offsets (two integers), got {_shown(offsets)}", subject=subject,
+                   stage="classify")
+    begin = _checked_int(offsets[0], f"{where} data_offsets[0]", subject, minimum=0, maximum=MAX_SAFETENSORS_BYTES)
+    end = _checked_int(offsets[1], f"{where} data_offsets[1]", subject, minimum=begin, maximum=MAX_SAFETENSORS_BYTES)
+    if not isinstance(shape, list):
+        raise Skip(f"{where} has no valid shape (a list of integers), got {_shown(shape)}", subject=subject,
+                   stage="classify")
+    dims = [_checked_int(dim, f"{where} shape[{i}]", subject, minimum=0, maximum=MAX_SAFETENSORS_BYTES)
+            for i, dim in enumerate(shape)]
+    itemsize = SAFETENSORS_DTYPE_BYTES.get(str(entry.get("dtype")))
+    if itemsize is not None and math.prod(dims) * itemsize != end - begin:
+        raise Skip(f"{where} has shape {dims} of {entry.get('dtype')} ({math.prod(dims) * itemsize} bytes) but "
+                   f"data_offsets [{begin}, {end}] ({end - begin} bytes)", subject=subject, stage="classify")
+    return end
+
+
+class _OverlongInt:
+    """Stands in, while parsing, for an integer literal Python will not convert; found and named afterwards."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+
+def _load_json(text: str, what: str) -> Any:
+    """`json.loads` that never raises on a number: an integer literal over MAX_INT_DIGITS digits (which makes plain
+    json.loads raise ValueError) is a Skip naming the field that holds it.
+
+    Raises:
+        json.JSONDecodeError, RecursionError: as json.loads.
+        Skip: an over-long integer literal.
+    """
+    overlong: list[_OverlongInt] = []
+
+    def parse_int(literal: str) -> int | _OverlongInt:
+        if len(literal.lstrip("-")) > MAX_INT_DIGITS:
+            overlong.append(_OverlongInt(len(literal.lstrip("-"))))
+            return overlong[-1]
+        return int(literal)
+
+    data = json.loads(text, parse_int=parse_int)
+    if overlong:
+        path, marker = _find_overlong(data)
+        raise Skip(f"{what}: {path or '(top level)'} is an integer of {marker.digits} digits, over the "
+                   f"{MAX_INT_DIGITS}-digit limit of Python's int()")
+    return data
+
+
+def _find_overlong(data: Any) -> tuple[str, _OverlongInt]:
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, _OverlongInt):
+            return path, value
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{index}]", item) for index, item in enumerate(value))
+    raise AssertionError("an over-long integer was parsed but is not in the document")
+
+
+def _shown(value: object) -> str:
+    """A value for a message: short, and never a 4000-digit number spelled out."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = json.dumps(value) if isinstance(value, float | bool | None) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _missing(toolchain: Toolchain, *capabilities: str) -> str:

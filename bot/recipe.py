@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from bot.errors import RecipeError
+from bot.errors import RecipeError, Skip
+from bot.naming import template_parts, validate_repo_id
 
 DEFAULT_RECIPE = Path(__file__).resolve().parent.parent / "workflows" / "dflash.yaml"
 
@@ -90,10 +91,35 @@ class ValidationSettings(_Strict):
 
 
 class PublishSettings(_Strict):
+    """Where outputs go and how they are named (the naming rule is in `bot/naming.py`)."""
+
     namespace: str
     draft_name: str = "{source_name}-int4-ov"
     target_name: str = "{target_name}-int4-ov"
     private: bool = False
+    draft_home_namespace: str | None = Field(
+        "z-lab", description="drafts from this namespace keep their bare name; others get `namespace__` in front")
+    target_home_namespace: str | None = Field(
+        "Qwen", description="targets from this namespace keep their bare name; others get `namespace__` in front")
+
+    @field_validator("draft_name", "target_name")
+    @classmethod
+    def _one_name_field(cls, template: str, info: ValidationInfo) -> str:
+        prefix, suffix = template_parts(template, "source_name" if info.field_name == "draft_name" else "target_name")
+        try:
+            validate_repo_id(f"namespace/{prefix}x{suffix}", what=info.field_name)
+        except Skip as skip:
+            raise ValueError(f"{template!r} does not make valid repo names ({skip.message})") from None
+        return template
+
+    @field_validator("namespace")
+    @classmethod
+    def _hub_namespace(cls, namespace: str) -> str:
+        try:
+            validate_repo_id(f"{namespace}/x", what="publish.namespace")
+        except Skip as skip:
+            raise ValueError(f"{namespace!r} is not a valid Hub namespace ({skip.message})") from None
+        return namespace
 
 
 class RunnerClass(_Strict):

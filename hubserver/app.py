@@ -11,6 +11,7 @@ import binascii
 import contextlib
 import json
 import math
+import secrets
 import socket
 import sys
 import threading
@@ -54,8 +55,7 @@ class HubApp:
         self.faults = FaultInjector(faults)
         self.log = RequestLog()
         self.page_size = page_size
-        self._uploads_lock = threading.Lock()
-        self._expected_uploads: dict[str, int] = {}  # LFS oid -> size, announced by a batch call
+        self.upload_key = secrets.token_bytes(32)  # signs the LFS upload URLs the batch endpoint hands out
         self.router = RouteTable()
         for module in (routes_admin, routes_upload, routes_files, routes_repos):
             self.router.extend(module.routes)
@@ -82,20 +82,6 @@ class HubApp:
 
     def revision(self, repo: Repo, revision: str | None) -> Commit:
         return self.store.resolve(repo, revision) if revision else self.store.get_commit(repo, repo.head)
-
-    # LFS uploads announced by the batch endpoint and not yet received
-
-    def expect_upload(self, oid: str, size: int) -> None:
-        with self._uploads_lock:
-            self._expected_uploads[oid] = size
-
-    def expected_upload(self, oid: str) -> int | None:
-        with self._uploads_lock:
-            return self._expected_uploads.get(oid)
-
-    def upload_received(self, oid: str) -> None:
-        with self._uploads_lock:
-            self._expected_uploads.pop(oid, None)
 
     # Pagination
 
@@ -186,6 +172,8 @@ class HubHandler(BaseHTTPRequestHandler):
             self.send_error(400, "Invalid Content-Length")
             return
         is_admin = path.startswith(ADMIN_PREFIX)
+        if not is_admin:
+            hub.log.start()  # the record is added in `finally`, after the answer is sent
         fault = None if is_admin else hub.faults.take(self.command, path)
         caller: Caller = ANONYMOUS
         status: int | None = None

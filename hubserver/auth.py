@@ -106,11 +106,6 @@ class Accounts:
             self._grants.add((repo_type, repo_id, user))
             self._save()
 
-    def revoke(self, repo_type: str, repo_id: str, user: str) -> None:
-        with self._lock:
-            self._grants.discard((repo_type, repo_id, user))
-            self._save()
-
     def _save(self) -> None:
         write_json_atomic(
             self._path,

@@ -84,18 +84,6 @@ class FaultRule:
             extra_siblings=tuple(siblings),
         )
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"path": self.path, "times": self.times}
-        for key in ("method", "status", "retry_after", "delay"):
-            if getattr(self, key) is not None:
-                data[key] = getattr(self, key)
-        for key in ("drop", "endless_listing"):
-            if getattr(self, key):
-                data[key] = True
-        if self.extra_siblings:
-            data["extra_siblings"] = list(self.extra_siblings)
-        return data
-
     @property
     def label(self) -> str:
         """How the request log names the fault that hit a request."""
@@ -142,10 +130,6 @@ class FaultInjector:
 
     def clear(self) -> None:
         self.replace_rules(())
-
-    def rules(self) -> list[FaultRule]:
-        with self._lock:
-            return list(self._rules)
 
     def take(self, method: str, path: str) -> FaultRule | None:
         with self._lock:

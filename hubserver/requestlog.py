@@ -43,20 +43,38 @@ def mask_query(query: dict[str, list[str]]) -> dict[str, list[str]]:
 
 
 class RequestLog:
-    """A bounded, thread-safe list of records (the oldest are dropped past MAX_RECORDS)."""
+    """A bounded, thread-safe list of records (the oldest are dropped past MAX_RECORDS).
+
+    A request is recorded after its answer is written, so a client can hold the answer a moment before the record
+    exists. Each request is therefore announced with `start()` when it arrives, and `snapshot()` and `clear()` wait
+    (up to SETTLE_SECONDS) until every announced request is recorded: a test that clears the log right after a
+    call cannot have that call's record land in its own, fresh log.
+    """
+
+    SETTLE_SECONDS = 5.0
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
         self._records: deque[RequestRecord] = deque(maxlen=MAX_RECORDS)
+        self._open = 0  # announced and not yet recorded
+
+    def start(self) -> None:
+        with self._changed:
+            self._open += 1
 
     def add(self, record: RequestRecord) -> None:
-        with self._lock:
+        """Record an announced request (every `start()` is followed by exactly one `add()`)."""
+        with self._changed:
             self._records.append(record)
+            self._open = max(self._open - 1, 0)
+            self._changed.notify_all()
 
     def snapshot(self) -> list[RequestRecord]:
-        with self._lock:
+        with self._changed:
+            self._changed.wait_for(lambda: self._open == 0, timeout=self.SETTLE_SECONDS)
             return list(self._records)
 
     def clear(self) -> None:
-        with self._lock:
+        with self._changed:
+            self._changed.wait_for(lambda: self._open == 0, timeout=self.SETTLE_SECONDS)
             self._records.clear()

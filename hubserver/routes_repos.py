@@ -1,14 +1,14 @@
-"""Repo-level API: identity, create/delete/settings, listings, info, refs, history, trees, branches and tags."""
+"""Repo-level API: create, settings, listings, info, refs, history, trees and tags: what the bot's client calls
+(bot/hub.py) and the tests that inspect its results use."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
 
 from . import errors
 from .protocol import REPO, REPO_TYPE, SEG, Request, Response, RouteTable
 from .storage import REPO_TYPES, Repo
-from .views import commit_json, listing_item, paths_info_json, refs_json, repo_info_json, repo_url, tree_json
+from .views import commit_json, listing_item, refs_json, repo_info_json, repo_url, tree_json
 
 if TYPE_CHECKING:
     from .app import HubApp
@@ -24,29 +24,8 @@ def singular(plural: str) -> str:
     return plural[:-1]
 
 
-@routes.route("GET", "/api/whoami-v2")
-def whoami(hub: HubApp, req: Request) -> Response:
-    caller = req.caller
-    if caller.user is None:
-        raise errors.unauthorized()
-    return Response.json(
-        {
-            "type": "user",
-            "id": caller.user,
-            "name": caller.user,
-            "fullname": caller.user,
-            "isPro": False,
-            "orgs": [{"type": "org", "name": org} for org in caller.orgs],
-            "auth": {
-                "type": "access_token",
-                "accessToken": {"displayName": "local hub token", "role": "write" if caller.write else "read"},
-            },
-        }
-    )
-
-
 def _repo_id_from_body(req: Request, body: dict[str, Any]) -> tuple[str, str]:
-    """(repo_type, repo_id) from a create/delete body: `organization` defaults to the caller's own namespace."""
+    """(repo_type, repo_id) from a create body: `organization` defaults to the caller's own namespace."""
     repo_type = body.get("type") or "model"
     if repo_type not in REPO_TYPES:
         raise errors.bad_request(f"Invalid repo type {repo_type!r}")
@@ -75,15 +54,6 @@ def create_repo(hub: HubApp, req: Request) -> Response:
     return Response.json({"url": url, "name": repo_id, "id": repo_id})
 
 
-@routes.route("DELETE", "/api/repos/delete")
-def delete_repo(hub: HubApp, req: Request) -> Response:
-    body = req.json_object()
-    repo_type, repo_id = _repo_id_from_body(req, body)
-    repo = hub.writable_repo(req, repo_type, repo_id)
-    hub.store.delete_repo(repo.repo_type, repo.repo_id)
-    return Response.json({})
-
-
 @routes.route("PUT", rf"/api/{REPO}/settings")
 def update_settings(hub: HubApp, req: Request) -> Response:
     kind, namespace, name = req.params
@@ -105,14 +75,12 @@ def update_settings(hub: HubApp, req: Request) -> Response:
 
 @routes.route("GET", f"/api/{REPO_TYPE}")
 def list_repos(hub: HubApp, req: Request) -> Response:
-    """Filters (`author`, `search`, `filter`, `gated`, `pipeline_tag`), sort (descending unless `direction=1`,
-    as the Hub sorts), `limit`, then pages of `page_size` linked by `Link` headers."""
+    """Filters (`author`, `search`, `filter`), sort (descending, as the Hub sorts), `limit`, the fields `expand`
+    names, then pages of `page_size` linked by `Link` headers."""
     repo_type = singular(req.params[0])
     author = req.arg("author")
     searches = [value.lower() for value in req.args("search")]
     wanted_tags = req.args("filter")
-    gated = req.arg("gated")
-    pipeline_tag = req.arg("pipeline_tag")
     infos = []
     for repo in hub.store.repos(repo_type):
         if not hub.accounts.can_see(req.caller, repo):
@@ -126,17 +94,13 @@ def list_repos(hub: HubApp, req: Request) -> Response:
             continue
         if not all(tag in tags for tag in wanted_tags):
             continue
-        if gated is not None and bool(repo.gated) != (gated.lower() == "true"):
-            continue
-        if pipeline_tag and info.get("pipeline_tag") != pipeline_tag:
-            continue
         infos.append(info)
     sort = req.arg("sort")
     if sort is not None:
         if sort not in _SORT_FIELDS:
             raise errors.bad_request(f"Invalid sort {sort!r}: expected one of {sorted(_SORT_FIELDS)}")
         infos.sort(key=lambda info: info["id"])
-        infos.sort(key=lambda info: info[sort], reverse=req.arg("direction", "-1") == "-1")
+        infos.sort(key=lambda info: info[sort], reverse=True)
     else:
         infos.sort(key=lambda info: info["id"])
     limit = req.arg("limit")
@@ -145,12 +109,8 @@ def list_repos(hub: HubApp, req: Request) -> Response:
             raise errors.bad_request(f"Invalid limit {limit!r}")
         infos = infos[: int(limit)]
     expand = req.args("expand")
-    full, card_data, config = req.flag("full"), req.flag("cardData"), req.flag("config")
     return hub.paginate(
-        req,
-        infos,
-        key=lambda info: info["id"],
-        render=lambda info: listing_item(info, repo_type, full=full, card_data=card_data, config=config, expand=expand),
+        req, infos, key=lambda info: info["id"], render=lambda info: listing_item(info, repo_type, expand=expand)
     )
 
 
@@ -159,18 +119,14 @@ def repo_info(hub: HubApp, req: Request) -> Response:
     kind, namespace, name, revision = req.params
     repo = hub.visible_repo(req, singular(kind), f"{namespace}/{name}")
     commit = hub.revision(repo, revision)
-    info = repo_info_json(repo, commit, hub.metadata.get(commit), blobs=req.flag("blobs"))
-    expand = req.args("expand")
-    if expand:
-        info = {key: info[key] for key in ("id", *expand) if key in info}
-    return Response.json(info)
+    return Response.json(repo_info_json(repo, commit, hub.metadata.get(commit), blobs=req.flag("blobs")))
 
 
 @routes.route("GET", rf"/api/{REPO}/refs")
 def list_refs(hub: HubApp, req: Request) -> Response:
     kind, namespace, name = req.params
     repo = hub.visible_repo(req, singular(kind), f"{namespace}/{name}")
-    return Response.json(refs_json(repo, include_prs=req.flag("include_prs")))
+    return Response.json(refs_json(repo))
 
 
 @routes.route("GET", rf"/api/{REPO}/commits/{SEG}")
@@ -178,8 +134,7 @@ def list_commits(hub: HubApp, req: Request) -> Response:
     kind, namespace, name, revision = req.params
     repo = hub.visible_repo(req, singular(kind), f"{namespace}/{name}")
     history = list(hub.store.history(repo, hub.revision(repo, revision)))
-    formatted = "formatted" in req.args("expand")
-    return hub.paginate(req, history, key=lambda commit: commit.id, render=lambda c: commit_json(c, formatted))
+    return hub.paginate(req, history, key=lambda commit: commit.id, render=commit_json)
 
 
 @routes.route("GET", rf"/api/{REPO}/tree/{SEG}(?:/(.*))?")
@@ -193,36 +148,9 @@ def list_tree(hub: HubApp, req: Request) -> Response:
     return hub.paginate(req, entries, key=lambda entry: entry["path"], render=lambda entry: entry)
 
 
-@routes.route("POST", rf"/api/{REPO}/paths-info/{SEG}")
-def paths_info(hub: HubApp, req: Request) -> Response:
-    kind, namespace, name, revision = req.params
-    repo = hub.visible_repo(req, singular(kind), f"{namespace}/{name}")
-    commit = hub.revision(repo, revision)
-    if "json" in req.headers.get("Content-Type", ""):
-        paths = req.json_object().get("paths") or []
-    else:  # the client sends a form: paths=a&paths=b&expand=false
-        paths = parse_qs(req.body.read().decode(), keep_blank_values=True).get("paths", [])
-    return Response.json(paths_info_json(commit, paths if isinstance(paths, list) else [paths]))
-
-
 def _writable(hub: HubApp, req: Request) -> tuple[Repo, str]:
     kind, namespace, name, ref = req.params
     return hub.writable_repo(req, singular(kind), f"{namespace}/{name}"), ref
-
-
-@routes.route("POST", rf"/api/{REPO}/branch/{SEG}")
-def create_branch(hub: HubApp, req: Request) -> Response:
-    repo, branch = _writable(hub, req)
-    start = req.json_object().get("startingPoint")
-    hub.store.create_branch(repo, branch, hub.revision(repo, start))
-    return Response.json({})
-
-
-@routes.route("DELETE", rf"/api/{REPO}/branch/{SEG}")
-def delete_branch(hub: HubApp, req: Request) -> Response:
-    repo, branch = _writable(hub, req)
-    hub.store.delete_branch(repo, branch)
-    return Response.json({})
 
 
 @routes.route("POST", rf"/api/{REPO}/tag/{SEG}")
@@ -232,11 +160,4 @@ def create_tag(hub: HubApp, req: Request) -> Response:
     if not isinstance(tag, str) or not tag:
         raise errors.bad_request("Missing tag name")
     hub.store.create_tag(repo, tag, hub.revision(repo, revision))
-    return Response.json({})
-
-
-@routes.route("DELETE", rf"/api/{REPO}/tag/{SEG}")
-def delete_tag(hub: HubApp, req: Request) -> Response:
-    repo, tag = _writable(hub, req)
-    hub.store.delete_tag(repo, tag)
     return Response.json({})

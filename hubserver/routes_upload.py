@@ -1,17 +1,23 @@
 """The write path of `create_commit`, in the client's order: validate-yaml, preupload, LFS batch, upload, verify,
 commit.
 
-LFS uploads go to `PUT /_lfs/upload/{oid}` without credentials, as the Hub's presigned storage URLs do; only
-objects a writer announced through the batch endpoint are accepted, and only with exactly that sha256 and size.
-The commit itself is all-or-nothing (see `HubStore.commit`).
+LFS uploads go to `PUT /_lfs/upload/{oid}?size=…&expires=…&signature=…` without credentials, as the Hub's
+presigned storage URLs do: the batch endpoint signs the oid, size and expiry, and the upload route accepts any
+number of PUTs of exactly that content until the URL expires. So two writers that announce the same object at
+once both upload it (the store keeps one copy; whoever lands second finds it there), and a retried PUT works, as
+on the real Hub; an unsigned, altered or expired URL is refused. The commit itself is all-or-nothing (see
+`HubStore.commit`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 from . import errors
@@ -29,6 +35,7 @@ routes = RouteTable()
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _LFS_JSON = {"Content-Type": "application/vnd.git-lfs+json"}
 _NO_PULL_REQUESTS = "Pull requests are not supported by the local hub"
+UPLOAD_URL_LIFETIME = 3600  # seconds, what the batch answer states as `expires_in`
 
 
 @routes.route("POST", "/api/validate-yaml")
@@ -103,30 +110,54 @@ def lfs_batch(hub: HubApp, req: Request) -> Response:
         if hub.store.has_blob(oid, size):
             objects.append({"oid": oid, "size": size})
             continue
-        hub.expect_upload(oid, size)
         objects.append(
             {
                 "oid": oid,
                 "size": size,
                 "authenticated": True,
                 "actions": {
-                    "upload": {"href": f"{req.base_url}/_lfs/upload/{oid}", "expires_in": 3600},
-                    "verify": {"href": verify_href, "expires_in": 3600},
+                    "upload": {"href": _upload_url(hub, req.base_url, oid, size), "expires_in": UPLOAD_URL_LIFETIME},
+                    "verify": {"href": verify_href, "expires_in": UPLOAD_URL_LIFETIME},
                 },
             }
         )
     return Response.json({"transfer": "basic", "objects": objects, "hash_algo": "sha256"}, headers=_LFS_JSON)
 
 
+def _upload_signature(hub: HubApp, oid: str, size: int, expires: int) -> str:
+    return hmac.new(hub.upload_key, f"{oid}:{size}:{expires}".encode(), hashlib.sha256).hexdigest()
+
+
+def _upload_url(hub: HubApp, base_url: str, oid: str, size: int) -> str:
+    """A presigned upload URL: valid for this oid and size, for any number of PUTs, until it expires."""
+    expires = int(time.time()) + UPLOAD_URL_LIFETIME
+    signature = _upload_signature(hub, oid, size, expires)
+    return f"{base_url}/_lfs/upload/{oid}?size={size}&expires={expires}&signature={signature}"
+
+
+def _signed_upload_size(hub: HubApp, req: Request, oid: str) -> int:
+    """The size a presigned upload URL was issued for.
+
+    Raises:
+        HubError: 403 when the URL was not issued by this server's batch endpoint, was altered, or has expired.
+    """
+    size, expires, signature = req.arg("size"), req.arg("expires"), req.arg("signature")
+    if not (size and expires and signature and size.isdigit() and expires.isdigit()):
+        raise errors.HubError(403, f"The upload URL for {oid} is not signed: ask the LFS batch endpoint for one")
+    if not hmac.compare_digest(signature, _upload_signature(hub, oid, int(size), int(expires))):
+        raise errors.HubError(403, f"The upload URL for {oid} has a wrong signature")
+    if int(expires) < time.time():
+        raise errors.HubError(403, f"The upload URL for {oid} has expired")
+    return int(size)
+
+
 @routes.route("PUT", f"/_lfs/upload/{SEG}")
 def lfs_upload(hub: HubApp, req: Request) -> Response:
+    """Store the object unless it is there already (another writer's upload of the same bytes got there first)."""
     (oid,) = req.params
-    size = hub.expected_upload(oid)
-    if size is None:
-        raise errors.HubError(403, f"No upload of {oid} was announced through the LFS batch endpoint")
+    size = _signed_upload_size(hub, req, oid)
     if not hub.store.has_blob(oid, size):
         hub.store.put_stream(req.body.chunks(), oid, size)
-    hub.upload_received(oid)
     return Response(headers={"ETag": f'"{oid}"'})
 
 

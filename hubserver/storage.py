@@ -312,16 +312,6 @@ class HubStore:
             self._save_repo(repo)
             return repo, True
 
-    def delete_repo(self, repo_type: str, repo_id: str) -> None:
-        """Remove a repo and its history; its blobs stay, as other repos may share them."""
-        with self._lock:
-            if self._repos.pop((repo_type, repo_id), None) is None:
-                raise errors.repo_not_found(repo_id)
-            self._commits.pop((repo_type, repo_id), None)
-            trash = self._tmp_dir / f"deleted-{uuid.uuid4().hex}"
-            os.replace(self._dir(repo_type, repo_id), trash)  # atomic: the repo vanishes in one step
-        shutil.rmtree(trash, ignore_errors=True)
-
     def update_repo(self, repo: Repo, *, private: bool | None = None, gated: Gated | None = None) -> Repo:
         """Change visibility and/or gating; None leaves a setting as it is."""
         with self._lock:
@@ -370,28 +360,6 @@ class HubStore:
 
     # Refs
 
-    def create_branch(self, repo: Repo, name: str, start: Commit) -> Repo:
-        if problem := check_ref_name(name):
-            raise errors.bad_request(problem)
-        with self._lock:
-            current = self._current(repo)
-            if name in current.branches:
-                raise errors.conflict(f"Reference refs/heads/{name} already exists")
-            updated = replace(current, branches={**current.branches, name: start.id})
-            self._save_repo(updated)
-            return updated
-
-    def delete_branch(self, repo: Repo, name: str) -> Repo:
-        with self._lock:
-            current = self._current(repo)
-            if name == DEFAULT_BRANCH:
-                raise errors.forbidden(f"Cannot delete the default branch {DEFAULT_BRANCH}")
-            if name not in current.branches:
-                raise errors.revision_not_found(name)
-            updated = replace(current, branches={k: v for k, v in current.branches.items() if k != name})
-            self._save_repo(updated)
-            return updated
-
     def create_tag(self, repo: Repo, name: str, target: Commit) -> Repo:
         if problem := check_ref_name(name):
             raise errors.bad_request(problem)
@@ -400,15 +368,6 @@ class HubStore:
             if name in current.tags:
                 raise errors.conflict(f"Tag {name} already exists")
             updated = replace(current, tags={**current.tags, name: target.id})
-            self._save_repo(updated)
-            return updated
-
-    def delete_tag(self, repo: Repo, name: str) -> Repo:
-        with self._lock:
-            current = self._current(repo)
-            if name not in current.tags:
-                raise errors.revision_not_found(name)
-            updated = replace(current, tags={k: v for k, v in current.tags.items() if k != name})
             self._save_repo(updated)
             return updated
 

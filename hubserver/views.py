@@ -1,7 +1,7 @@
 """The JSON shapes huggingface_hub 1.21.0 parses: repo info, listing items, tree entries, commits and refs.
 
-Field names and which fields appear when follow the real Hub: a listing item carries few fields unless `full`,
-`cardData`, `config` or `expand` ask for more, and model_info shows file sizes and LFS details only with
+Field names and which fields appear follow the real Hub: a listing item carries few fields unless `expand` asks
+for more, and model_info shows file sizes and LFS details only with
 `blobs=true` (`files_metadata=True` in the client). Code tested against these shapes therefore asks for what it
 needs, as it must against huggingface.co.
 """
@@ -15,7 +15,7 @@ from .gitobjects import tree_sha1
 from .metadata import CommitMetadata
 from .storage import Commit, FileEntry, Repo
 
-# Fields of a listing item without `full` or `expand`, per repo type.
+# Fields of a listing item without `expand`, per repo type.
 _LIST_FIELDS = {
     "model": ("id", "modelId", "private", "likes", "downloads", "trendingScore", "tags", "pipeline_tag",
               "library_name", "createdAt"),
@@ -23,7 +23,6 @@ _LIST_FIELDS = {
                 "trendingScore", "tags", "createdAt"),
     "space": ("id", "author", "sha", "lastModified", "private", "likes", "trendingScore", "tags", "createdAt", "sdk"),
 }  # fmt: skip
-_FULL_FIELDS = ("author", "sha", "lastModified", "gated", "disabled", "siblings")
 
 
 def repo_url(base_url: str, repo_type: str, repo_id: str) -> str:
@@ -74,16 +73,9 @@ def repo_info_json(repo: Repo, commit: Commit, metadata: CommitMetadata, *, blob
     return data
 
 
-def listing_item(
-    info: dict[str, Any], repo_type: str, *, full: bool, card_data: bool, config: bool, expand: list[str]
-) -> dict[str, Any]:
-    """Cut a full info dict down to what a listing with these options returns."""
-    if expand:
-        fields: tuple[str, ...] = ("id", *expand)
-    else:
-        fields = _LIST_FIELDS[repo_type] + (_FULL_FIELDS if full else ())
-        fields += ("cardData",) if card_data else ()
-        fields += ("config",) if config else ()
+def listing_item(info: dict[str, Any], repo_type: str, *, expand: list[str]) -> dict[str, Any]:
+    """Cut a full info dict down to what a listing returns: the default fields, or `id` and those `expand` names."""
+    fields = ("id", *expand) if expand else _LIST_FIELDS[repo_type]
     item = {name: info[name] for name in fields if name in info}
     if "siblings" in item:
         item["siblings"] = [{"rfilename": sibling["rfilename"]} for sibling in item["siblings"]]
@@ -129,34 +121,18 @@ def tree_json(commit: Commit, folder: str, recursive: bool) -> list[dict[str, An
     return sorted(entries, key=lambda item: item["path"])
 
 
-def paths_info_json(commit: Commit, paths: Iterable[str]) -> list[dict[str, Any]]:
-    """File or folder entries for the given paths; paths that do not exist are left out, as on the Hub."""
-    files = dict(commit.files)
-    folders = folders_of(files)
-    result = []
-    for path in dict.fromkeys(path.strip("/") for path in paths):
-        if path in files:
-            result.append(file_json(path, files[path]))
-        elif path in folders:
-            result.append(folder_json(path, files))
-    return result
-
-
-def commit_json(commit: Commit, formatted: bool) -> dict[str, Any]:
-    data: dict[str, Any] = {
+def commit_json(commit: Commit) -> dict[str, Any]:
+    return {
         "id": commit.id,
         "title": commit.title,
         "message": commit.message,
         "date": commit.date,
         "authors": [{"user": commit.author}],
     }
-    if formatted:
-        data["formatted"] = {"title": commit.title, "message": commit.message}
-    return data
 
 
-def refs_json(repo: Repo, include_prs: bool) -> dict[str, Any]:
-    data: dict[str, Any] = {
+def refs_json(repo: Repo) -> dict[str, Any]:
+    return {
         "branches": [
             {"name": name, "ref": f"refs/heads/{name}", "targetCommit": target}
             for name, target in sorted(repo.branches.items())
@@ -167,6 +143,3 @@ def refs_json(repo: Repo, include_prs: bool) -> dict[str, Any]:
         ],
         "converts": [],
     }
-    if include_prs:
-        data["pullRequests"] = []
-    return data
