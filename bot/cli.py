@@ -61,12 +61,12 @@ def _only(only: str | None) -> str | None:
     """Refuse a malformed `--only` up front (it names a Hub repo)."""
     if only is None:
         return None
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
+    from bot.naming import validate_repo_id
 
     try:
-        validate_repo_id(only)
-    except HFValidationError:
-        typer.echo(f"error: --only {only[:100]!r} is not a Hub repo id (namespace/name)", err=True)
+        validate_repo_id(only, what="--only")
+    except BotError as error:
+        typer.echo(f"error: {error.message}", err=True)
         raise typer.Exit(2) from None
     if "/" not in only:
         typer.echo(f"error: --only {only!r} needs the namespace too (e.g. z-lab/{only})", err=True)

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot import naming
 from bot.checkpoints import DraftSpec, require_exportable
 from bot.discover import Candidate
 from bot.errors import Skip
@@ -100,16 +101,18 @@ class BuildJob(BaseModel):
                          download_bytes=self.download_bytes)
 
 
-def output_name(template: str, namespace: str, repo_id: str, key: str) -> str:
-    return f"{namespace}/{template.format(**{key: repo_id.split('/')[-1]})}"
-
-
 def draft_output_repo(publish: PublishSettings, source_repo: str) -> str:
-    return output_name(publish.draft_name, publish.namespace, source_repo, "source_name")
+    """The draft's output repo (`bot.naming`: injective, within the Hub's limits).
+
+    Raises:
+        Skip: no valid output name can be made from the source id.
+    """
+    return naming.draft_output_repo(publish, source_repo)
 
 
 def target_output_repo(publish: PublishSettings, target_repo: str) -> str:
-    return output_name(publish.target_name, publish.namespace, target_repo, "target_name")
+    """The target's output repo (`bot.naming`)."""
+    return naming.target_output_repo(publish, target_repo)
 
 
 def expected_format(published: BuildRecord, toolchain: Toolchain) -> str | None:
