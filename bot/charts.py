@@ -9,11 +9,12 @@ directly, without pyplot's global figure registry, so it is safe in any process.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.validate import SpeedRun
+from bot.validate import SpeedRun, ValidationReport
 
+ACCEPTANCE_CHART = "assets/acceptance.png"  # where the draft repo carries its chart; the card embeds this path
 DPI = 100
 ACCEPTANCE_SIZE = (8.0, 3.2)  # inches
 _PNG_METADATA = {"Software": None}  # matplotlib would write its version here; nothing else is written
@@ -64,6 +65,12 @@ def acceptance_png(runs: Sequence[SpeedRun], baseline_tokens_per_s: float | None
             axes.grid(True, alpha=0.3)
             axes.legend(fontsize="small", loc="lower right")
         return _png(figure, canvas)
+
+
+def acceptance_png_from_provenance(validation: Mapping) -> bytes:
+    """The draft chart from a bundle's (or a published repo's) `openvino_export.json` `validation` record, so a
+    card-only refresh draws exactly the chart the build drew."""
+    return acceptance_png(ValidationReport.from_dict(dict(validation)).runs)
 
 
 def speedups_png(pairs: Sequence[PairFigures]) -> bytes:
