@@ -52,7 +52,9 @@ class WatchRules(_Strict):
     @field_validator("recheck_after", mode="before")
     @classmethod
     def _duration(cls, value: object) -> object:
-        return parse_duration(value) if isinstance(value, str) else value
+        if isinstance(value, str) and not value.strip().upper().startswith("P"):  # ISO 8601 ("P7D"): pydantic's
+            return parse_duration(value)
+        return value
 
 
 class TargetRules(_Strict):
