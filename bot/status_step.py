@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from bot import log
 from bot.collection import CollectionResult, sync_collection
-from bot.hub import Hub
+from bot.hub import Hub, RepoListing
 from bot.recipe import Recipe
 from bot.status import (
     StatusEntry,
@@ -28,6 +28,8 @@ from bot.status import (
     merged,
     needs_recheck,
     now_utc,
+    problem_entry,
+    published_entry,
     read_status,
     recipe_memory_fingerprint,
     stale_published,
@@ -91,6 +93,70 @@ def load_memory(reader: Hub, recipe: Recipe, *, toolchain_fp: str | None = None,
                   toolchain_fp=toolchain_fp or current_toolchain_fingerprint(),
                   recipe_fp=recipe_memory_fingerprint(recipe), card_fp=card_fp, now=now or now_utc(),
                   recheck_after=recipe.watch.recheck_after, recheck=recheck)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Listed sources split by the memory: reported as remembered, or examined as before."""
+
+    remembered: tuple[StatusEntry, ...]
+    examine: tuple[RepoListing, ...]
+    listing_skips: tuple[StatusEntry, ...]  # ruled out by the listing itself and not remembered: new entries
+
+
+def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) -> MemoryPlan:
+    """Split `discover.list_sources`' result by the memory, without any Hub request.
+
+    Args:
+        listings: the listed candidates; those not remembered go on to the provenance read (plan) as before.
+        skips: the listing's own skip records (`discover.SkipRecord`: repo_id, revision, reason, stage); a
+            remembered one is reused as it is (so its `last_checked` does not move and the status stays equal),
+            a new one becomes a `problem_entry`.
+    """
+    remembered, examine, listing_skips = [], [], []
+    for skip in skips:
+        entry = memory.remembered(skip.repo_id, skip.revision)
+        if entry is not None and entry.status == "skipped" and entry.reason == skip.reason:
+            remembered.append(entry)
+        else:
+            listing_skips.append(problem_entry(skip.repo_id, skip.revision, "skipped", skip.reason, stage=skip.stage,
+                                               toolchain_fp=memory.toolchain_fp, recipe_fp=memory.recipe_fp,
+                                               now=memory.now))
+    for listing in listings:
+        entry = memory.remembered(listing.repo_id, listing.sha)
+        if entry is not None:
+            remembered.append(entry)
+        else:
+            examine.append(listing)
+    return MemoryPlan(tuple(remembered), tuple(examine), tuple(listing_skips))
+
+
+def entries_from_outcomes(hub: Hub, recipe: Recipe, memory: Memory, outcomes: Iterable) -> list[StatusEntry]:
+    """Status entries for a run's examined sources, from its report outcomes (a bridge for the current
+    pipeline; a build record that carries the provenance can call `published_entry` directly).
+
+    A published or up-to-date outcome costs one provenance read of its draft repo; skipped and failed ones
+    cost nothing. Outcomes of sources reported from memory must not be passed in.
+
+    Args:
+        outcomes: `report.Outcome`s (source, revision, status, reason, repos).
+    """
+    from bot.plan import read_published
+
+    fingerprints = {"toolchain_fp": memory.toolchain_fp, "recipe_fp": memory.recipe_fp, "now": memory.now}
+    entries = []
+    for outcome in outcomes:
+        previous = memory.status.entry(outcome.source) if memory.status is not None else None
+        if outcome.status in ("published", "up-to-date") and len(outcome.repos) == 2:
+            provenance = read_published(hub, outcome.repos[0])
+            if provenance is not None:
+                entries.append(published_entry(provenance, draft_repo=outcome.repos[0], target_repo=outcome.repos[1],
+                                               card_fp=memory.card_fp, **fingerprints))
+                continue
+        if outcome.status in ("skipped", "failed"):
+            entries.append(problem_entry(outcome.source, outcome.revision, outcome.status, outcome.reason,
+                                         previous=previous, **fingerprints))
+    return entries
 
 
 def current_toolchain_fingerprint() -> str:

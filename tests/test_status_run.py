@@ -15,7 +15,7 @@ from bot.errors import BotError, Skip
 from bot.hub import Hub
 from bot.pipeline import RunOptions, run
 from bot.status import CHART, README, STATUS_JSON, problem_entry, published_entry
-from bot.status_step import load_memory, publish_status
+from bot.status_step import entries_from_outcomes, load_memory, partition, publish_status
 from bot.toolchain import detect
 from tests.conftest import fast_recipe
 
@@ -39,18 +39,15 @@ def server(tmp_path_factory):
 
 
 def examine(hub: Hub, memory, listings, skips) -> tuple[list, list, list]:
-    """Planning with the memory: (remembered entries, entries of examined sources, sources to build)."""
-    remembered, updates, to_build = [], [], []
+    """Planning with the memory: (remembered entries, entries of examined sources, sources to build).
+
+    `partition` costs nothing; each source it leaves to examine goes the way plan goes today: its provenance
+    (one read), then `discover.resolve` for a build.
+    """
+    split = partition(memory, listings, skips)
+    updates, to_build = list(split.listing_skips), []
     fingerprints = {"toolchain_fp": memory.toolchain_fp, "recipe_fp": memory.recipe_fp, "now": memory.now}
-    for skip in skips:
-        entry = memory.remembered(skip.repo_id, skip.revision)
-        remembered.append(entry) if entry else updates.append(problem_entry(
-            skip.repo_id, skip.revision, "skipped", skip.reason, stage=skip.stage, **fingerprints))
-    for listing in listings:
-        entry = memory.remembered(listing.repo_id, listing.sha)
-        if entry is not None:
-            remembered.append(entry)
-            continue
+    for listing in split.examine:
         previous = memory.status.entry(listing.repo_id) if memory.status else None
         published = plan.read_published(hub, plan.draft_output_repo(RECIPE, listing.repo_id))
         decision = plan.decide(listing, published, RECIPE, detect(), memory.card_fp or "")
@@ -67,7 +64,7 @@ def examine(hub: Hub, memory, listings, skips) -> tuple[list, list, list]:
                                          stage=error.stage, previous=previous, **fingerprints))
             continue
         to_build.append(listing.repo_id)
-    return remembered, updates, to_build
+    return list(split.remembered), updates, to_build
 
 
 def listing_pages(server) -> int:
@@ -84,16 +81,7 @@ def first(server, tmp_path_factory):
     memory = load_memory(hub, RECIPE, card_fp=template_fingerprint())
     assert memory.status is None
     report = run(RECIPE, hub, hub, RunOptions(work=tmp_path_factory.mktemp("w")))
-    fingerprints = {"toolchain_fp": memory.toolchain_fp, "recipe_fp": memory.recipe_fp, "now": memory.now}
-    updates = []
-    for outcome in report.outcomes:
-        if outcome.status in ("published", "up-to-date"):
-            provenance = plan.read_published(hub, plan.draft_output_repo(RECIPE, outcome.source))
-            updates.append(published_entry(provenance, draft_repo=outcome.repos[0], target_repo=outcome.repos[1],
-                                           card_fp=memory.card_fp, **fingerprints))
-        else:
-            updates.append(problem_entry(outcome.source, outcome.revision, outcome.status, outcome.reason,
-                                         **fingerprints))
+    updates = entries_from_outcomes(hub, RECIPE, memory, report.outcomes)
     watched = [o.source for o in report.outcomes]
     result = publish_status(hub, RECIPE, memory, updates, watched=watched, committed=bool(report.commits))
     return report, result
