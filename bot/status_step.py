@@ -217,7 +217,8 @@ def publish_status(writer: Hub, recipe: Recipe, memory: Memory, updates: Iterabl
     status = with_repo_shas(status, writer.list_namespace(publish.namespace) if committed
                             else memory.namespace_listing)
     collection = None
-    if collection_needs_sync(memory.status, status):
+    # No collection is created before there is something to list in it.
+    if collection_needs_sync(memory.status, status) and (status.published_pairs() or status.collection_url):
         collection = sync_collection(writer, publish, status.published_pairs())
         status = status.model_copy(update={"collection_url": collection.url})
     repo_id = publish.status_repo_id

@@ -239,3 +239,19 @@ def test_status_command_prints_table_and_json(server: LocalHub, monkeypatch: pyt
     assert as_json.exit_code == 0 and StatusFile.model_validate(json.loads(as_json.stdout)) == status
     missing = runner.invoke(app, ["status", "--repo", "OV/no-such-status", "--endpoint", server.url])
     assert missing.exit_code == 1
+
+
+def test_status_step_with_only_skips_makes_no_collection(server: LocalHub) -> None:
+    from bot.status_step import Memory, publish_status
+
+    writer = Hub(server.url, TOKEN)
+    recipe = fast_recipe()
+    recipe = recipe.model_copy(update={"publish": recipe.publish.model_copy(update={
+        "namespace": "OnlySkips", "status_repo": "{namespace}/status"})})
+    memory = Memory(status=None, namespace_listing={}, stale=frozenset(), toolchain_fp="tc", recipe_fp="rc",
+                    card_fp=None, now=NOW, recheck_after=None)
+    result = publish_status(writer, recipe, memory, [skipped()], watched=None, committed=False)
+    assert result.commit is not None and result.collection is None and result.collection_url is None
+    assert list(HfApi(endpoint=server.url, token=TOKEN).list_collections(owner="OnlySkips")) == []
+    assert read_status(writer, "OnlySkips/status") == result.status
+    assert "OnlySkips/status" in result.summary_markdown() and "Collection" not in result.summary_markdown()
