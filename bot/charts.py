@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from bot.validate import SpeedRun, ValidationReport
 
@@ -71,6 +72,14 @@ def acceptance_png_from_provenance(validation: Mapping) -> bytes:
     """The draft chart from a bundle's (or a published repo's) `openvino_export.json` `validation` record, so a
     card-only refresh draws exactly the chart the build drew."""
     return acceptance_png(ValidationReport.from_dict(dict(validation)).runs)
+
+
+def write_acceptance_chart(draft_folder: Path, validation: Mapping) -> Path:
+    """Write the draft repo's chart (`assets/acceptance.png`) into a bundle's draft folder; returns its path."""
+    path = Path(draft_folder) / ACCEPTANCE_CHART
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(acceptance_png_from_provenance(validation))
+    return path
 
 
 def speedups_png(pairs: Sequence[PairFigures]) -> bytes:

@@ -6,7 +6,15 @@ import io
 
 import pytest
 
-from bot.charts import ACCEPTANCE_SIZE, DPI, PairFigures, acceptance_png, speedups_png
+from bot.charts import (
+    ACCEPTANCE_CHART,
+    ACCEPTANCE_SIZE,
+    DPI,
+    PairFigures,
+    acceptance_png,
+    speedups_png,
+    write_acceptance_chart,
+)
 from bot.validate import SpeedRun
 
 RUNS = [SpeedRun(num_assistant_tokens=3, max_new_tokens=33, accept_length=4.0, tokens_per_s=52.0,
@@ -42,3 +50,12 @@ def test_speedups_chart_is_deterministic() -> None:
     empty = speedups_png([])
     assert empty == speedups_png([]) and empty != first
     assert _size(speedups_png(pairs * 3))[1] > _size(first)[1]  # one row per pair
+
+
+def test_chart_from_provenance_matches_the_runs(tmp_path) -> None:
+    validation = {"lossless": True, "mismatches": [], "prompts": ["a"], "runs": [vars(run) for run in RUNS],
+                  "recommended_num_assistant_tokens": 7, "accept_length": 8.0, "min_accept_length": 1.5,
+                  "acceptance_passed": True, "device": "CPU", "hardware": "x", "pipeline": "LLMPipeline",
+                  "gates": {"lossless": True, "acceptance": True}}
+    path = write_acceptance_chart(tmp_path / "draft", validation)
+    assert path == tmp_path / "draft" / ACCEPTANCE_CHART and path.read_bytes() == acceptance_png(RUNS)
