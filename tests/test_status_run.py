@@ -11,6 +11,7 @@ import pytest
 from huggingface_hub import HfApi
 
 from bot import demo, discover, plan
+from bot.charts import acceptance_png_from_provenance
 from bot.errors import BotError, Skip
 from bot.hub import Hub
 from bot.pipeline import RunOptions, run
@@ -101,6 +102,11 @@ def test_first_run_leaves_collection_status_repo_and_chart(server, first) -> Non
     assert entry.repo_shas[TARGET_OUT] == api.model_info(TARGET_OUT).sha
     assert result.status.entry(demo.BROKEN_REPO).status == "skipped"
     assert result.collection_url in result.summary_markdown() and STATUS_REPO in result.summary_markdown()
+    # The draft card's chart draws from the published provenance of a real build, the same bytes every time.
+    validation = plan.read_published(Hub(server.url, TOKEN), DRAFT_OUT)["validation"]
+    chart = acceptance_png_from_provenance(validation)
+    assert chart.startswith(b"\x89PNG") and chart == acceptance_png_from_provenance(validation)
+    assert entry.accept_length == validation["accept_length"] >= RECIPE.validation.min_accept_length
 
 
 def test_noop_run_costs_listing_pages_plus_two_and_commits_nothing(server, first) -> None:
