@@ -31,6 +31,12 @@ SCHEMA_VERSION = 1
 STATUS_JSON, README, CHART = "status.json", "README.md", "speedups.png"
 PUBLISHED, SKIPPED, FAILED = "published", "skipped", "failed"
 EntryStatus = Literal["published", "skipped", "failed"]
+# Outcomes that say more about the run's environment than about the source, so they are never remembered: a
+# failure of a Hub call or of the local disk (retried next run), and anything at the publish stage (a missing
+# write token, a lost commit race: the source itself was fine).
+_ENVIRONMENT_FAILURE_STAGES = frozenset({"list", "info", "read", "download", "commit", "create repo", "tag",
+                                         "collection", "list namespace", "fetch"})
+_NEVER_REMEMBERED_STAGES = frozenset({"publish"})
 
 
 class _Record(BaseModel):
@@ -149,6 +155,9 @@ def needs_recheck(entry: StatusEntry | None, *, revision: str | None, toolchain_
         card_fp: the card template fingerprint; a published entry rendered with another template is examined
             (its cards are re-rendered). None: not compared.
 
+    A failure of a Hub call or the disk, and any outcome at the publish stage, is always examined again: it
+    says more about that run's environment than about the source.
+
     Returns:
         True to examine (read provenance or config, maybe build); False to reuse the entry as it is.
         A published entry whose repos `stale_published` reports must be examined too; that check is separate.
@@ -160,6 +169,9 @@ def needs_recheck(entry: StatusEntry | None, *, revision: str | None, toolchain_
         return True
     if entry.status == PUBLISHED:
         return card_fp is not None and entry.card_fingerprint != card_fp
+    if entry.stage in _NEVER_REMEMBERED_STAGES or (entry.status == FAILED
+                                                     and entry.stage in _ENVIRONMENT_FAILURE_STAGES):
+        return True
     return recheck_after is not None and now - entry.last_checked >= recheck_after
 
 

@@ -77,6 +77,9 @@ def status_of(*entries: StatusEntry, **changes) -> StatusFile:
     (skipped(), {"recheck_after": dt.timedelta(days=7)}, False),          # younger than recheck_after
     (skipped(), {"recheck_after": dt.timedelta(days=7), "now": NOW + dt.timedelta(days=7)}, True),  # aged out
     (skipped(status="failed"), {}, False),                                # failures are remembered too
+    (skipped(status="failed", stage="download"), {}, True),               # ...but not a failed Hub call
+    (skipped(stage="read"), {}, False),                                   # a gated/missing skip is remembered
+    (skipped(stage="publish"), {}, True),                                 # "no write token" is not the source's
     (published(revision="c" * 40), {}, False),                            # published and current
     (published(revision="c" * 40), {"card_fp": "card"}, False),
     (published(revision="c" * 40), {"card_fp": "card2"}, True),           # card template changed
