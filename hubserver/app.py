@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from . import errors, routes_admin, routes_collections, routes_files, routes_repos, routes_upload
 from .auth import ANONYMOUS, Accounts, Caller
-from .collections import CollectionStore
+from .collection_store import CollectionStore
 from .faults import FaultInjector, FaultRule
 from .metadata import MetadataCache
 from .protocol import CHUNK, BodyReader, Request, Response, RouteTable

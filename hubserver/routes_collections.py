@@ -21,7 +21,7 @@ import html
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from .collections import ITEM_TYPES, StoredCollection
+from .collection_store import ITEM_TYPES, StoredCollection
 from .protocol import SEG, Request, Response, RouteTable
 from .views import repo_info_json
 
