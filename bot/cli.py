@@ -372,6 +372,30 @@ def publish_command(
     raise typer.Exit(result_report.exit_code)
 
 
+@app.command("status")
+def status_command(
+    recipe: RecipeOption = None,
+    repo: Annotated[Optional[str], typer.Option(help="status dataset repo (default: the recipe's publish.status_repo)")
+                    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print status.json instead of the table")] = False,
+    endpoint: EndpointOption = None,
+) -> None:
+    """Print what the bot watches, published, skipped and failed, from the status repo on the Hub."""
+    import os
+
+    from bot.hub import Hub
+    from bot.recipe import load_recipe
+    from bot.status_page import show_status
+
+    try:
+        repo_id = repo or load_recipe(recipe).publish.status_repo_id
+        code = show_status(Hub(endpoint, os.environ.get("HF_READ_TOKEN") or os.environ.get("HF_TOKEN")), repo_id,
+                           as_json=as_json)
+    except BotError as error:
+        _fail(error)
+    raise typer.Exit(code)
+
+
 @app.command()
 def demo() -> None:
     """Start a local Hub with generated checkpoints, run the job twice, print the report and the card."""

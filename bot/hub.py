@@ -76,6 +76,26 @@ class CommitResult:
     files: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class CollectionEntry:
+    """One item of a Hub collection: `object_id` addresses it in updates and deletes."""
+
+    object_id: str
+    item_id: str
+    item_type: str
+    note: str | None
+
+
+@dataclass(frozen=True)
+class CollectionState:
+    """A Hub collection as the bot needs it: where it is and what it holds."""
+
+    slug: str
+    url: str
+    title: str
+    items: tuple[CollectionEntry, ...]
+
+
 class RequestCounter:
     """Counts every HTTP request this process sends through huggingface_hub (the report's `hub_requests`)."""
 
@@ -298,6 +318,81 @@ class Hub:
         self.call("tag", lambda: self.api.create_tag(repo_id, tag=tag, revision=revision, exist_ok=True),
                   subject=repo_id)
 
+    # ---- status page, collection and output-namespace listing (issue 13; bot/status.py, bot/collection.py) ----
+
+    def list_namespace(self, namespace: str) -> dict[str, str]:
+        """Every model repo of `namespace` with its current sha, from one listing (one request per 1000 repos).
+
+        Used to cross-check published repos cheaply: a repo whose sha differs from the one the status recorded,
+        or that is missing, was changed or deleted by someone else.
+        """
+        def fetch() -> dict[str, str]:
+            return {info.id: info.sha or "" for info in self.api.list_models(author=namespace,
+                                                                            expand=["sha", "lastModified"])}
+
+        return self.call("list namespace", fetch, subject=namespace)
+
+    def read_dataset_file(self, repo_id: str, filename: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes | None:
+        """One small file of a dataset repo in one GET, or None when the repo or the file does not exist."""
+        hf = _hf()
+
+        def fetch() -> bytes | None:
+            url = hf.hf_hub_url(repo_id, filename, repo_type="dataset", endpoint=self.endpoint)
+            headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
+            response = hf.utils.get_session().get(url, headers=headers, follow_redirects=True, timeout=30)
+            if response.status_code == 404 and response.headers.get("X-Error-Code") in (
+                    "EntryNotFound", "RepoNotFound", None):
+                return None
+            hf.utils.hf_raise_for_status(response)
+            if len(response.content) > max_bytes:
+                raise Failure(f"{filename} is over the {max_bytes}-byte limit", subject=repo_id, stage="read")
+            return response.content
+
+        return self.call("read", fetch, subject=repo_id)
+
+    def commit_files(self, repo_id: str, files: dict[str, bytes], *, message: str, repo_type: str = "dataset",
+                     private: bool = False) -> CommitResult:
+        """Create the repo if needed and commit these files in ONE commit guarded by `parent_commit`.
+
+        Files whose bytes equal the Hub's are left out by the client; when none differ there is no commit
+        (`CommitResult.commit` is None).
+        """
+        hf = _hf()
+        self.call("create repo", lambda: self.api.create_repo(repo_id, repo_type=repo_type, private=private,
+                                                              exist_ok=True), subject=repo_id)
+        head = self.call("info", lambda: self.api.repo_info(repo_id, repo_type=repo_type).sha, subject=repo_id)
+        operations = [hf.CommitOperationAdd(path_in_repo=name, path_or_fileobj=data)
+                      for name, data in sorted(files.items())]
+
+        def commit() -> CommitResult:
+            info = self.api.create_commit(repo_id, operations, commit_message=message, parent_commit=head,
+                                          repo_type=repo_type)
+            prefix = "" if repo_type == "model" else f"{repo_type}s/"
+            return CommitResult(repo_id=repo_id, commit=info.oid if info.oid != head else None,
+                                url=f"{self.endpoint}/{prefix}{repo_id}", files=tuple(sorted(files)))
+
+        return self.call("commit", commit, subject=repo_id)
+
+    def ensure_collection(self, title: str, namespace: str, *, description: str | None = None,
+                          private: bool = False) -> CollectionState:
+        """The namespace's collection of this title, created when missing (one POST; a GET when it exists)."""
+        return self.call("collection", lambda: _collection_state(self.api.create_collection(
+            title, namespace=namespace, description=description, private=private, exists_ok=True)),
+            subject=f"collection {namespace}/{title}")
+
+    def add_collection_item(self, slug: str, repo_id: str, *, note: str | None) -> CollectionState:
+        """Add a model repo to a collection; one already there is left as it is (`exists_ok`)."""
+        return self.call("collection", lambda: _collection_state(self.api.add_collection_item(
+            slug, repo_id, "model", note=note, exists_ok=True)), subject=slug)
+
+    def update_collection_note(self, slug: str, item: CollectionEntry, note: str) -> None:
+        self.call("collection", lambda: self.api.update_collection_item(slug, item.object_id, note=note),
+                  subject=slug)
+
+    def remove_collection_item(self, slug: str, item: CollectionEntry) -> None:
+        self.call("collection", lambda: self.api.delete_collection_item(slug, item.object_id, missing_ok=True),
+                  subject=slug)
+
 
 def _listing(info) -> RepoListing:
     config = info.config if isinstance(getattr(info, "config", None), dict) else {}
@@ -316,6 +411,12 @@ def _card_dict(info) -> dict:
     if card is None:
         return {}
     return card.to_dict() if hasattr(card, "to_dict") else dict(card)
+
+
+def _collection_state(collection) -> CollectionState:
+    items = tuple(CollectionEntry(object_id=i.item_object_id, item_id=i.item_id, item_type=i.item_type, note=i.note)
+                  for i in collection.items)
+    return CollectionState(slug=collection.slug, url=collection.url, title=collection.title, items=items)
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:

@@ -6,9 +6,11 @@ scheduled recipe fails loudly before any Hub call instead of silently using a de
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -44,6 +46,16 @@ class WatchRules(_Strict):
     exclude: list[str] = Field(default_factory=list, description="repo ids never to build")
     max_candidates: int = Field(200, ge=1)
     max_checkpoint_bytes: int = Field(40 * 1024**3, ge=1, description="draft + target safetensors bytes")
+    recheck_after: dt.timedelta | None = Field(
+        dt.timedelta(days=7), description="re-examine a remembered skip or failure after this age (e.g. 7d, 12h); "
+                                          "null: only when its revision, the toolchain or the recipe changes")
+
+    @field_validator("recheck_after", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip().upper().startswith("P"):  # ISO 8601 ("P7D"): pydantic's
+            return parse_duration(value)
+        return value
 
 
 class TargetRules(_Strict):
@@ -90,6 +102,15 @@ class ValidationSettings(_Strict):
         return sorted(set(values))
 
 
+class CollectionSettings(_Strict):
+    """The Hub collection that lists every published draft and target repo (kept in sync by publish)."""
+
+    title: str = Field("DFlash drafts for OpenVINO GenAI", min_length=1, max_length=60)
+    namespace: str | None = Field(None, description="default: publish.namespace")
+    description: str = Field("Speculative-decoding draft models and their targets, exported to OpenVINO int4 and "
+                             "validated with OpenVINO GenAI by dflash-bot.", max_length=150)
+
+
 class PublishSettings(_Strict):
     """Where outputs go and how they are named (the naming rule is in `bot/naming.py`)."""
 
@@ -120,6 +141,17 @@ class PublishSettings(_Strict):
         except Skip as skip:
             raise ValueError(f"{namespace!r} is not a valid Hub namespace ({skip.message})") from None
         return namespace
+    status_repo: str = Field("{namespace}/dflash-bot-status",
+                             description="dataset repo of the status page and the bot's memory")
+    collection: CollectionSettings = Field(default_factory=CollectionSettings)
+
+    @property
+    def status_repo_id(self) -> str:
+        return self.status_repo.format(namespace=self.namespace)
+
+    @property
+    def collection_namespace(self) -> str:
+        return self.collection.namespace or self.namespace
 
 
 class RunnerClass(_Strict):
@@ -167,6 +199,24 @@ class Recipe(_Strict):
         payload = {"export": self.export.model_dump(exclude={"timeout_s"}),
                    "validation": self.validation.model_dump(exclude={"timeout_s"})}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_DURATION_RE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_DURATION_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(text: str) -> dt.timedelta | None:
+    """`30m`, `12h`, `7d`, `2w` (or `none`) as a timedelta.
+
+    Raises:
+        ValueError: anything else (pydantic reports it against the recipe key).
+    """
+    if text.strip().lower() in ("none", "never", ""):
+        return None
+    found = _DURATION_RE.match(text)
+    if not found:
+        raise ValueError(f"invalid duration {text!r}: expected a number and a unit s, m, h, d or w (e.g. 7d)")
+    return dt.timedelta(**{_DURATION_UNITS[found.group(2)]: int(found.group(1))})
 
 
 def load_recipe(path: Path | None = None) -> Recipe:

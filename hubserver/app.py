@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from . import errors, routes_admin, routes_files, routes_repos, routes_upload
+from . import errors, routes_admin, routes_collections, routes_files, routes_repos, routes_upload
 from .auth import ANONYMOUS, Accounts, Caller
+from .collection_store import CollectionStore
 from .faults import FaultInjector, FaultRule
 from .metadata import MetadataCache
 from .protocol import CHUNK, BodyReader, Request, Response, RouteTable
@@ -52,12 +53,13 @@ class HubApp:
         self.store = HubStore(data_dir)
         self.accounts = Accounts(data_dir, user, token)
         self.metadata = MetadataCache(self.store)
+        self.collections = CollectionStore(data_dir)
         self.faults = FaultInjector(faults)
         self.log = RequestLog()
         self.page_size = page_size
         self.upload_key = secrets.token_bytes(32)  # signs the LFS upload URLs the batch endpoint hands out
         self.router = RouteTable()
-        for module in (routes_admin, routes_upload, routes_files, routes_repos):
+        for module in (routes_admin, routes_upload, routes_files, routes_repos, routes_collections):
             self.router.extend(module.routes)
 
     def close(self) -> None:
@@ -156,7 +158,7 @@ class HubHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._dispatch()
 
-    do_HEAD = do_POST = do_PUT = do_DELETE = do_GET
+    do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silenced: the request log records requests, and access logs must never risk showing secrets."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
 
 from bot.errors import RecipeError
-from bot.recipe import load_recipe
+from bot.recipe import load_recipe, parse_duration
 
 WORKFLOWS = sorted((Path(__file__).resolve().parent.parent / "workflows").glob("*.yaml"))
 
@@ -44,3 +45,19 @@ def test_fingerprint_follows_export_and_validation_settings():
     assert changed.fingerprint() != recipe.fingerprint()
     timeout_only = recipe.model_copy(update={"export": recipe.export.model_copy(update={"timeout_s": 5})})
     assert timeout_only.fingerprint() == recipe.fingerprint()
+
+
+def test_status_collection_and_recheck_settings(tmp_path):
+    recipe = load_recipe()
+    assert recipe.publish.status_repo_id == f"{recipe.publish.namespace}/dflash-bot-status"
+    assert recipe.publish.collection_namespace == recipe.publish.namespace
+    assert recipe.watch.recheck_after == dt.timedelta(days=7)
+    assert parse_duration("12h") == dt.timedelta(hours=12) and parse_duration("2w") == dt.timedelta(weeks=2)
+    assert parse_duration("none") is None
+    never = tmp_path / "never.yaml"
+    never.write_text(WORKFLOWS[0].read_text().replace("recheck_after: 7d", "recheck_after: null"))
+    assert load_recipe(never).watch.recheck_after is None
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(WORKFLOWS[0].read_text().replace("recheck_after: 7d", "recheck_after: 7 days"))
+    with pytest.raises(RecipeError, match="watch.recheck_after.*invalid duration"):
+        load_recipe(bad)

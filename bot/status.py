@@ -1,0 +1,350 @@
+"""The status repo: the public page of everything the bot watches, and the bot's memory between runs.
+
+A dataset repo (`publish.status_repo`, by default `{namespace}/dflash-bot-status`) holds `status.json` (the
+`StatusFile` below, with a schema version), `README.md` (a table of every watched source) and `speedups.png`.
+The publish step writes it in one commit per run and only when its content changed; planning reads `status.json`
+once. With it, a source that was skipped or failed is not examined again while its revision, the toolchain and
+the recipe are unchanged (`needs_recheck`), and published repos are cross-checked against one listing of the
+output namespace (`stale_published`), so a scheduled run with nothing new costs the listing pages plus two
+requests however many sources it watches.
+
+Rendering lives in `bot.status_page`; this module holds the records, the memory rules and the Hub reads/writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot import log
+from bot.collection import PublishedPair
+from bot.hub import Hub
+from bot.recipe import Recipe
+from bot.toolchain import Toolchain
+
+SCHEMA_VERSION = 1
+STATUS_JSON, README, CHART = "status.json", "README.md", "speedups.png"
+PUBLISHED, SKIPPED, FAILED = "published", "skipped", "failed"
+EntryStatus = Literal["published", "skipped", "failed"]
+# Outcomes that say more about the run's environment than about the source, so they are never remembered: a
+# failure of a Hub call or of the local disk (retried next run), and anything at the publish stage (a missing
+# write token, a lost commit race: the source itself was fine).
+_ENVIRONMENT_FAILURE_STAGES = frozenset({"list", "info", "read", "download", "commit", "create repo", "tag",
+                                         "collection", "list namespace", "fetch"})
+_NEVER_REMEMBERED_STAGES = frozenset({"publish"})
+
+
+class _Record(BaseModel):
+    # Unknown keys are ignored: a newer bot of the same schema version may add optional fields.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class StatusEntry(_Record):
+    """One watched source as of the last time the bot examined it.
+
+    `last_checked` is when the bot last examined the source beyond the listing (read its config or provenance,
+    or built it); a run that relies on this entry leaves it as it is, so a run with nothing new changes nothing.
+    `repo_shas` are the published repos' shas after the bot's last commit to them: a different or missing sha
+    in the namespace listing means someone else changed or deleted the repo.
+    """
+
+    source: str
+    revision: str | None = None
+    status: EntryStatus
+    reason: str = ""
+    stage: str | None = None
+    kind: str | None = None
+    target: str | None = Field(None, description="the target's source repo")
+    target_revision: str | None = None
+    draft_repo: str | None = None
+    target_repo: str | None = None
+    repo_shas: dict[str, str] = Field(default_factory=dict)
+    accept_length: float | None = None
+    speedup: float | None = None
+    recommended_k: int | None = None
+    profile: str | None = None
+    toolchain_fingerprint: str
+    recipe_fingerprint: str
+    card_fingerprint: str | None = None
+    last_built: dt.datetime | None = None
+    last_checked: dt.datetime
+
+    @property
+    def repos(self) -> list[str]:
+        return [repo for repo in (self.draft_repo, self.target_repo) if repo]
+
+    def pair(self) -> PublishedPair | None:
+        """The published pair this entry stands for, or None when nothing is published for it.
+
+        A source whose rebuild failed or was skipped keeps its earlier published pair (the repos still hold the
+        last good build), so it stays in the collection and on the chart.
+        """
+        if not (self.draft_repo and self.target_repo) or self.accept_length is None \
+                or self.speedup is None or self.recommended_k is None:
+            return None
+        return PublishedPair(draft_repo=self.draft_repo, target_repo=self.target_repo, source_repo=self.source,
+                             target_source=self.target or "", accept_length=self.accept_length,
+                             speedup=self.speedup, recommended_k=self.recommended_k)
+
+
+class StatusFile(_Record):
+    """`status.json`: every watched source of one recipe, sorted by source, plus where the collection is."""
+
+    schema_version: int = SCHEMA_VERSION
+    recipe: str
+    namespace: str
+    collection_title: str | None = None
+    collection_url: str | None = None
+    renderer: str = Field("", description="fingerprint of the page template and chart code that rendered it")
+    entries: tuple[StatusEntry, ...] = ()
+
+    def entry(self, source: str) -> StatusEntry | None:
+        return next((entry for entry in self.entries if entry.source == source), None)
+
+    def published_pairs(self) -> list[PublishedPair]:
+        return [pair for entry in self.entries if (pair := entry.pair()) is not None]
+
+    def to_json_bytes(self) -> bytes:
+        """The file's bytes: stable key order and formatting, so equal content gives equal bytes."""
+        return (json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+                ).encode()
+
+
+# ---- fingerprints the memory compares ----
+
+def toolchain_fingerprint(toolchain: Toolchain, profile_fingerprints: Iterable[str] = ()) -> str:
+    """What the skip/failure memory compares for "the toolchain changed".
+
+    Args:
+        toolchain: this environment's toolchain (`bot.toolchain.detect()`).
+        profile_fingerprints: `Profile.fingerprint()` of every profile in `toolchains/profiles.yaml`, so a
+            changed or added profile re-examines what it might now cover.
+    """
+    payload = {"versions": dict(sorted(toolchain.versions.items())), "capabilities": sorted(toolchain.capabilities),
+               "profiles": sorted(profile_fingerprints)}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def recipe_memory_fingerprint(recipe: Recipe) -> str:
+    """What the memory compares for "the recipe changed": the whole recipe (watch rules, target map, runner
+    classes and limits can all turn a skip into a build), except the memory's own `recheck_after`."""
+    payload = recipe.model_dump(mode="json", exclude={"watch": {"recheck_after"}})
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ---- the memory rules (pure) ----
+
+def needs_recheck(entry: StatusEntry | None, *, revision: str | None, toolchain_fp: str, recipe_fp: str,
+                  now: dt.datetime, recheck_after: dt.timedelta | None, recheck: bool,
+                  card_fp: str | None = None) -> bool:
+    """Whether planning must examine a listed source again instead of trusting its status entry.
+
+    Args:
+        entry: what the status file remembers of the source (None: never seen).
+        revision: the source's sha in this run's listing.
+        toolchain_fp, recipe_fp: `toolchain_fingerprint` and `recipe_memory_fingerprint` of this run.
+        now: this run's time (timezone-aware).
+        recheck_after: the recipe's `watch.recheck_after`; a remembered skip or failure older than this is
+            examined again (None: never by age).
+        recheck: the `--recheck` option: examine everything.
+        card_fp: the card template fingerprint; a published entry rendered with another template is examined
+            (its cards are re-rendered). None: not compared.
+
+    A failure of a Hub call or the disk, and any outcome at the publish stage, is always examined again: it
+    says more about that run's environment than about the source.
+
+    Returns:
+        True to examine (read provenance or config, maybe build); False to reuse the entry as it is.
+        A published entry whose repos `stale_published` reports must be examined too; that check is separate.
+    """
+    if recheck or entry is None:
+        return True
+    if entry.revision != revision or entry.toolchain_fingerprint != toolchain_fp \
+            or entry.recipe_fingerprint != recipe_fp:
+        return True
+    if entry.status == PUBLISHED:
+        return card_fp is not None and entry.card_fingerprint != card_fp
+    if entry.stage in _NEVER_REMEMBERED_STAGES or (entry.status == FAILED
+                                                     and entry.stage in _ENVIRONMENT_FAILURE_STAGES):
+        return True
+    return recheck_after is not None and now - entry.last_checked >= recheck_after
+
+
+def stale_published(entries: Iterable[StatusEntry], namespace_listing: Mapping[str, str]) -> list[str]:
+    """Published repos that changed behind the bot's back: a sha other than the recorded one, or gone.
+
+    Args:
+        entries: the status file's entries (those with published repos are looked at).
+        namespace_listing: repo id -> current sha, from one listing of the output namespace
+            (`Hub.list_namespace`).
+
+    Returns:
+        Sorted repo ids; the sources that published them must be examined again.
+    """
+    stale = set()
+    for entry in entries:
+        for repo in entry.repos:
+            recorded = entry.repo_shas.get(repo)
+            if namespace_listing.get(repo) is None or recorded != namespace_listing[repo]:
+                stale.add(repo)
+    return sorted(stale)
+
+
+def with_repo_shas(status: StatusFile, namespace_listing: Mapping[str, str]) -> StatusFile:
+    """The status with every published entry's `repo_shas` set from a listing taken after publishing.
+
+    A target repo shared by several drafts is committed to by each of their publishes, so shas recorded per
+    publish go stale within the run; one listing at the end records the final ones.
+    """
+    entries = tuple(entry.model_copy(update={"repo_shas": {repo: namespace_listing[repo] for repo in entry.repos
+                                                           if repo in namespace_listing}})
+                    for entry in status.entries)
+    return status.model_copy(update={"entries": entries})
+
+
+def merged(previous: StatusFile | None, updates: Iterable[StatusEntry], *, recipe: str, namespace: str,
+           watched: Iterable[str] | None, collection_title: str | None = None,
+           collection_url: str | None = None, renderer: str = "") -> StatusFile:
+    """The next status file: this run's entries over the previous ones.
+
+    Args:
+        previous: what `read_status` returned (None: first run, or the status repo was deleted).
+        updates: entries for the sources this run examined (published, skipped or failed); sources the run
+            reused from memory need no update.
+        watched: every source this run's listing returned; previous entries of sources no longer listed are
+            dropped. None (a run limited with `--only`) keeps them all.
+        collection_url: the collection's URL when this run synced it; default: the previous one.
+    """
+    by_source = {entry.source: entry for entry in (previous.entries if previous else ())}
+    if watched is not None:
+        keep = set(watched)
+        by_source = {source: entry for source, entry in by_source.items() if source in keep}
+    for entry in updates:
+        by_source[entry.source] = entry
+    return StatusFile(recipe=recipe, namespace=namespace,
+                      collection_title=collection_title or (previous.collection_title if previous else None),
+                      collection_url=collection_url or (previous.collection_url if previous else None),
+                      renderer=renderer, entries=tuple(by_source[source] for source in sorted(by_source)))
+
+
+def collection_needs_sync(previous: StatusFile | None, status: StatusFile) -> bool:
+    """Whether the collection may differ from what the status describes: no URL yet, another title, or other
+    published pairs or figures than the previous status had. A no-op run therefore makes no collection call."""
+    if previous is None or status.collection_url is None or previous.collection_title != status.collection_title:
+        return True
+    return previous.published_pairs() != status.published_pairs()
+
+
+# ---- entries from what a run learned ----
+
+def published_entry(provenance: Mapping, *, draft_repo: str, target_repo: str, toolchain_fp: str, recipe_fp: str,
+                    card_fp: str | None, now: dt.datetime, repo_shas: Mapping[str, str] | None = None
+                    ) -> StatusEntry:
+    """The entry of a published (or up-to-date) source, from its `openvino_export.json` provenance.
+
+    Used after a publish, for a source planning found up to date, and to rebuild a deleted status repo from
+    the published repos.
+    """
+    source, target = provenance.get("source", {}), provenance.get("target", {})
+    validation = provenance.get("validation", {})
+    k = validation.get("recommended_num_assistant_tokens")
+    at_k = next((run for run in validation.get("runs", []) if run.get("num_assistant_tokens") == k), {})
+    built_at = provenance.get("built_at")
+    return StatusEntry(
+        source=source.get("repo") or "", revision=source.get("revision"), status=PUBLISHED,
+        kind=provenance.get("draft", {}).get("kind"), target=target.get("repo"),
+        target_revision=target.get("revision"), draft_repo=draft_repo, target_repo=target_repo,
+        repo_shas=dict(repo_shas or {}), accept_length=validation.get("accept_length"),
+        speedup=at_k.get("speedup"), recommended_k=k, profile=provenance.get("toolchain", {}).get("profile"),
+        toolchain_fingerprint=toolchain_fp, recipe_fingerprint=recipe_fp, card_fingerprint=card_fp,
+        last_built=dt.datetime.fromisoformat(built_at) if isinstance(built_at, str) else None, last_checked=now)
+
+
+def problem_entry(source: str, revision: str | None, status: Literal["skipped", "failed"], reason: str, *,
+                  toolchain_fp: str, recipe_fp: str, now: dt.datetime, stage: str | None = None,
+                  kind: str | None = None, target: str | None = None,
+                  previous: StatusEntry | None = None) -> StatusEntry:
+    """The entry of a source that was skipped or failed: what the memory needs to leave it alone next time.
+
+    `previous` carries its published pair over (repos, shas, figures, profile, last build): a failed rebuild of
+    a published source leaves the last good build published, and the page and the collection keep showing it.
+    """
+    kept: dict = {}
+    if previous is not None and previous.repos:
+        kept = previous.model_dump(include={"draft_repo", "target_repo", "repo_shas", "accept_length", "speedup",
+                                            "recommended_k", "profile", "target_revision", "card_fingerprint"})
+    kept["kind"] = kind or (previous.kind if previous else None)
+    kept["target"] = target or (previous.target if previous else None)
+    return StatusEntry(**kept, source=source, revision=revision, status=status, reason=reason, stage=stage,
+                       toolchain_fingerprint=toolchain_fp, recipe_fingerprint=recipe_fp,
+                       last_built=previous.last_built if previous else None, last_checked=now)
+
+
+# ---- the Hub ----
+
+def read_status(hub: Hub, repo_id: str) -> StatusFile | None:
+    """The status file (one request), or None when there is none, it is damaged, or a newer schema wrote it.
+
+    None makes planning fall back to reading each candidate's published provenance, after which the publish
+    step writes a fresh status: a deleted status repo is rebuilt from the published repos, without rebuilding
+    any model.
+
+    Raises:
+        Failure: the Hub kept failing (a missing repo or file is None, not an error).
+    """
+    data = hub.read_dataset_file(repo_id, STATUS_JSON)
+    if data is None:
+        return None
+    try:
+        raw = json.loads(data)
+        if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
+            log.get().warning("%s: %s has schema version %r (this bot reads %d); rebuilding it", repo_id,
+                              STATUS_JSON, raw.get("schema_version") if isinstance(raw, dict) else None,
+                              SCHEMA_VERSION)
+            return None
+        return StatusFile.model_validate(raw)
+    except (ValueError, ValidationError) as exc:
+        log.get().warning("%s: %s is unreadable (%s); rebuilding it", repo_id, STATUS_JSON, str(exc)[:200])
+        return None
+
+
+_UNREAD = object()
+
+
+def write_status(hub: Hub, repo_id: str, status: StatusFile, *, current: StatusFile | None | object = _UNREAD,
+                 endpoint: str | None = None, private: bool = False) -> str | None:
+    """Write README.md, status.json and speedups.png in one commit, only when their content changed.
+
+    Args:
+        hub: a Hub holding the write token (publish stage).
+        repo_id: the status dataset repo; created when missing.
+        status: the new status (`merged`).
+        current: the status this run read at planning (`read_status`'s result, None included). When given and
+            equal to `status`, nothing is sent at all; otherwise the files are committed and the Hub client
+            leaves out those whose bytes the Hub already has, so unchanged content still makes no commit.
+        endpoint: the Hub URL the page links repos to (default: the hub's own endpoint).
+
+    Returns:
+        The new commit id, or None when nothing changed.
+
+    Raises:
+        Failure: the Hub refused or kept failing the commit (412: another writer committed first).
+    """
+    if current is not _UNREAD and current == status:
+        return None
+    from bot.status_page import render_files
+
+    files = render_files(status, endpoint=endpoint or hub.endpoint)
+    counts = {state: sum(entry.status == state for entry in status.entries) for state in (PUBLISHED, SKIPPED, FAILED)}
+    message = "Update status: " + ", ".join(f"{count} {state}" for state, count in counts.items())
+    return hub.commit_files(repo_id, files, message=message, repo_type="dataset", private=private).commit
+
+
+def now_utc() -> dt.datetime:
+    """A run's timestamp, to the second (the page shows it; sub-second digits would only add noise)."""
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)

@@ -1,0 +1,233 @@
+"""The status repo in a run: load the memory at planning, write the page and sync the collection at publishing.
+
+Two calls for the orchestrator to make:
+
+- `load_memory(reader, recipe, ...)` once per run, before planning: exactly two Hub requests (`status.json` and
+  one listing of the output namespace). `Memory.remembered(repo_id, revision)` then says, without any request,
+  whether a listed source can be reported from memory (skipped, failed or published, unchanged) or must be
+  examined (provenance read, config read, maybe a build).
+- `publish_status(writer, recipe, memory, updates, ...)` once per run, after publishing: merges what the run
+  learned into the status, syncs the collection when the published pairs changed, and writes the status repo in
+  one commit when its content changed. A run with nothing new sends nothing here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from bot import log
+from bot.collection import CollectionResult, sync_collection
+from bot.hub import Hub, RepoListing
+from bot.recipe import Recipe
+from bot.status import (
+    StatusEntry,
+    StatusFile,
+    collection_needs_sync,
+    merged,
+    needs_recheck,
+    now_utc,
+    problem_entry,
+    published_entry,
+    read_status,
+    recipe_memory_fingerprint,
+    stale_published,
+    toolchain_fingerprint,
+    with_repo_shas,
+    write_status,
+)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What planning knows before examining any source: the last status and the output namespace's shas."""
+
+    status: StatusFile | None
+    namespace_listing: Mapping[str, str]
+    stale: frozenset[str]
+    toolchain_fp: str
+    recipe_fp: str
+    card_fp: str | None
+    now: dt.datetime
+    recheck_after: dt.timedelta | None
+    recheck: bool = False
+
+    def remembered(self, repo_id: str, revision: str | None) -> StatusEntry | None:
+        """The entry to report for a listed source without examining it, or None to examine it.
+
+        None when the source is new, its revision, the toolchain, the recipe or the card template changed,
+        `--recheck` was given, a skip or failure is older than `recheck_after`, or one of its published repos
+        was changed or deleted by someone else.
+        """
+        entry = self.status.entry(repo_id) if self.status is not None else None
+        if entry is None or needs_recheck(entry, revision=revision, toolchain_fp=self.toolchain_fp,
+                                          recipe_fp=self.recipe_fp, now=self.now, recheck_after=self.recheck_after,
+                                          recheck=self.recheck, card_fp=self.card_fp):
+            return None
+        if self.stale & set(entry.repos):
+            return None
+        return entry
+
+
+def load_memory(reader: Hub, recipe: Recipe, *, toolchain_fp: str | None = None, card_fp: str | None = None,
+                recheck: bool = False, now: dt.datetime | None = None) -> Memory:
+    """Read the status repo and list the output namespace: two requests, whatever the number of sources.
+
+    Args:
+        reader: the planning Hub (read token is enough for a public status repo).
+        recipe: the run's recipe (status repo, namespace, `watch.recheck_after`).
+        toolchain_fp: default `current_toolchain_fingerprint()`.
+        card_fp: the card template fingerprint (`bot.card.template_fingerprint()`); None: not compared.
+        recheck: the `--recheck` option.
+
+    Raises:
+        Failure: the Hub kept failing (a missing status repo is not an error: the memory is then empty).
+    """
+    status = read_status(reader, recipe.publish.status_repo_id)
+    listing = reader.list_namespace(recipe.publish.namespace)
+    stale = frozenset(stale_published(status.entries, listing)) if status is not None else frozenset()
+    if stale:
+        log.get().info("published repos changed outside the bot, re-examined: %s", ", ".join(sorted(stale)))
+    return Memory(status=status, namespace_listing=dict(listing), stale=stale,
+                  toolchain_fp=toolchain_fp or current_toolchain_fingerprint(),
+                  recipe_fp=recipe_memory_fingerprint(recipe), card_fp=card_fp, now=now or now_utc(),
+                  recheck_after=recipe.watch.recheck_after, recheck=recheck)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Listed sources split by the memory: reported as remembered, or examined as before."""
+
+    remembered: tuple[StatusEntry, ...]
+    examine: tuple[RepoListing, ...]
+    listing_skips: tuple[StatusEntry, ...]  # ruled out by the listing itself and not remembered: new entries
+
+
+def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) -> MemoryPlan:
+    """Split `discover.list_sources`' result by the memory, without any Hub request.
+
+    Args:
+        listings: the listed candidates; those not remembered go on to the provenance read (plan) as before.
+        skips: the listing's own skip records (`discover.SkipRecord`: repo_id, revision, reason, stage); a
+            remembered one is reused as it is (so its `last_checked` does not move and the status stays equal),
+            a new one becomes a `problem_entry`.
+    """
+    remembered, examine, listing_skips = [], [], []
+    for skip in skips:
+        entry = memory.remembered(skip.repo_id, skip.revision)
+        if entry is not None and entry.status == "skipped" and entry.reason == skip.reason:
+            remembered.append(entry)
+        else:
+            listing_skips.append(problem_entry(skip.repo_id, skip.revision, "skipped", skip.reason, stage=skip.stage,
+                                               toolchain_fp=memory.toolchain_fp, recipe_fp=memory.recipe_fp,
+                                               now=memory.now))
+    for listing in listings:
+        entry = memory.remembered(listing.repo_id, listing.sha)
+        if entry is not None:
+            remembered.append(entry)
+        else:
+            examine.append(listing)
+    return MemoryPlan(tuple(remembered), tuple(examine), tuple(listing_skips))
+
+
+def entries_from_outcomes(hub: Hub, recipe: Recipe, memory: Memory, outcomes: Iterable) -> list[StatusEntry]:
+    """Status entries for a run's examined sources, from its report outcomes (a bridge for the current
+    pipeline; a build record that carries the provenance can call `published_entry` directly).
+
+    A published or up-to-date outcome costs one provenance read of its draft repo; skipped and failed ones
+    cost nothing. Outcomes of sources reported from memory must not be passed in.
+
+    Args:
+        outcomes: `report.Outcome`s (source, revision, status, reason, repos).
+    """
+    from bot.plan import read_published
+
+    fingerprints = {"toolchain_fp": memory.toolchain_fp, "recipe_fp": memory.recipe_fp, "now": memory.now}
+    entries = []
+    for outcome in outcomes:
+        previous = memory.status.entry(outcome.source) if memory.status is not None else None
+        if outcome.status in ("published", "up-to-date") and len(outcome.repos) == 2:
+            provenance = read_published(hub, outcome.repos[0])
+            if provenance is not None:
+                entries.append(published_entry(provenance, draft_repo=outcome.repos[0], target_repo=outcome.repos[1],
+                                               card_fp=memory.card_fp, **fingerprints))
+                continue
+        if outcome.status in ("skipped", "failed"):
+            entries.append(problem_entry(outcome.source, outcome.revision, outcome.status, outcome.reason,
+                                         previous=previous, **fingerprints))
+    return entries
+
+
+def current_toolchain_fingerprint() -> str:
+    """This environment's toolchain together with every profile's pins (`toolchains/profiles.yaml`)."""
+    from bot.profiles import load_profiles
+    from bot.toolchain import detect
+
+    return toolchain_fingerprint(detect(), [profile.fingerprint() for profile in load_profiles().profiles])
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    """What the status step did, for the run report and the step summary."""
+
+    status: StatusFile
+    repo_id: str
+    page_url: str
+    commit: str | None
+    collection: CollectionResult | None = None
+
+    @property
+    def collection_url(self) -> str | None:
+        return self.status.collection_url
+
+    def summary_markdown(self) -> str:
+        """Links for the publish job's step summary: the status page and the collection."""
+        lines = [f"Status page: [{self.repo_id}]({self.page_url})" + (" (updated)" if self.commit else "")]
+        if self.collection_url:
+            lines.append(f"Collection: [{self.status.collection_title or 'collection'}]({self.collection_url})")
+        return "\n\n".join(lines) + "\n"
+
+
+def publish_status(writer: Hub, recipe: Recipe, memory: Memory, updates: Iterable[StatusEntry], *,
+                   watched: Iterable[str] | None, committed: bool) -> StatusResult:
+    """Merge this run's entries into the status, sync the collection if needed, write the status repo.
+
+    Args:
+        writer: the publishing Hub (write token).
+        recipe: the run's recipe.
+        memory: what `load_memory` returned at planning (in the Actions fan-out, the publish job calls
+            `load_memory` again: one more status read and listing).
+        updates: an entry for every source this run examined (`published_entry` for published and up-to-date
+            sources, `problem_entry` for skipped and failed ones); sources reported from memory need none.
+        watched: every source id this run's listing returned (entries of sources no longer listed are
+            dropped); None for a run limited with `--only`.
+        committed: whether this run committed to any published repo; then one more namespace listing records
+            the repos' final shas (a shared target repo changes with every draft published against it).
+
+    Returns:
+        The new status, its commit (None when unchanged) and the collection sync (None when not needed).
+
+    Raises:
+        Failure: a Hub write failed (the models are published already; the next run retries the status).
+    """
+    publish = recipe.publish
+    status = merged(memory.status, updates, recipe=recipe.name, namespace=publish.namespace, watched=watched,
+                    collection_title=publish.collection.title, renderer=_renderer())
+    status = with_repo_shas(status, writer.list_namespace(publish.namespace) if committed
+                            else memory.namespace_listing)
+    collection = None
+    # No collection is created before there is something to list in it.
+    if collection_needs_sync(memory.status, status) and (status.published_pairs() or status.collection_url):
+        collection = sync_collection(writer, publish, status.published_pairs())
+        status = status.model_copy(update={"collection_url": collection.url})
+    repo_id = publish.status_repo_id
+    commit = write_status(writer, repo_id, status, current=memory.status, private=publish.private)
+    return StatusResult(status=status, repo_id=repo_id, page_url=f"{writer.endpoint}/datasets/{repo_id}",
+                        commit=commit, collection=collection)
+
+
+def _renderer() -> str:
+    from bot.status_page import renderer_fingerprint
+
+    return renderer_fingerprint()

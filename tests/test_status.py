@@ -1,0 +1,260 @@
+"""The status repo (page + memory): records, memory rules, rendering, and reads/writes on a real local Hub."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+from huggingface_hub import HfApi
+from typer.testing import CliRunner
+
+from bot.hub import Hub
+from bot.status import (
+    CHART,
+    README,
+    STATUS_JSON,
+    StatusEntry,
+    StatusFile,
+    collection_needs_sync,
+    merged,
+    needs_recheck,
+    problem_entry,
+    published_entry,
+    read_status,
+    recipe_memory_fingerprint,
+    stale_published,
+    toolchain_fingerprint,
+    with_repo_shas,
+    write_status,
+)
+from bot.status_page import md_text, render_files, render_readme, renderer_fingerprint
+from bot.toolchain import Toolchain
+from hubserver import LocalHub
+from tests.conftest import fast_recipe
+
+# huggingface_hub's own LFS upload passes a file object as `data=`, which httpx deprecates; not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
+
+TOKEN = "hf_status_main"
+NS = "OV"
+STATUS_REPO = f"{NS}/dflash-bot-status"
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+DRAFT, TARGET = f"{NS}/Qwen3-Tiny-DFlash-b16-int4-ov", f"{NS}/Qwen3-Tiny-int4-ov"
+
+
+def published(**changes) -> StatusEntry:
+    entry = StatusEntry(source="z-lab/Qwen3-Tiny-DFlash-b16", revision="a" * 40, status="published", kind="dflash",
+                        target="Qwen/Qwen3-Tiny", target_revision="b" * 40, draft_repo=DRAFT, target_repo=TARGET,
+                        repo_shas={DRAFT: "1" * 40, TARGET: "2" * 40}, accept_length=4.0, speedup=1.8,
+                        recommended_k=3, profile="default", toolchain_fingerprint="tc", recipe_fingerprint="rc",
+                        card_fingerprint="card", last_built=NOW, last_checked=NOW)
+    return entry.model_copy(update=changes)
+
+
+def skipped(**changes) -> StatusEntry:
+    entry = problem_entry("z-lab/Broken-DFlash", "c" * 40, "skipped", "target_layer_ids do not fit the target",
+                          stage="classify", toolchain_fp="tc", recipe_fp="rc", now=NOW)
+    return entry.model_copy(update=changes)
+
+
+def status_of(*entries: StatusEntry, **changes) -> StatusFile:
+    return StatusFile(recipe="dflash", namespace=NS, entries=tuple(sorted(entries, key=lambda e: e.source)),
+                      **changes)
+
+
+# ---- memory rules ----
+
+@pytest.mark.parametrize(("entry", "kwargs", "expected"), [
+    (None, {}, True),                                                     # never seen
+    (skipped(), {}, False),                                               # same everything: remembered
+    (skipped(), {"recheck": True}, True),                                 # --recheck
+    (skipped(), {"revision": "d" * 40}, True),                            # new source revision
+    (skipped(), {"toolchain_fp": "tc2"}, True),                           # toolchain changed
+    (skipped(), {"recipe_fp": "rc2"}, True),                              # recipe changed
+    (skipped(), {"recheck_after": dt.timedelta(days=7)}, False),          # younger than recheck_after
+    (skipped(), {"recheck_after": dt.timedelta(days=7), "now": NOW + dt.timedelta(days=7)}, True),  # aged out
+    (skipped(status="failed"), {}, False),                                # failures are remembered too
+    (skipped(status="failed", stage="download"), {}, True),               # ...but not a failed Hub call
+    (skipped(stage="read"), {}, False),                                   # a gated/missing skip is remembered
+    (skipped(stage="publish"), {}, True),                                 # "no write token" is not the source's
+    (published(revision="c" * 40), {}, False),                            # published and current
+    (published(revision="c" * 40), {"card_fp": "card"}, False),
+    (published(revision="c" * 40), {"card_fp": "card2"}, True),           # card template changed
+    (published(revision="c" * 40), {"recheck_after": dt.timedelta(0)}, False),  # age never rechecks a publish
+])
+def test_needs_recheck_truth_table(entry, kwargs, expected) -> None:
+    arguments = {"revision": "c" * 40, "toolchain_fp": "tc", "recipe_fp": "rc", "now": NOW, "recheck_after": None,
+                 "recheck": False, **kwargs}
+    assert needs_recheck(entry, **arguments) is expected
+
+
+def test_stale_published_finds_edited_and_deleted_repos() -> None:
+    entries = [published(), skipped()]
+    assert stale_published(entries, {DRAFT: "1" * 40, TARGET: "2" * 40}) == []
+    assert stale_published(entries, {DRAFT: "9" * 40, TARGET: "2" * 40}) == [DRAFT]
+    assert stale_published(entries, {TARGET: "2" * 40}) == [DRAFT]
+    assert stale_published(entries, {}) == [DRAFT, TARGET]
+    refreshed = with_repo_shas(status_of(*entries), {DRAFT: "9" * 40, TARGET: "8" * 40})
+    assert stale_published(refreshed.entries, {DRAFT: "9" * 40, TARGET: "8" * 40}) == []
+
+
+def test_fingerprints_change_with_what_they_cover() -> None:
+    toolchain = Toolchain(versions={"openvino": "1"}, capabilities=frozenset({"dflash-stateful"}))
+    assert toolchain_fingerprint(toolchain, ["p1"]) == toolchain_fingerprint(toolchain, ["p1"])
+    assert toolchain_fingerprint(toolchain, ["p1"]) != toolchain_fingerprint(toolchain, ["p2"])
+    newer = Toolchain(versions={"openvino": "2"}, capabilities=toolchain.capabilities)
+    assert toolchain_fingerprint(toolchain) != toolchain_fingerprint(newer)
+    recipe = fast_recipe()
+    mapped = recipe.model_copy(update={"targets": recipe.targets.model_copy(update={"map": {"a/b": "c/d"}})})
+    assert recipe_memory_fingerprint(recipe) != recipe_memory_fingerprint(mapped)
+    aged = recipe.model_copy(update={"watch": recipe.watch.model_copy(update={"recheck_after": None})})
+    assert recipe_memory_fingerprint(recipe) == recipe_memory_fingerprint(aged)
+
+
+def test_entries_from_provenance_and_problems() -> None:
+    provenance = {"source": {"repo": "z-lab/X-DFlash", "revision": "s" * 40},
+                  "target": {"repo": "Qwen/X", "revision": "t" * 40}, "draft": {"kind": "dflash"},
+                  "toolchain": {"profile": "default"}, "built_at": "2026-11-29T10:00:00+00:00",
+                  "validation": {"accept_length": 3.5, "recommended_num_assistant_tokens": 7,
+                                 "runs": [{"num_assistant_tokens": 3, "speedup": 1.2},
+                                          {"num_assistant_tokens": 7, "speedup": 1.9}]}}
+    entry = published_entry(provenance, draft_repo="OV/X-DFlash-int4-ov", target_repo="OV/X-int4-ov",
+                            toolchain_fp="tc", recipe_fp="rc", card_fp="card", now=NOW)
+    assert (entry.source, entry.status, entry.speedup, entry.recommended_k, entry.profile) == (
+        "z-lab/X-DFlash", "published", 1.9, 7, "default")
+    assert entry.last_built == dt.datetime(2026, 11, 29, 10, tzinfo=dt.UTC)
+    assert entry.pair() is not None and entry.pair().target_source == "Qwen/X"
+    failed = problem_entry(entry.source, "n" * 40, "failed", "export crashed", stage="export", toolchain_fp="tc",
+                           recipe_fp="rc", now=NOW, previous=entry)
+    # The last good build stays published: same repos and figures, now marked failed with the reason.
+    assert failed.status == "failed" and failed.repos == entry.repos and failed.pair() == entry.pair()
+    assert failed.last_built == entry.last_built and failed.revision == "n" * 40
+    assert skipped().pair() is None and skipped().repos == []
+
+
+def test_merged_keeps_watched_sources_and_updates() -> None:
+    previous = status_of(published(), skipped(), collection_url="http://h/c", collection_title="T")
+    gone = merged(previous, [], recipe="dflash", namespace=NS, watched=["z-lab/Qwen3-Tiny-DFlash-b16"])
+    assert [e.source for e in gone.entries] == ["z-lab/Qwen3-Tiny-DFlash-b16"]
+    assert gone.collection_url == "http://h/c"
+    kept = merged(previous, [skipped(reason="new reason")], recipe="dflash", namespace=NS, watched=None)
+    assert kept.entry("z-lab/Broken-DFlash").reason == "new reason" and len(kept.entries) == 2
+    assert merged(previous, [], recipe="dflash", namespace=NS, watched=None) == previous
+    assert not collection_needs_sync(previous, previous)
+    assert collection_needs_sync(None, previous)
+    assert collection_needs_sync(previous, status_of(published(speedup=2.0), collection_url="http://h/c",
+                                                     collection_title="T"))
+
+
+# ---- rendering ----
+
+def test_page_escapes_source_derived_text() -> None:
+    hostile = skipped(source="evil/x", reason="bad | <img src=x onerror=alert(1)> [click](javascript:alert(1))\nrow")
+    page = render_readme(status_of(published(), hostile), endpoint="https://huggingface.co")
+    row = next(line for line in page.splitlines() if line.startswith("| [evil/x]"))
+    assert "<img" not in page and "&lt;img" in row
+    assert "\\[click\\]\\(javascript:alert\\(1\\)\\)" in row
+    assert len(re.findall(r"(?<!\\)\|", row)) == 13  # 12 cells: the reason's `|` cannot open another
+    assert md_text("a|b") == "a\\|b"
+    assert page.startswith("---\npretty_name: dflash-bot status (dflash)\n")
+    assert f"[{md_text(DRAFT)}](https://huggingface.co/{DRAFT})" in page
+    assert "![" in page and "(speedups.png)" in page
+
+
+def test_rendered_files_are_deterministic() -> None:
+    status = status_of(published(), skipped(), renderer=renderer_fingerprint())
+    first, second = render_files(status, endpoint="http://h"), render_files(status, endpoint="http://h")
+    assert first == second and set(first) == {README, STATUS_JSON, CHART}
+    assert first[CHART].startswith(b"\x89PNG")
+    assert StatusFile.model_validate(json.loads(first[STATUS_JSON])) == status
+    other = render_files(status_of(published(speedup=2.5), skipped()), endpoint="http://h")
+    assert other[CHART] != first[CHART] and other[README] != first[README]
+
+
+# ---- the Hub ----
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
+    with LocalHub(tmp_path_factory.mktemp("hub"), "maintainer", TOKEN) as hub:
+        yield hub
+
+
+def _requests(server: LocalHub) -> list[dict]:
+    return [r for r in server.requests() if not r["path"].startswith("/api/agent")]
+
+
+def test_write_and_read_status_only_when_changed(server: LocalHub) -> None:
+    writer = Hub(server.url, TOKEN)
+    server.clear_requests()
+    assert read_status(writer, STATUS_REPO) is None
+    assert len(_requests(server)) == 1  # one request, even for a repo that does not exist
+
+    status = status_of(published(), skipped(), renderer=renderer_fingerprint())
+    first = write_status(writer, STATUS_REPO, status, current=None)
+    assert first is not None
+    files = set(HfApi(endpoint=server.url, token=TOKEN).list_repo_files(STATUS_REPO, repo_type="dataset"))
+    assert {README, STATUS_JSON, CHART} <= files
+
+    server.clear_requests()
+    current = read_status(writer, STATUS_REPO)
+    assert current == status and len(_requests(server)) == 1
+
+    server.clear_requests()
+    assert write_status(writer, STATUS_REPO, status, current=current) is None
+    assert _requests(server) == []  # equal to what planning read: nothing sent at all
+    assert write_status(writer, STATUS_REPO, status) is None  # not read: the Hub's bytes are equal, no commit
+    assert not [r for r in _requests(server) if "/commit/" in r["path"]]
+
+    changed = status_of(published(speedup=2.2), skipped())
+    second = write_status(writer, STATUS_REPO, changed, current=current)
+    assert second is not None and second != first
+    assert read_status(writer, STATUS_REPO) == changed
+    commits = HfApi(endpoint=server.url, token=TOKEN).list_repo_commits(STATUS_REPO, repo_type="dataset")
+    assert [c.commit_id for c in commits[:2]] == [second, first]  # one commit per change, nothing in between
+
+
+def test_read_status_rejects_damaged_or_newer_files(server: LocalHub) -> None:
+    api = HfApi(endpoint=server.url, token=TOKEN)
+    reader = Hub(server.url, TOKEN)
+    for repo, content in (("OV/damaged-status", b"{not json"), ("OV/newer-status", b'{"schema_version": 99}'),
+                          ("OV/wrong-status", b'{"schema_version": 1, "entries": 3}')):
+        api.create_repo(repo, repo_type="dataset")
+        api.upload_file(path_or_fileobj=content, path_in_repo=STATUS_JSON, repo_id=repo, repo_type="dataset")
+        assert read_status(reader, repo) is None
+
+
+def test_status_command_prints_table_and_json(server: LocalHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.cli import app
+
+    writer = Hub(server.url, TOKEN)
+    repo = "OV/cli-status"
+    status = status_of(published(), skipped(reason="[bold]not markup[/bold]"))
+    write_status(writer, repo, status)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    runner = CliRunner()
+    table = runner.invoke(app, ["status", "--repo", repo, "--endpoint", server.url])
+    assert table.exit_code == 0, table.output
+    assert "z-lab/Qwen3-Tiny-DFlash-b16" in table.output and "[bold]not markup[/bold]" in table.output
+    as_json = runner.invoke(app, ["status", "--repo", repo, "--endpoint", server.url, "--json"])
+    assert as_json.exit_code == 0 and StatusFile.model_validate(json.loads(as_json.stdout)) == status
+    missing = runner.invoke(app, ["status", "--repo", "OV/no-such-status", "--endpoint", server.url])
+    assert missing.exit_code == 1
+
+
+def test_status_step_with_only_skips_makes_no_collection(server: LocalHub) -> None:
+    from bot.status_step import Memory, publish_status
+
+    writer = Hub(server.url, TOKEN)
+    recipe = fast_recipe()
+    recipe = recipe.model_copy(update={"publish": recipe.publish.model_copy(update={
+        "namespace": "OnlySkips", "status_repo": "{namespace}/status"})})
+    memory = Memory(status=None, namespace_listing={}, stale=frozenset(), toolchain_fp="tc", recipe_fp="rc",
+                    card_fp=None, now=NOW, recheck_after=None)
+    result = publish_status(writer, recipe, memory, [skipped()], watched=None, committed=False)
+    assert result.commit is not None and result.collection is None and result.collection_url is None
+    assert list(HfApi(endpoint=server.url, token=TOKEN).list_collections(owner="OnlySkips")) == []
+    assert read_status(writer, "OnlySkips/status") == result.status
+    assert "OnlySkips/status" in result.summary_markdown() and "Collection" not in result.summary_markdown()
