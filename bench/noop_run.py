@@ -3,12 +3,8 @@
 Goal (issue 13): source listing pages + 2 (the status read and one listing of the output namespace), however
 many sources are watched, with no weight download and no commit.
 
-Each scenario seeds a local Hub (in its own process), runs `dflash-bot run` once to publish, writes the status
-repo with the status step (`bot.status_step`, as the publish step does once it is wired in), then measures from
-the server's request log:
-- `pipeline_now`: a second `dflash-bot run` as the pipeline is wired today;
-- `with_memory`: the planning reads of a run that uses the status memory (listing, `load_memory`, `partition`),
-  which is what a wired run's no-op costs; sources the memory cannot vouch for are counted as `to_examine`.
+Each scenario seeds a local Hub (in its own process), runs `dflash-bot run` once (it publishes and writes the
+status repo), then runs it again and counts the second run's requests from the server's request log.
 
     .venv/bin/python bench/noop_run.py            # both scenarios
     .venv/bin/python bench/noop_run.py --extra 50 # one scenario
@@ -46,18 +42,10 @@ def seed_generated(url: str, token: str, work: Path, count: int) -> None:
 
 
 def scenario(extra: int) -> dict:
-    from bot.card import template_fingerprint
-    from bot.discover import list_sources
-    from bot.hub import Hub
-    from bot.recipe import load_recipe
-    from bot.report import Outcome
-    from bot.status_step import entries_from_outcomes, load_memory, partition, publish_status
-    from bot.toolchain import detect
-
+    """Seed, publish with a first `dflash-bot run` (it writes the status repo), then measure a second one."""
     with tempfile.TemporaryDirectory(prefix="bench-noop-") as tmp:
         work = Path(tmp)
         recipe_path = write_recipe(work / "recipe.yaml", num_assistant_tokens=[3, 7], repeats=1)
-        recipe = load_recipe(recipe_path)
         with local_hub(work / "hub") as (url, token):
             demo.seed(url, token, work / "seed")
             if extra:
@@ -67,39 +55,21 @@ def scenario(extra: int) -> dict:
             first = timed(run + ["--report", str(work / "first.json")], env=env)
             first_report = json.loads((work / "first.json").read_text())
 
-            hub = Hub(url, token)
-            memory = load_memory(hub, recipe, card_fp=template_fingerprint())
-            outcomes = [Outcome(**o) for o in first_report["outcomes"]]
-            status = publish_status(hub, recipe, memory, entries_from_outcomes(hub, recipe, memory, outcomes),
-                                    watched=[o.source for o in outcomes], committed=bool(first_report["commits"]))
-
             clear_requests(url, token)
             started = time.perf_counter()
             timed(run + ["--report", str(work / "second.json")], env=env)
-            pipeline_s = time.perf_counter() - started
-            pipeline_log = _hub_requests(server_requests(url, token))
-            second_report = json.loads((work / "second.json").read_text())
-
-            clear_requests(url, token)
-            started = time.perf_counter()
-            listings, skips = list_sources(hub, recipe, detect())
-            memory = load_memory(hub, recipe, card_fp=template_fingerprint())
-            split = partition(memory, listings, skips)
-            memory_s = time.perf_counter() - started
-            memory_log = _hub_requests(server_requests(url, token))
-    pages = sum(1 for r in memory_log if _kind(r) == "listing page")
+            second_s = time.perf_counter() - started
+            log = _hub_requests(server_requests(url, token))
+            second = json.loads((work / "second.json").read_text())
+    pages = sum(1 for r in log if _kind(r) == "listing page")
     return {
-        "watched_sources": len(listings) + len(skips), "first_run_s": round(first, 1),
-        "status_commit": bool(status.commit), "collection": status.collection_url,
-        "listing_pages": pages,
-        "pipeline_now": {"hub_requests": len(pipeline_log), "seconds": round(pipeline_s, 1),
-                         "by_kind": dict(Counter(_kind(r) for r in pipeline_log)),
-                         "commits": len(second_report["commits"]), "weight_downloads": _weights(pipeline_log)},
-        "with_memory": {"hub_requests": len(memory_log), "seconds": round(memory_s, 2),
-                        "by_kind": dict(Counter(_kind(r) for r in memory_log)),
-                        "goal_listing_pages_plus_2": len(memory_log) == pages + 2,
-                        "remembered": len(split.remembered), "to_examine": len(split.examine) + len(
-                            split.listing_skips), "weight_downloads": _weights(memory_log)},
+        "watched_sources": len(first_report["outcomes"]) - 1,  # less the status repo's own row, if any
+        "first_run_s": round(first, 1), "status_page": first_report.get("status_page"),
+        "collection": first_report.get("collection"),
+        "noop_run": {"hub_requests": len(log), "listing_pages": pages,
+                     "goal_listing_pages_plus_2": len(log) == pages + 2, "seconds": round(second_s, 1),
+                     "by_kind": dict(Counter(_kind(r) for r in log)), "commits": len(second["commits"]),
+                     "status_commit": second.get("status_commit"), "weight_downloads": _weights(log)},
     }
 
 

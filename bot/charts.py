@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.validate import SpeedRun, ValidationReport
+from bot.record import SpeedRun, Validation
 
 ACCEPTANCE_CHART = "assets/acceptance.png"  # where the draft repo carries its chart; the card embeds this path
 DPI = 100
@@ -68,17 +68,12 @@ def acceptance_png(runs: Sequence[SpeedRun], baseline_tokens_per_s: float | None
         return _png(figure, canvas)
 
 
-def acceptance_png_from_provenance(validation: Mapping) -> bytes:
-    """The draft chart from a bundle's (or a published repo's) `openvino_export.json` `validation` record, so a
-    card-only refresh draws exactly the chart the build drew."""
-    return acceptance_png(ValidationReport.from_dict(dict(validation)).runs)
-
-
-def write_acceptance_chart(draft_folder: Path, validation: Mapping) -> Path:
-    """Write the draft repo's chart (`assets/acceptance.png`) into a bundle's draft folder; returns its path."""
+def write_acceptance_chart(draft_folder: Path, validation: Validation) -> Path:
+    """Write the draft repo's chart (`assets/acceptance.png`) into a draft folder from the build record's
+    validation, so a card-only refresh draws exactly the chart the build drew; returns its path."""
     path = Path(draft_folder) / ACCEPTANCE_CHART
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(acceptance_png_from_provenance(validation))
+    path.write_bytes(acceptance_png(validation.runs))
     return path
 
 

@@ -189,6 +189,8 @@ def hub_serve(
 EndpointOption = Annotated[Optional[str], typer.Option(help="Hub endpoint (default: HF_ENDPOINT or huggingface.co)")]
 OnlyOption = Annotated[Optional[str], typer.Option(help="only this source repo id (a dispatch for one model)")]
 ForceOption = Annotated[bool, typer.Option(help="rebuild even when the published build is current")]
+RecheckOption = Annotated[bool, typer.Option(help="examine every source, even those the status repo remembers as "
+                                                  "unchanged since they were last skipped, failed or published")]
 
 
 @app.command("plan")
@@ -197,6 +199,7 @@ def plan_command(
     recipe: RecipeOption = None,
     only: OnlyOption = None,
     force: ForceOption = False,
+    recheck: RecheckOption = False,
     dry_run: Annotated[bool, typer.Option(help="plan, but hand nothing on to build or publish")] = False,
     matrix: Annotated[bool, typer.Option(help="print GitHub matrix JSON ({\"include\": [...]}) on stdout")] = False,
     out: Annotated[Optional[Path], typer.Option(help="write the plan record (for `publish --plan`) here")] = None,
@@ -227,7 +230,7 @@ def plan_command(
     actions = Actions(settings)
     # stdout carries only the matrix JSON; logs and workflow commands go to stderr (the runner reads both).
     with contextlib.redirect_stdout(sys.stderr):
-        planned = plan_matrix(reader, loaded, RunOptions(only=only, force=force, dry_run=dry_run))
+        planned = plan_matrix(reader, loaded, RunOptions(only=only, force=force, dry_run=dry_run, recheck=recheck))
         matrix_json = planned.matrix()
         count = len(matrix_json["include"])
         if out:
@@ -258,6 +261,7 @@ def run_command(
     recipe: RecipeOption = None,
     only: OnlyOption = None,
     force: ForceOption = False,
+    recheck: RecheckOption = False,
     dry_run: Annotated[bool, typer.Option(help="print the plan and change nothing")] = False,
     report: Annotated[Optional[Path], typer.Option(help="write the run report as JSON here")] = None,
     endpoint: EndpointOption = None,
@@ -289,7 +293,8 @@ def run_command(
     writer = Hub(settings.endpoint, settings.write_token) if not dry_run else None
     result = RunReport(dry_run=dry_run)
     try:
-        run(loaded, reader, writer, RunOptions(only=only, force=force, dry_run=dry_run, work=work), result)
+        run(loaded, reader, writer, RunOptions(only=only, force=force, dry_run=dry_run, work=work, recheck=recheck),
+            result)
     except BaseException as stop:  # a signal (SIGTERM unwinds as SystemExit) or a bug: the report says so
         result.add(Outcome("(run)", None, Status.FAILED, f"run stopped: {type(stop).__name__} {stop}".strip()))
         raise

@@ -31,10 +31,22 @@ from bot.bundle import Bundle
 from bot.errors import BotError, Failure
 from bot.hub import REQUESTS, Hub
 from bot.outcome import Outcome, Status
-from bot.pipeline import RunOptions, fetch_and_build, group_jobs, guard, guard_group, plan_run, publish_jobs
+from bot.card import template_fingerprint
+from bot.pipeline import (
+    RunMemory,
+    RunOptions,
+    fetch_and_build,
+    finish_status,
+    group_jobs,
+    guard,
+    guard_group,
+    load_memory,
+    plan_run,
+    publish_jobs,
+)
 from bot.publish import refresh_cards
 from bot.recipe import Recipe, RunnerClass, RunnerSettings
-from bot.record import PROVENANCE_FILE, RecordError
+from bot.record import PROVENANCE_FILE, BuildRecord, RecordError
 from bot.report import RunReport
 
 OUTCOME_FILE = "build-outcome.json"
@@ -58,14 +70,15 @@ class OutcomeRecord(_Handoff):
     status: Status
     reason: str = ""
     repos: list[str] = Field(default_factory=list)
+    stage: str | None = None
 
     @classmethod
     def of(cls, outcome: Outcome) -> OutcomeRecord:
         return cls(source=outcome.source, revision=outcome.revision, status=outcome.status, reason=outcome.reason,
-                   repos=list(outcome.repos))
+                   repos=list(outcome.repos), stage=outcome.stage)
 
     def outcome(self) -> Outcome:
-        return Outcome(self.source, self.revision, self.status, self.reason, list(self.repos))
+        return Outcome(self.source, self.revision, self.status, self.reason, list(self.repos), self.stage)
 
 
 class MatrixEntry(_Handoff):
@@ -95,6 +108,12 @@ class MatrixPlan(_Handoff):
     entries: list[MatrixEntry]
     card_refresh: list[str]  # source repo ids whose published cards need re-rendering
     report: PlanReport
+    # For the status page the publish job writes: what the listing held, what planning reported from the
+    # status repo's memory, and the records of the sources it found up to date.
+    only: str | None = None
+    listed: list[str] = Field(default_factory=list)
+    remembered: list[str] = Field(default_factory=list)
+    up_to_date: list[BuildRecord] = Field(default_factory=list)
 
     def matrix(self) -> dict:
         """GitHub's matrix JSON; empty on a dry run (the entries are still in the plan record)."""
@@ -131,7 +150,8 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
     """Discover and plan like `run`, then lay the builds out as matrix entries (no weights downloaded)."""
     report = RunReport(dry_run=options.dry_run)
     requests_before = REQUESTS.count
-    decisions, jobs = plan_run(reader, recipe, options, report)
+    state = RunMemory()
+    decisions, jobs = plan_run(reader, recipe, options, report, state)
     card_refresh = [d.listing.repo_id for d in decisions if d.action == plan.Action.CARD and d.published is not None]
     entries: list[MatrixEntry] = []
     for (target, _), members in group_jobs(jobs).items():
@@ -167,7 +187,10 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
                 report.add(Outcome(decision.listing.repo_id, decision.listing.sha, Status.PLANNED,
                                    "card: card template changed"))
     return MatrixPlan(recipe=recipe.name, recipe_fingerprint=recipe.fingerprint(), dry_run=options.dry_run,
-                      entries=entries, card_refresh=card_refresh,
+                      entries=entries, card_refresh=card_refresh, only=options.only, listed=state.listed,
+                      remembered=sorted(state.remembered),
+                      up_to_date=[built.published_as(repos, built.card.template_fingerprint if built.card else "")
+                                  for built, repos in state.published.values()],
                       report=PlanReport(outcomes=[OutcomeRecord.of(o) for o in report.outcomes],
                                         hub_requests=REQUESTS.count - requests_before, deferred=report.deferred))
 
@@ -287,9 +310,12 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
     requests_before = REQUESTS.count
     if planned is not None and planned.dry_run:
         return report
+    state = RunMemory(listed=list(planned.listed), remembered=set(planned.remembered),
+                      published={r.source.repo or "": (r, r.repos) for r in planned.up_to_date if r.repos}
+                      ) if planned else RunMemory()
     for source in planned.card_refresh if planned else []:
         with log.group(f"refresh cards of {source}"):
-            guard(report, source, None, lambda source=source: _card_refresh(report, writer, recipe, source))
+            guard(report, source, None, lambda source=source: _card_refresh(report, state, writer, recipe, source))
     if planned is not None:
         groups = [(entry.jobs, (bundles / entry.artifact) if bundles else None) for entry in planned.entries]
     else:
@@ -299,7 +325,10 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
             ready = _check_artifact(report, jobs, folder)
             if ready:
                 guard_group(report, [job for job, _ in ready], lambda ready=ready: publish_jobs(
-                    report, writer, recipe, ready))
+                    report, writer, recipe, ready, state))
+    if planned is not None:  # the status page needs the plan's view of every listed source
+        state.memory = load_memory(writer, recipe, template_fingerprint(), RunOptions())
+        finish_status(report, state, writer, recipe, RunOptions(only=planned.only))
     # The plan's requests and this job's; each build job's downloads are in its own log.
     report.hub_requests += REQUESTS.count - requests_before
     return report
@@ -364,13 +393,14 @@ def _checked_bundle(report: RunReport, job: plan.BuildJob, folder: Path | None) 
     return bundle
 
 
-def _card_refresh(report: RunReport, writer: Hub, recipe: Recipe, source: str) -> None:
+def _card_refresh(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, source: str) -> None:
     draft_repo = plan.draft_output_repo(recipe.publish, source)
     published = writer.draft_record(draft_repo)
     if published is None:
         raise Failure(f"{draft_repo} has no record to re-render the card from", subject=source, stage="publish")
-    report.add_published(source, published.source.revision,
-                         refresh_cards(writer, published, private=recipe.publish.private), "card refreshed")
+    result = refresh_cards(writer, published, private=recipe.publish.private)
+    report.add_published(source, published.source.revision, result, "card refreshed")
+    state.published[source] = (published, result.repos)
 
 
 def _group_bytes(jobs: list[plan.BuildJob]) -> int:

@@ -30,6 +30,7 @@ class Outcome:
     status: Status
     reason: str = ""
     repos: list[str] = field(default_factory=list)
+    stage: str | None = None  # the step a skip or failure happened in (the memory re-examines some)
 
     @classmethod
     def of_error(cls, source: str, revision: str | None, error: BotError) -> Outcome:
@@ -39,16 +40,17 @@ class Outcome:
         if error.subject and error.subject != source and not error.message.startswith(error.subject) and \
                 error.subject not in reason[:len(error.subject) + 8]:
             reason = f"{error.subject}: {reason}"
-        return cls(source, revision, status_of(error), reason)
+        return cls(source, revision, status_of(error), reason, stage=error.stage)
 
     def to_dict(self) -> dict:
         return {"source": self.source, "revision": self.revision, "status": str(self.status), "reason": self.reason,
-                "repos": list(self.repos)}
+                "repos": list(self.repos), "stage": self.stage}
 
     @classmethod
     def from_dict(cls, data: dict) -> Outcome:
         return cls(source=str(data["source"]), revision=data.get("revision"), status=Status(data["status"]),
-                   reason=str(data.get("reason", "")), repos=[str(r) for r in data.get("repos", [])])
+                   reason=str(data.get("reason", "")), repos=[str(r) for r in data.get("repos", [])],
+                   stage=data.get("stage"))
 
 
 def status_of(error: BotError) -> Status:

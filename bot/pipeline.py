@@ -13,10 +13,10 @@ import tempfile
 import traceback
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot import discover, log, plan, profiles
+from bot import discover, log, plan, profiles, status_step
 from bot.build import Checkout, DraftBuild, DraftOutcome, build_group
 from bot.card import template_fingerprint
 from bot.errors import BotError, Failure, Skip, UsageError
@@ -26,7 +26,7 @@ from bot.outcome import Outcome, Status
 from bot.bundle import Bundle
 from bot.publish import PublishResult, publish_group, refresh_cards
 from bot.recipe import Recipe
-from bot.record import BuildRecord
+from bot.record import BuildRecord, Repos
 from bot.report import RunReport
 from bot.toolchain import Toolchain, detect
 
@@ -41,6 +41,28 @@ class RunOptions:
     dry_run: bool = False
     work: Path | None = None
     keep_work: bool = False
+    recheck: bool = False  # examine every source, whatever the status repo remembers
+
+
+@dataclass
+class RunMemory:
+    """What a run keeps for the status repo: the memory it planned with and what it learned since.
+
+    Attributes:
+        memory: the status repo and the output namespace as planning read them (None: unreadable, so every
+            source was examined).
+        listed: every source id the listing returned (sources no longer listed leave the status page).
+        remembered: sources reported from memory (no Hub request was made for them).
+        published: source -> (record, repos) of every source published or found up to date this run.
+    """
+
+    memory: status_step.Memory | None = None
+    listed: list[str] = field(default_factory=list)
+    remembered: set[str] = field(default_factory=set)
+    published: dict[str, tuple[BuildRecord, Repos]] = field(default_factory=dict)
+
+    def examined(self, report: RunReport) -> list[Outcome]:
+        return [o for o in report.outcomes if o.source not in self.remembered]
 
 
 def guard(report: RunReport, source: str, revision: str | None, action: Callable[[], object]) -> bool:
@@ -73,9 +95,15 @@ def guard_group(report: RunReport, jobs: list[plan.BuildJob], action: Callable[[
     return False
 
 
-def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport
+def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport, state: RunMemory | None = None
              ) -> tuple[list[plan.Decision], list[plan.BuildJob]]:
-    """Discover and plan: decisions for every listed source, and build jobs for those to build."""
+    """Discover and plan: decisions for every examined source, and build jobs for those to build.
+
+    With `state`, the status repo's memory is read first (two requests) and a source whose revision, toolchain
+    and recipe are unchanged since it was last examined is reported from memory without a request of its own.
+    """
+    card_fp = template_fingerprint()
+    state = state if state is not None else RunMemory()
     with log.group("discover"):
         listings, skips = discover.list_sources(reader, recipe, detect())
         if options.only:
@@ -84,11 +112,21 @@ def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport
             if not listings and not skips:
                 only = options.only
                 guard(report, only, None, lambda: listings.append(_listing_for(reader, only)))
+        state.listed = sorted({listing.repo_id for listing in listings} | {skip.repo_id for skip in skips})
+        state.memory = load_memory(reader, recipe, card_fp, options)
+        if state.memory is not None:
+            split = status_step.partition(state.memory, listings, skips)
+            for entry in split.remembered:
+                state.remembered.add(entry.source)
+                report.add(status_step.remembered_outcome(entry))
+            listings = list(split.examine)
+            skips = [skip for skip in skips if skip.repo_id not in state.remembered]
+            log.step("%d source(s) unchanged since last examined, reported from the status repo",
+                     len(split.remembered))
         for skip in skips:
-            report.add(Outcome(skip.repo_id, skip.revision, Status.SKIPPED, skip.reason))
-        log.step("%d candidate(s), %d ruled out by the listing", len(listings), len(skips))
+            report.add(Outcome(skip.repo_id, skip.revision, Status.SKIPPED, skip.reason, stage=skip.stage))
+        log.step("%d candidate(s) to examine, %d ruled out by the listing", len(listings), len(skips))
 
-    card_fp = template_fingerprint()
     decisions: list[plan.Decision] = []
     jobs: list[plan.BuildJob] = []
     context = _PlanContext(reader)
@@ -96,7 +134,7 @@ def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport
         for listing in listings:
             guard(report, listing.repo_id, listing.sha,
                   lambda listing=listing: _plan_one(reader, recipe, options, listing, card_fp, context, report,
-                                                    decisions, jobs))
+                                                    state, decisions, jobs))
     return decisions, jobs
 
 
@@ -133,7 +171,7 @@ class _PlanContext:
 
 
 def _plan_one(reader: Hub, recipe: Recipe, options: RunOptions, listing: RepoListing, card_fp: str,
-              context: _PlanContext, report: RunReport, decisions: list[plan.Decision],
+              context: _PlanContext, report: RunReport, state: RunMemory, decisions: list[plan.Decision],
               jobs: list[plan.BuildJob]) -> None:
     draft_repo = plan.draft_output_repo(recipe.publish, listing.repo_id)
     published = reader.draft_record(draft_repo)
@@ -147,6 +185,8 @@ def _plan_one(reader: Hub, recipe: Recipe, options: RunOptions, listing: RepoLis
         repos = decision.repos()
         report.add(Outcome(listing.repo_id, listing.sha, Status.UP_TO_DATE, "",
                            [repos.draft, repos.target] if repos else []))
+        if published is not None and repos is not None:
+            state.published[listing.repo_id] = (published, repos)
     elif decision.action == plan.Action.BUILD:
         candidate = discover.resolve(reader, listing, recipe)
         jobs.append(plan.BuildJob.from_candidate(candidate, decision.reasons, recipe.publish))
@@ -170,7 +210,8 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions,
     report = report if report is not None else RunReport()
     report.dry_run = options.dry_run
     requests_before = REQUESTS.count
-    decisions, jobs = plan_run(reader, recipe, options, report)
+    state = RunMemory()
+    decisions, jobs = plan_run(reader, recipe, options, report, state)
 
     if options.dry_run:
         targets = {job.source: job.target for job in jobs}
@@ -189,21 +230,59 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions,
         published = decision.published
         if decision.action == plan.Action.CARD and published is not None:
             guard(report, decision.listing.repo_id, decision.listing.sha,
-                  lambda published=published, decision=decision: report.add_published(
-                      decision.listing.repo_id, decision.listing.sha,
-                      refresh_cards(writer, published, private=recipe.publish.private), "card refreshed"))
+                  lambda published=published, decision=decision: _refresh(report, state, writer, recipe,
+                                                                          decision.listing, published))
 
     if options.work is not None:
         options.work.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-run-", dir=options.work))
     try:
         for members in group_jobs(jobs).values():
-            _build_and_publish(report, reader, writer, recipe, members, scratch, options)
+            _build_and_publish(report, state, reader, writer, recipe, members, scratch, options)
     finally:
         if not options.keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
+    finish_status(report, state, writer, recipe, options)
     report.hub_requests = REQUESTS.count - requests_before
     return report
+
+
+def _refresh(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, listing: RepoListing,
+             published: BuildRecord) -> None:
+    result = refresh_cards(writer, published, private=recipe.publish.private)
+    report.add_published(listing.repo_id, listing.sha, result, "card refreshed")
+    state.published[listing.repo_id] = (published, result.repos)
+
+
+def load_memory(reader: Hub, recipe: Recipe, card_fp: str, options: RunOptions) -> status_step.Memory | None:
+    """The status repo's memory, or None when it cannot be read (then every source is examined, as before)."""
+    try:
+        return status_step.load_memory(reader, recipe, card_fp=card_fp, recheck=options.recheck or options.force)
+    except BotError as error:
+        log.step("status repo unreadable (%s): every source is examined", error.one_line())
+        return None
+
+
+def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, options: RunOptions) -> None:
+    """Write the status page (one commit, only when it changed) and sync the collection; a problem here is a
+    failed outcome of the status repo, never of a model (those are published already)."""
+    memory = state.memory
+    if memory is None or options.dry_run:
+        return
+    updates = status_step.entries_for(memory, state.examined(report), state.published)
+    status_repo = recipe.publish.status_repo_id
+
+    def write() -> None:
+        result = status_step.publish_status(writer, recipe, memory, updates,
+                                            watched=None if options.only else state.listed,
+                                            committed=bool(report.commits))
+        report.status_page, report.collection = result.page_url, result.collection_url
+        if result.commit:
+            report.status_commit = result.commit
+            log.step("status page %s: commit %s", status_repo, result.commit[:7])
+
+    with log.group(f"status page {status_repo}"):
+        guard(report, status_repo, None, write)
 
 
 def group_jobs(jobs: list[plan.BuildJob]) -> dict[tuple[str, str], list[plan.BuildJob]]:
@@ -214,8 +293,8 @@ def group_jobs(jobs: list[plan.BuildJob]) -> dict[tuple[str, str], list[plan.Bui
     return dict(groups)
 
 
-def _build_and_publish(report: RunReport, reader: Hub, writer: Hub, recipe: Recipe, members: list[plan.BuildJob],
-                       scratch: Path, options: RunOptions) -> None:
+def _build_and_publish(report: RunReport, state: RunMemory, reader: Hub, writer: Hub, recipe: Recipe,
+                       members: list[plan.BuildJob], scratch: Path, options: RunOptions) -> None:
     built: list[tuple[plan.BuildJob, DraftOutcome]] = []
     if not guard_group(report, members, lambda: built.extend(
             fetch_and_build(reader, recipe, members, scratch, report, keep_work=options.keep_work))):
@@ -228,17 +307,19 @@ def _build_and_publish(report: RunReport, reader: Hub, writer: Hub, recipe: Reci
             ready.append((job, outcome.bundle))
     if ready:
         with log.group(f"publish {ready[0][0].target_repo} and {len(ready)} draft(s)"):
-            guard_group(report, [job for job, _ in ready], lambda: publish_jobs(report, writer, recipe, ready))
+            guard_group(report, [job for job, _ in ready], lambda: publish_jobs(report, writer, recipe, ready, state))
 
 
-def publish_jobs(report: RunReport, writer: Hub, recipe: Recipe, ready: list[tuple[plan.BuildJob, Bundle]]) -> None:
+def publish_jobs(report: RunReport, writer: Hub, recipe: Recipe, ready: list[tuple[plan.BuildJob, Bundle]],
+                 state: RunMemory) -> None:
     """Publish the bundles of one target group (the target repo once) and record each draft's outcome."""
     results = publish_group(writer, [(bundle, job.repos) for job, bundle in ready], private=recipe.publish.private)
-    for (job, _), result in zip(ready, results, strict=True):
+    for (job, bundle), result in zip(ready, results, strict=True):
         if isinstance(result, BotError):
             report.add(Outcome.of_error(job.source, job.revision, result))
         else:
             report.add_published(job.source, job.revision, result, "; ".join(job.reasons))
+            state.published[job.source] = (bundle.record, job.repos)
 
 
 def fetch_and_build(reader: Hub, recipe: Recipe, members: list[plan.BuildJob], scratch: Path, report: RunReport,

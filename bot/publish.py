@@ -16,6 +16,7 @@ from pathlib import Path
 from bot import log, record
 from bot.bundle import Bundle
 from bot.card import render_draft_card, render_target_card, template_fingerprint
+from bot.charts import ACCEPTANCE_CHART, write_acceptance_chart
 from bot.errors import BotError, Failure, PreconditionFailed, Skip
 from bot.hub import Hub
 from bot.outcome import Status
@@ -173,6 +174,7 @@ def _publish_draft(hub: Hub, bundle: Bundle, repos: Repos, card_fp: str, commits
     built = bundle.record.published_as(repos, card_fp)
     folder = bundle.draft_dir
     record.write(built, folder)
+    write_acceptance_chart(folder, built.validation)
     (folder / "README.md").write_text(render_draft_card(built), encoding="utf-8")
     result = hub.publish_folder(repos.draft, folder, message=_message("draft", built.source), private=private)
     if result.commit:
@@ -196,13 +198,15 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
     with tempfile.TemporaryDirectory(prefix="dflash-bot-card-") as tmp:
         folder = Path(tmp)
         record.write(refreshed, folder)
+        write_acceptance_chart(folder, refreshed.validation)
         (folder / "README.md").write_text(render_draft_card(refreshed), encoding="utf-8")
         result = hub.publish_folder(repos.draft, folder, message="Update model card", private=private,
-                                    only=_CARD_FILES)
+                                    only=(*_CARD_FILES, ACCEPTANCE_CHART))
         if result.commit:
             commits[repos.draft] = result.commit
         target = hub.target_record(repos.target)
         if target is not None and target.card.template_fingerprint != card_fp:
+            (folder / ACCEPTANCE_CHART).unlink()
             target = target.model_copy(update={"card": record.CardInfo(template_fingerprint=card_fp)})
             record.write(target, folder)
             (folder / "README.md").write_text(render_target_card(target, target_repo=repos.target), encoding="utf-8")

@@ -20,6 +20,9 @@ class RunReport:
     hub_requests: int = 0
     dry_run: bool = False
     deferred: list[str] = field(default_factory=list)
+    status_page: str | None = None  # the status repo's page, when the run wrote or checked it
+    collection: str | None = None  # the collection's URL
+    status_commit: str | None = None  # the status repo's new commit (not counted with the model commits)
 
     def add(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)
@@ -42,6 +45,7 @@ class RunReport:
     def to_dict(self) -> dict:
         return {"outcomes": [o.to_dict() for o in self.outcomes], "hub_requests": self.hub_requests,
                 "commits": self.commits, "dry_run": self.dry_run, "deferred": self.deferred,
+                "status_page": self.status_page, "collection": self.collection, "status_commit": self.status_commit,
                 "counts": {str(s): sum(o.status == s for o in self.outcomes)
                            for s in (Status.PUBLISHED, Status.UP_TO_DATE, Status.SKIPPED, Status.FAILED,
                                      Status.PLANNED)}}
@@ -66,6 +70,10 @@ class RunReport:
             lines.append(f"| {_cell(o.source)} | {(o.revision or '')[:7]} | {o.status} | {_cell(o.reason)} | {repos} |")
         lines.append("")
         lines.append(f"Hub requests: {self.hub_requests}; commits: {len(self.commits)}")
+        if self.status_page:
+            lines.append("")
+            lines.append(f"Status page: {self.status_page}" + (f" · Collection: {self.collection}"
+                                                               if self.collection else ""))
         return "\n".join(lines) + "\n"
 
     def print_table(self) -> None:

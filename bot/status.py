@@ -25,6 +25,7 @@ from bot import log
 from bot.collection import PublishedPair
 from bot.hub import Hub
 from bot.recipe import Recipe
+from bot.record import BuildRecord
 from bot.toolchain import Toolchain
 
 SCHEMA_VERSION = 1
@@ -35,7 +36,8 @@ EntryStatus = Literal["published", "skipped", "failed"]
 # failure of a Hub call or of the local disk (retried next run), and anything at the publish stage (a missing
 # write token, a lost commit race: the source itself was fine).
 _ENVIRONMENT_FAILURE_STAGES = frozenset({"list", "info", "read", "download", "commit", "create repo", "tag",
-                                         "collection", "list namespace", "fetch"})
+                                         "collection", "list namespace", "fetch", "toolchain", "verify", "bundle",
+                                         "run", None})
 _NEVER_REMEMBERED_STAGES = frozenset({"publish"})
 
 
@@ -168,7 +170,10 @@ def needs_recheck(entry: StatusEntry | None, *, revision: str | None, toolchain_
             or entry.recipe_fingerprint != recipe_fp:
         return True
     if entry.status == PUBLISHED:
-        return card_fp is not None and entry.card_fingerprint != card_fp
+        # Also by age: a published pair's target may have a new commit, which only a look at it shows.
+        return (card_fp is not None and entry.card_fingerprint != card_fp) or (
+            recheck_after is not None and now - entry.last_checked >= recheck_after)
+    # A failure with no stage is an error nobody foresaw (the bot's, not the source's): always examined again.
     if entry.stage in _NEVER_REMEMBERED_STAGES or (entry.status == FAILED
                                                      and entry.stage in _ENVIRONMENT_FAILURE_STAGES):
         return True
@@ -242,27 +247,24 @@ def collection_needs_sync(previous: StatusFile | None, status: StatusFile) -> bo
 
 # ---- entries from what a run learned ----
 
-def published_entry(provenance: Mapping, *, draft_repo: str, target_repo: str, toolchain_fp: str, recipe_fp: str,
+def published_entry(built: BuildRecord, *, draft_repo: str, target_repo: str, toolchain_fp: str, recipe_fp: str,
                     card_fp: str | None, now: dt.datetime, repo_shas: Mapping[str, str] | None = None
                     ) -> StatusEntry:
-    """The entry of a published (or up-to-date) source, from its `openvino_export.json` provenance.
+    """The entry of a published (or up-to-date) source, from its build record.
 
     Used after a publish, for a source planning found up to date, and to rebuild a deleted status repo from
     the published repos.
     """
-    source, target = provenance.get("source", {}), provenance.get("target", {})
-    validation = provenance.get("validation", {})
-    k = validation.get("recommended_num_assistant_tokens")
-    at_k = next((run for run in validation.get("runs", []) if run.get("num_assistant_tokens") == k), {})
-    built_at = provenance.get("built_at")
+    validation = built.validation
+    at_k = validation.best_run
     return StatusEntry(
-        source=source.get("repo") or "", revision=source.get("revision"), status=PUBLISHED,
-        kind=provenance.get("draft", {}).get("kind"), target=target.get("repo"),
-        target_revision=target.get("revision"), draft_repo=draft_repo, target_repo=target_repo,
-        repo_shas=dict(repo_shas or {}), accept_length=validation.get("accept_length"),
-        speedup=at_k.get("speedup"), recommended_k=k, profile=provenance.get("toolchain", {}).get("profile"),
+        source=built.source.repo or "", revision=built.source.revision, status=PUBLISHED,
+        kind=built.draft.kind, target=built.target.repo, target_revision=built.target.revision,
+        draft_repo=draft_repo, target_repo=target_repo, repo_shas=dict(repo_shas or {}),
+        accept_length=validation.accept_length, speedup=at_k.speedup,
+        recommended_k=validation.recommended_num_assistant_tokens, profile=built.toolchain.profile,
         toolchain_fingerprint=toolchain_fp, recipe_fingerprint=recipe_fp, card_fingerprint=card_fp,
-        last_built=dt.datetime.fromisoformat(built_at) if isinstance(built_at, str) else None, last_checked=now)
+        last_built=dt.datetime.fromisoformat(built.built_at), last_checked=now)
 
 
 def problem_entry(source: str, revision: str | None, status: Literal["skipped", "failed"], reason: str, *,

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from bot import log
 from bot.collection import CollectionResult, sync_collection
 from bot.hub import Hub, RepoListing
+from bot.outcome import Outcome, Status
 from bot.recipe import Recipe
+from bot.record import BuildRecord, Repos
 from bot.status import (
     StatusEntry,
     StatusFile,
@@ -131,32 +133,37 @@ def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) 
     return MemoryPlan(tuple(remembered), tuple(examine), tuple(listing_skips))
 
 
-def entries_from_outcomes(hub: Hub, recipe: Recipe, memory: Memory, outcomes: Iterable) -> list[StatusEntry]:
-    """Status entries for a run's examined sources, from its report outcomes (a bridge for the current
-    pipeline; a build record that carries the provenance can call `published_entry` directly).
-
-    A published or up-to-date outcome costs one provenance read of its draft repo; skipped and failed ones
-    cost nothing. Outcomes of sources reported from memory must not be passed in.
+def entries_for(memory: Memory, outcomes: Iterable[Outcome], published: Mapping[str, tuple[BuildRecord, Repos]]
+                ) -> list[StatusEntry]:
+    """Status entries for the sources a run examined, from their outcomes and the records it holds in memory.
 
     Args:
-        outcomes: `report.Outcome`s (source, revision, status, reason, repos).
+        outcomes: the run's outcomes of examined sources (not of those reported from memory).
+        published: source -> (build record, repos) for every source the run published or found up to date.
     """
-    from bot.plan import read_published
-
     fingerprints = {"toolchain_fp": memory.toolchain_fp, "recipe_fp": memory.recipe_fp, "now": memory.now}
     entries = []
     for outcome in outcomes:
-        previous = memory.status.entry(outcome.source) if memory.status is not None else None
-        if outcome.status in ("published", "up-to-date") and len(outcome.repos) == 2:
-            provenance = read_published(hub, outcome.repos[0])
-            if provenance is not None:
-                entries.append(published_entry(provenance, draft_repo=outcome.repos[0], target_repo=outcome.repos[1],
-                                               card_fp=memory.card_fp, **fingerprints))
-                continue
-        if outcome.status in ("skipped", "failed"):
-            entries.append(problem_entry(outcome.source, outcome.revision, outcome.status, outcome.reason,
+        if outcome.status in (Status.PUBLISHED, Status.UP_TO_DATE) and outcome.source in published:
+            built, repos = published[outcome.source]
+            entries.append(published_entry(built, draft_repo=repos.draft, target_repo=repos.target,
+                                           card_fp=memory.card_fp, **fingerprints))
+        elif outcome.status in (Status.SKIPPED, Status.FAILED):
+            previous = memory.status.entry(outcome.source) if memory.status is not None else None
+            entries.append(problem_entry(outcome.source, outcome.revision, "skipped" if outcome.status ==
+                                         Status.SKIPPED else "failed", outcome.reason, stage=outcome.stage,
                                          previous=previous, **fingerprints))
     return entries
+
+
+def remembered_outcome(entry: StatusEntry) -> Outcome:
+    """How a source reported from memory appears in the run report (no Hub request was made for it)."""
+    if entry.status == "published":
+        return Outcome(entry.source, entry.revision, Status.UP_TO_DATE, "", entry.repos)
+    when = entry.last_checked.date().isoformat()
+    return Outcome(entry.source, entry.revision, Status.SKIPPED,
+                   f"{entry.status} when last examined ({when}), nothing changed since: {entry.reason}",
+                   stage=entry.stage)
 
 
 def current_toolchain_fingerprint() -> str:

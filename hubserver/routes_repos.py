@@ -25,7 +25,7 @@ def singular(plural: str) -> str:
 
 
 def _repo_id_from_body(req: Request, body: dict[str, Any]) -> tuple[str, str]:
-    """(repo_type, repo_id) from a create body: `organization` defaults to the caller's own namespace."""
+    """(repo_type, repo_id) from a create/delete body: `organization` defaults to the caller's own namespace."""
     repo_type = body.get("type") or "model"
     if repo_type not in REPO_TYPES:
         raise errors.bad_request(f"Invalid repo type {repo_type!r}")
@@ -52,6 +52,16 @@ def create_repo(hub: HubApp, req: Request) -> Response:
         # `create_repo(exist_ok=True)` reads `url` from this 409 body.
         raise errors.conflict(f"You already created this {repo_type} repo", url=url)
     return Response.json({"url": url, "name": repo_id, "id": repo_id})
+
+
+@routes.route("DELETE", "/api/repos/delete")
+def delete_repo(hub: HubApp, req: Request) -> Response:
+    """What a maintainer does by hand; the status-repo tests delete one to see the bot rebuild it."""
+    body = req.json_object()
+    repo_type, repo_id = _repo_id_from_body(req, body)
+    repo = hub.writable_repo(req, repo_type, repo_id)
+    hub.store.delete_repo(repo.repo_type, repo.repo_id)
+    return Response.json({})
 
 
 @routes.route("PUT", rf"/api/{REPO}/settings")

@@ -312,6 +312,16 @@ class HubStore:
             self._save_repo(repo)
             return repo, True
 
+    def delete_repo(self, repo_type: str, repo_id: str) -> None:
+        """Remove a repo and its history; its blobs stay, as other repos may share them."""
+        with self._lock:
+            if self._repos.pop((repo_type, repo_id), None) is None:
+                raise errors.repo_not_found(repo_id)
+            self._commits.pop((repo_type, repo_id), None)
+            trash = self._tmp_dir / f"deleted-{uuid.uuid4().hex}"
+            os.replace(self._dir(repo_type, repo_id), trash)  # atomic: the repo vanishes in one step
+        shutil.rmtree(trash, ignore_errors=True)
+
     def update_repo(self, repo: Repo, *, private: bool | None = None, gated: Gated | None = None) -> Repo:
         """Change visibility and/or gating; None leaves a setting as it is."""
         with self._lock:

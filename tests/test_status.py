@@ -83,7 +83,8 @@ def status_of(*entries: StatusEntry, **changes) -> StatusFile:
     (published(revision="c" * 40), {}, False),                            # published and current
     (published(revision="c" * 40), {"card_fp": "card"}, False),
     (published(revision="c" * 40), {"card_fp": "card2"}, True),           # card template changed
-    (published(revision="c" * 40), {"recheck_after": dt.timedelta(0)}, False),  # age never rechecks a publish
+    (published(revision="c" * 40), {"recheck_after": dt.timedelta(days=7)}, False),  # young publish: remembered
+    (published(revision="c" * 40), {"recheck_after": dt.timedelta(0)}, True),  # aged: its target may have moved
 ])
 def test_needs_recheck_truth_table(entry, kwargs, expected) -> None:
     arguments = {"revision": "c" * 40, "toolchain_fp": "tc", "recipe_fp": "rc", "now": NOW, "recheck_after": None,
@@ -114,19 +115,16 @@ def test_fingerprints_change_with_what_they_cover() -> None:
     assert recipe_memory_fingerprint(recipe) == recipe_memory_fingerprint(aged)
 
 
-def test_entries_from_provenance_and_problems() -> None:
-    provenance = {"source": {"repo": "z-lab/X-DFlash", "revision": "s" * 40},
-                  "target": {"repo": "Qwen/X", "revision": "t" * 40}, "draft": {"kind": "dflash"},
-                  "toolchain": {"profile": "default"}, "built_at": "2026-11-29T10:00:00+00:00",
-                  "validation": {"accept_length": 3.5, "recommended_num_assistant_tokens": 7,
-                                 "runs": [{"num_assistant_tokens": 3, "speedup": 1.2},
-                                          {"num_assistant_tokens": 7, "speedup": 1.9}]}}
-    entry = published_entry(provenance, draft_repo="OV/X-DFlash-int4-ov", target_repo="OV/X-int4-ov",
+def test_entries_from_a_build_record_and_problems() -> None:
+    from tests.records import build_record
+
+    built = build_record(speedups=(1.2, 1.9))
+    entry = published_entry(built, draft_repo="OV/X-DFlash-int4-ov", target_repo="OV/X-int4-ov",
                             toolchain_fp="tc", recipe_fp="rc", card_fp="card", now=NOW)
     assert (entry.source, entry.status, entry.speedup, entry.recommended_k, entry.profile) == (
-        "z-lab/X-DFlash", "published", 1.9, 7, "default")
-    assert entry.last_built == dt.datetime(2026, 11, 29, 10, tzinfo=dt.UTC)
-    assert entry.pair() is not None and entry.pair().target_source == "Qwen/X"
+        "z-lab/Qwen3-Tiny-DFlash-b16", "published", 1.9, 7, "default")
+    assert entry.last_built == dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
+    assert entry.pair() is not None and entry.pair().target_source == "Qwen/Qwen3-Tiny"
     failed = problem_entry(entry.source, "n" * 40, "failed", "export crashed", stage="export", toolchain_fp="tc",
                            recipe_fp="rc", now=NOW, previous=entry)
     # The last good build stays published: same repos and figures, now marked failed with the reason.
