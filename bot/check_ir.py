@@ -452,3 +452,62 @@ def _reads_parameter(op, name: str) -> bool:
 def _constant_int(output) -> int | None:
     node = output.get_node()
     return int(node.get_data().reshape(-1)[0]) if node.get_type_name() == "Constant" else None
+
+
+def inspect_folder(ir_dir: Path) -> dict:
+    """An IR folder's role, format and every rule's result, for `dflash-bot inspect` (operators, tests).
+
+    A folder whose `openvino_model.xml` carries `dflash_mode` is a draft, checked by its format's rules (a
+    stateful draft's refusal by SDPA→PagedAttention is reported as expected, `required: false`); any other is a
+    target, checked for the PagedAttention conversion and the hidden-state annotation GenAI taps.
+
+    Raises:
+        Failure: the folder holds no OpenVINO model.
+    """
+    import openvino as ov
+
+    path = next((ir_dir / n for n in ("openvino_model.xml", "openvino_language_model.xml") if (ir_dir / n).is_file()),
+                None)
+    if path is None:
+        raise Failure(f"{ir_dir} holds no openvino_model.xml or openvino_language_model.xml", stage="inspect")
+    model = ov.Core().read_model(path)
+    inputs = tuple(sorted(i.get_any_name() for i in model.inputs))
+    rt_info = read_rt_info(model)
+    record = {"path": str(path), "inputs": list(inputs),
+              "outputs": sorted(o.get_any_name() for o in model.outputs),
+              "dflash_rt_info": {k: v for k, v in rt_info.items() if k in ("dflash_mode", "dflash")}}
+    required = [True]
+    if str(rt_info.get("dflash_mode", "")).lower() != "true":
+        check = paged_attention_check(path, check_layers_from_sdpa(model))
+        rules = [RuleResult("paged_attention", check.ready, check.reason or
+                            f"{check.paged_attention_ops} PagedAttention ops, no state left"),
+                 RuleResult("hidden_states_decoder_layers", bool(rt_info.get("hidden_states_decoder_layers")),
+                            str(rt_info.get("hidden_states_decoder_layers") or "missing (export with optimum-intel "
+                                                                              ">= 2.2.0)"))]
+        record |= {"role": "target", "format": "decoder"}
+    elif is_per_row(inputs, rt_info):
+        report = check_per_row(path, DraftLayout.read(ir_dir))
+        rules = list(report.rules)
+        record |= {"role": "draft", "format": "per-row", "paged_attention_ready": report.passed,
+                   "layer_windows": list(report.layer_windows)}
+    else:
+        check = paged_attention_check(path, check_layers_from_sdpa(model))
+        stateful = {"inputs_embeds", "hidden_states", "beam_idx"} <= set(inputs)
+        rules = [RuleResult("signature", stateful, "inputs_embeds, hidden_states, beam_idx" if stateful else
+                            f"neither the stateful nor the per-row signature: {list(inputs)}"),
+                 _stateful_rt_info_rule(rt_info),
+                 RuleResult("kv_cache_state", bool(model.get_variables()), f"{len(model.get_variables())} variables"),
+                 RuleResult("paged_attention", check.ready, check.reason or "converted")]
+        required = [True, True, True, False]
+        record |= {"role": "draft", "format": "stateful", "paged_attention_ready": False}
+    required += [True] * (len(rules) - len(required))
+    record["rules"] = [asdict(r) | {"required": need} for r, need in zip(rules, required)]
+    record["passed"] = all(r.passed is True for r, need in zip(rules, required) if need)
+    return record
+
+
+def _stateful_rt_info_rule(rt_info: dict) -> RuleResult:
+    dflash = rt_info.get("dflash") if isinstance(rt_info.get("dflash"), dict) else {}
+    missing = [f"dflash/{k}" for k in ("mask_token_id", "target_layer_ids") if k not in dflash]
+    return RuleResult("rt_info", not missing, f"missing {missing}" if missing else
+                      "dflash_mode, dflash/mask_token_id, dflash/target_layer_ids")

@@ -303,6 +303,24 @@ def publish_command(
     raise typer.Exit(result.exit_code)
 
 
+@app.command("inspect")
+def inspect_command(
+    ir_dir: Annotated[Path, typer.Argument(help="an IR folder (an export's output or a bundle's draft/ or target/)",
+                                           exists=True, file_okay=False)],
+) -> None:
+    """Print an IR folder's role, format and every check's result as JSON; exit 0 only when all required pass."""
+    import json
+
+    from bot.check_ir import inspect_folder
+
+    try:
+        record = inspect_folder(ir_dir.resolve())
+    except BotError as error:
+        _fail(error)
+    typer.echo(json.dumps(record, indent=2))
+    raise typer.Exit(0 if record["passed"] else 2)
+
+
 @app.command()
 def demo() -> None:
     """Start a local Hub with generated checkpoints, run the job twice, print the report and the card."""
