@@ -20,6 +20,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Watch the Hub for DFlash/DSpark drafts, export them to OpenVINO int4, validate, publish.")
 hub_app = typer.Typer(no_args_is_help=True, help="The local Hub-compatible server (tests, demo, offline work).")
 app.add_typer(hub_app, name="hub")
+toolchain_app = typer.Typer(no_args_is_help=True, help="Follow upstream: newer toolchain releases, tried on tiny pairs.")
+app.add_typer(toolchain_app, name="toolchain")
 
 RecipeOption = Annotated[Optional[Path], typer.Option("--recipe", help="recipe YAML (default: workflows/dflash.yaml)",
                                                       exists=True, dir_okay=False)]
@@ -301,6 +303,36 @@ def publish_command(
     if report:
         result.write(report)
     raise typer.Exit(result.exit_code)
+
+
+@toolchain_app.command("check")
+def toolchain_check(
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON (for machines)")] = False,
+    markdown: Annotated[Optional[Path], typer.Option(help="also write the table as Markdown here (a PR body)",
+                                                     dir_okay=False)] = None,
+    write: Annotated[bool, typer.Option(help="when the candidate passes, write its pins into pyproject.toml and "
+                                             "toolchains/profiles.yaml")] = False,
+    build: Annotated[bool, typer.Option(help="build and try candidate environments (--no-build: only propose)")]
+    = True,
+) -> None:
+    """Ask the package index (through pip's configuration) for newer releases of the OpenVINO stack; try each
+    profile's candidate in its own environment (capability probe, tiny oracle pair); exit 0 when there is no newer
+    release or the candidate passes, 1 when it fails."""
+    import json
+
+    from bot import upstream
+
+    try:
+        report = upstream.check(build=build)
+    except BotError as error:
+        _fail(error)
+    if markdown:
+        markdown.write_text(upstream.table(report, markdown=True), encoding="utf-8")
+    typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else upstream.table(report))
+    if write and report.newer and report.passed:
+        changed = upstream.apply_pins(report, profiles_file=upstream.PROFILES_FILE, pyproject=upstream.PYPROJECT)
+        typer.echo(f"pinned the candidate in: {', '.join(changed) or 'nothing to change'}", err=True)
+    raise typer.Exit(report.exit_code)
 
 
 @app.command("inspect")
