@@ -237,3 +237,29 @@ def test_probe_runs_in_an_environments_python():
     assert found.toolchain.python == sys.executable and found.toolchain.profile == "default"
     assert found.toolchain.versions["optimum-intel"] == "2.2.0"
     assert found.bounds == {"qwen3_5": "transformers >=5.2.0,<=5.2.99", "qwen3": "transformers (any version)"}
+
+
+def test_try_candidate_probes_and_runs_the_oracle_pair_in_the_candidates_environment(tmp_path, repo_root):
+    """try_candidate end to end, except the pip install: the candidate's cached environment is prepared as a
+    launcher of this environment's python (what `ensure_environment` would have left after building it)."""
+    from bot.profiles import environment_python
+
+    profiles = load_profiles()
+    default = profiles.get("default")
+    pins = {name: default.pin(name) for name in (r.partition("==")[0] for r in default.requirements)}
+    proposal = upstream.ProfileProposal("default", default.model_types, pins, dict(pins), ">=5.2.0,<=5.2.99")
+    candidate = upstream.Profile(name="candidate-default", description="", requirements=tuple(
+        f"{n}=={v}" for n, v in pins.items()), torch=default.torch, uninstall=default.uninstall)
+    python = environment_python(candidate, tmp_path / "envs")
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    (python.parent.parent / ".dflash-bot-profile.json").write_text("{}")
+
+    result = upstream.try_candidate(proposal, default, upstream.detect(), root=tmp_path / "envs", work=tmp_path)
+    assert result.passed, result.problems
+    assert result.environment == str(python.parent.parent)
+    assert result.probe.toolchain.python == str(python) and CAPABILITY_DFLASH in result.probe.toolchain.capabilities
+    assert result.probe.bounds["qwen3_5"] == "transformers >=5.2.0,<=5.2.99"
+    assert result.pair.lossless is True and result.pair.draft_format == "stateful"
+    assert result.pair.accept_lengths == {3: 4.0}  # the oracle draft: k + 1 tokens per target step
