@@ -131,3 +131,18 @@ def test_inspect_command_prints_every_rule_as_json(per_row_ir):
 def test_inspect_folder_refuses_a_folder_without_a_model(tmp_path):
     with pytest.raises(Failure, match="holds no openvino_model.xml"):
         inspect_folder(tmp_path)
+
+
+def test_format_facts_agree_with_what_the_per_row_check_found(per_row_ir):
+    from bot.draft_formats import PAGED_ATTENTION_READY, facts, report_note
+
+    report = inspect_draft(per_row_ir(), _draft_spec())
+    per_row = facts(report.format)
+    assert per_row.paged_attention_ready is report.paged_attention.ready is True
+    assert per_row.label == PAGED_ATTENTION_READY and "ContinuousBatchingPipeline" in per_row.validation
+    assert report_note("per-row") == "per-row draft, PagedAttention-ready"
+    stateful = facts("stateful")
+    assert not stateful.paged_attention_ready and "one active request" in stateful.limits
+    assert report_note("stateful") == "stateful draft" and report_note(None) == ""
+    with pytest.raises(KeyError, match="unknown draft format"):
+        facts("dflash2")
