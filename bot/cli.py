@@ -20,7 +20,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Watch the Hub for DFlash/DSpark drafts, export them to OpenVINO int4, validate, publish.")
 hub_app = typer.Typer(no_args_is_help=True, help="The local Hub-compatible server (tests, demo, offline work).")
 app.add_typer(hub_app, name="hub")
-toolchain_app = typer.Typer(no_args_is_help=True, help="Follow upstream: newer toolchain releases, tried on tiny pairs.")
+toolchain_app = typer.Typer(no_args_is_help=True,
+                            help="Follow upstream: newer toolchain releases, tried on tiny pairs.")
 app.add_typer(toolchain_app, name="toolchain")
 
 RecipeOption = Annotated[Optional[Path], typer.Option("--recipe", help="recipe YAML (default: workflows/dflash.yaml)",
@@ -330,7 +331,9 @@ def toolchain_check(
         markdown.write_text(upstream.table(report, markdown=True), encoding="utf-8")
     typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else upstream.table(report))
     if write and report.newer and report.passed:
-        changed = upstream.apply_pins(report, profiles_file=upstream.PROFILES_FILE, pyproject=upstream.PYPROJECT)
+        from bot.profiles import PROFILES_FILE
+
+        changed = upstream.apply_pins(report, profiles_file=PROFILES_FILE, pyproject=upstream.PYPROJECT)
         typer.echo(f"pinned the candidate in: {', '.join(changed) or 'nothing to change'}", err=True)
     raise typer.Exit(report.exit_code)
 

@@ -33,7 +33,6 @@ from packaging.version import InvalidVersion, Version
 from bot import log
 from bot.errors import BotError, Failure
 from bot.profiles import (
-    PROFILES_FILE,
     REPO_ROOT,
     Bounds,
     Profile,
@@ -75,8 +74,8 @@ class Resolution:
         return cls(versions, requires)
 
     def version(self, package: str) -> str:
-        return Version(self.versions[_canonical(package)]).base_version if "+" in self.versions.get(
-            _canonical(package), "") else self.versions[_canonical(package)]
+        """The resolved version without its local tag (torch's `+cpu` is no version difference)."""
+        return self.versions[_canonical(package)].split("+")[0]
 
     def requirement_of(self, package: str, dependency: str) -> Requirement | None:
         """`package`'s own requirement on `dependency` (unconditional ones only), or None."""
@@ -251,9 +250,9 @@ def propose(profiles: ProfileSet, index: Index, *, work: Path) -> list[ProfilePr
         current = _pins(profile)
         transformers = newest_allowed(available, bounds, declared)
         if transformers is None:
-            proposals.append(ProfileProposal(profile.name, profile.model_types, current, None, allowed,
-                                             f"no transformers release satisfies {allowed} "
-                                             f"(optimum-intel {optimum_intel}, model types {list(profile.model_types)})"))
+            note = (f"no transformers release satisfies {allowed} (optimum-intel {optimum_intel}, model types "
+                    f"{list(profile.model_types)})")
+            proposals.append(ProfileProposal(profile.name, profile.model_types, current, None, allowed, note))
             continue
         wanted = {name: stack.version(name) for name in STACK if name != "transformers"} | {
             "transformers": transformers}
@@ -487,7 +486,10 @@ def table(report: CheckReport, *, markdown: bool = False) -> str:
     current_caps = ", ".join(sorted(report.current.toolchain.capabilities)) or "none"
     for proposal in report.proposals:
         result = by_profile.get(proposal.profile)
-        caps = ", ".join(sorted(result.probe.toolchain.capabilities)) if result and result.probe else "-"
+        if result and result.probe:
+            caps = ", ".join(sorted(result.probe.toolchain.capabilities)) or "none"
+        else:
+            caps = "(unchanged)" if not proposal.changes else "-"
         rows.append((proposal.profile, "capabilities", current_caps, caps, ""))
         if result:
             pair = result.pair

@@ -55,10 +55,11 @@ class Qwen3_5MoeOpenVINOConfig(Qwen3_5OpenVINOConfig): ...
 class Gemma4OpenVINOConfig(TextDecoderOnnxConfig):
     MIN_TRANSFORMERS_VERSION = "5.5"
 '''
-FUTURE_STACK = {"optimum-intel": "2.3.0", "optimum": "2.4.0", "openvino": "2026.5.0", "openvino-tokenizers": "2026.5.0.0",
-                "openvino-genai": "2026.5.0.0", "nncf": "3.5.0", "transformers": "5.24.0", "torch": "2.13.0+cpu",
-                "huggingface-hub": "1.21.0", "tokenizers": "0.23.0", "numpy": "2.4.6", "safetensors": "0.8.0",
-                "einops": "0.8.2", "diffusers": "0.39.0", "pydantic": "2.14.4", "pyyaml": "6.0.4"}
+FUTURE_STACK = {"optimum-intel": "2.3.0", "optimum": "2.4.0", "openvino": "2026.5.0",
+                "openvino-tokenizers": "2026.5.0.0", "openvino-genai": "2026.5.0.0", "nncf": "3.5.0",
+                "transformers": "5.24.0", "torch": "2.13.0+cpu", "huggingface-hub": "1.21.0", "tokenizers": "0.23.0",
+                "numpy": "2.4.6", "safetensors": "0.8.0", "einops": "0.8.2", "diffusers": "0.39.0",
+                "pydantic": "2.14.4", "pyyaml": "6.0.4"}
 
 
 class RecordedIndex:
@@ -193,8 +194,8 @@ def _future_report(tmp_path, *, passed: bool) -> CheckReport:
                   {"qwen3_5": "transformers >=5.15.0"})
     pair = PairResult(passed, lossless=True, accept_lengths={3: 4.0 if passed else 1.0}, draft_format="per-row",
                       reason=None if passed else "oracle accept length {3: 1.0} instead of k + 1")
-    results = [CandidateResult(p.profile, "/envs/x", probe, pair, () if passed else (f"tiny oracle pair: {pair.reason}",))
-               for p in proposals if p.changes]
+    problems = () if passed else (f"tiny oracle pair: {pair.reason}",)
+    results = [CandidateResult(p.profile, "/envs/x", probe, pair, problems) for p in proposals if p.changes]
     return CheckReport(proposals, current, results)
 
 

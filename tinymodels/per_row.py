@@ -28,7 +28,7 @@ from torch import nn
 
 # The defects a broken variant can carry, each breaking one per-row rule of bot.check_ir.
 DEFECTS = {
-    "sdpa-layer": "layer 0's keys take a detour between the cache and the attention, so it stays ScaledDotProductAttention",
+    "sdpa-layer": "layer 0's keys take a detour between the cache and the attention, so it stays SDPA",
     "no-token-type-ids": "the mask comes from an attention_mask input; there is no token_type_ids input",
     "no-offset": "the rt_info lacks dflash/candidate_position_offset",
     "no-window": "the sliding layers' mask has no window, so no layer keeps its sliding window",
@@ -175,7 +175,7 @@ class PerRowDraft(nn.Module):
         return (last_hidden_state, *presents)
 
 
-def write_per_row_ir(out: Path, *, spec: PerRowSpec = PerRowSpec(), defects: frozenset[str] | set[str] = frozenset(),
+def write_per_row_ir(out: Path, *, spec: PerRowSpec | None = None, defects: frozenset[str] | set[str] = frozenset(),
                      seed: int = 0) -> Path:
     """Convert the tiny per-row draft to `out/openvino_model.xml/.bin` with its DFlash rt_info.
 
@@ -198,6 +198,7 @@ def write_per_row_ir(out: Path, *, spec: PerRowSpec = PerRowSpec(), defects: fro
     if unknown:
         raise ValueError(f"unknown per-row defects {sorted(unknown)}; choose from {sorted(DEFECTS)}")
     defects = frozenset(defects)
+    spec = spec or PerRowSpec()
     torch.manual_seed(seed)
     module = PerRowDraft(spec, defects=defects).eval()
     rows, past_len, taps = 5, 3, len(spec.target_layer_ids)
