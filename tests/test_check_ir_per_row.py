@@ -146,3 +146,28 @@ def test_format_facts_agree_with_what_the_per_row_check_found(per_row_ir):
     assert report_note("stateful") == "stateful draft" and report_note(None) == ""
     with pytest.raises(KeyError, match="unknown draft format"):
         facts("dflash2")
+
+
+def test_a_dspark_style_offset_of_zero_passes(tmp_path):
+    """DSpark drafts with markov_rank 0 export the same backbone with candidate_position_offset 0."""
+    from dataclasses import replace
+
+    from tinymodels.per_row import write_per_row_ir
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = write_per_row_ir(tmp_path, spec=replace(SPEC, candidate_position_offset=0))
+    report = check_per_row(path, DraftLayout.read(tmp_path))
+    assert report.passed, report.failure_reason()
+    assert inspect_draft(tmp_path, _draft_spec()).candidate_position_offset == 0
+
+
+def test_without_a_config_the_windows_are_reported_not_judged(per_row_ir, tmp_path):
+    import shutil
+
+    for name in ("openvino_model.xml", "openvino_model.bin"):
+        shutil.copyfile(per_row_ir() / name, tmp_path / name)
+    report = check_per_row(tmp_path / "openvino_model.xml", DraftLayout.read(tmp_path))
+    window = next(r for r in report.rules if r.rule == "sliding_window")
+    assert window.passed is None and "not checked: no config.json" in window.detail
+    assert report.passed and report.layer_windows == (8, 0, 8)
