@@ -171,3 +171,17 @@ def test_without_a_config_the_windows_are_reported_not_judged(per_row_ir, tmp_pa
     window = next(r for r in report.rules if r.rule == "sliding_window")
     assert window.passed is None and "not checked: no config.json" in window.detail
     assert report.passed and report.layer_windows == (8, 0, 8)
+
+
+def test_inspect_folder_on_a_stateful_bundle_reports_the_expected_refusal(built):
+    """The other formats through the same command: a stateful draft (refused by SDPA→PagedAttention, as expected
+    for that format) and a target (converted, with the hidden-state annotation)."""
+    bundle = built("oracle").bundle
+    draft = inspect_folder(bundle.draft_dir)
+    assert draft["role"] == "draft" and draft["format"] == "stateful" and draft["passed"] is True
+    rules = {r["rule"]: r for r in draft["rules"]}
+    assert rules["paged_attention"]["passed"] is False and rules["paged_attention"]["required"] is False
+    assert rules["kv_cache_state"]["passed"] and rules["rt_info"]["passed"]
+    target = inspect_folder(bundle.target_dir)
+    assert target["role"] == "target" and target["passed"] is True
+    assert {r["rule"] for r in target["rules"]} == {"paged_attention", "hidden_states_decoder_layers"}
