@@ -45,6 +45,7 @@ from bot.profiles import (
     ensure_environment,
     load_profiles,
     profiles_dir,
+    transformers_bounds,
 )
 from bot.toolchain import Toolchain, detect
 
@@ -186,6 +187,8 @@ class ProfileProposal:
     candidate: dict[str, str] | None
     transformers_range: str  # what the candidate optimum-intel allows for the profile's model types
     note: str | None = None
+    # model type -> (installed optimum-intel's transformers range, the candidate's): where a family moves
+    bounds: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def changes(self) -> dict[str, tuple[str, str]]:
@@ -245,6 +248,8 @@ def propose(profiles: ProfileSet, index: Index, *, work: Path) -> list[ProfilePr
     available = index.versions("transformers")
     proposals = []
     for profile in profiles.profiles:
+        moved = {t: (transformers_bounds(t, profiles).requirement(),
+                     Bounds(t, *table.get(t, (None, None)), "candidate").requirement()) for t in profile.model_types}
         bounds = intersect_bounds(table, profile.model_types)
         allowed = bounds.requirement().replace("transformers ", "") + (f" and {declared.specifier}" if declared else "")
         current = _pins(profile)
@@ -252,15 +257,16 @@ def propose(profiles: ProfileSet, index: Index, *, work: Path) -> list[ProfilePr
         if transformers is None:
             note = (f"no transformers release satisfies {allowed} (optimum-intel {optimum_intel}, model types "
                     f"{list(profile.model_types)})")
-            proposals.append(ProfileProposal(profile.name, profile.model_types, current, None, allowed, note))
+            proposals.append(ProfileProposal(profile.name, profile.model_types, current, None, allowed, note, moved))
             continue
         wanted = {name: stack.version(name) for name in STACK if name != "transformers"} | {
             "transformers": transformers}
         if all(profile.pin(name) == version for name, version in wanted.items()):
-            proposals.append(ProfileProposal(profile.name, profile.model_types, current, dict(current), allowed))
+            proposals.append(ProfileProposal(profile.name, profile.model_types, current, dict(current), allowed,
+                                             bounds=moved))
             continue
         proposals.append(ProfileProposal(profile.name, profile.model_types, current,
-                                         _resolve_profile(profile, wanted, index), allowed))
+                                         _resolve_profile(profile, wanted, index), allowed, bounds=moved))
     return proposals
 
 
@@ -419,7 +425,9 @@ class CheckReport:
 
     @property
     def passed(self) -> bool:
-        return all(r.passed for r in self.results)
+        """Every profile whose pins would move has a candidate that was tried and passed."""
+        tried = {r.profile: r.passed for r in self.results}
+        return all(tried.get(p.profile, False) for p in self.proposals if p.changes)
 
     @property
     def exit_code(self) -> int:
@@ -429,6 +437,8 @@ class CheckReport:
     def status(self) -> str:
         if not self.newer:
             return "no newer release"
+        if not self.results:
+            return "newer release, candidate not tried"
         return "candidate passes" if self.passed else "candidate fails"
 
     def as_dict(self) -> dict:
@@ -481,6 +491,9 @@ def table(report: CheckReport, *, markdown: bool = False) -> str:
             changed = "newer" if new != proposal.current[name] and proposal.candidate else ""
             if name in STACK or changed:
                 rows.append((proposal.profile, name, proposal.current[name], new, changed))
+        for model_type, (now, then) in proposal.bounds.items():
+            rows.append((proposal.profile, f"bounds {model_type}", now.replace("transformers ", ""),
+                         then.replace("transformers ", ""), "moved" if now != then else ""))
         rows.append((proposal.profile, "transformers range", "", proposal.transformers_range, proposal.note or ""))
     by_profile = {r.profile: r for r in report.results}
     current_caps = ", ".join(sorted(report.current.toolchain.capabilities)) or "none"

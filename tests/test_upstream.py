@@ -154,6 +154,7 @@ def test_a_future_release_moves_each_profile_by_its_own_bounds(tmp_path):
     # Qwen3.5 now needs >= 5.15: the default profile's transformers moves across the old 5.2.x series.
     assert default.candidate["transformers"] == "5.24.0"
     assert default.transformers_range.startswith(">=5.15.0")
+    assert default.bounds["qwen3_5"] == ("transformers >=5.2.0,<=5.2.99", "transformers >=5.15.0")
     assert default.changes["optimum-intel"] == ("2.2.0", "2.3.0")
     assert default.changes["openvino-genai"] == ("2026.4.1.0", "2026.5.0.0")
     # Pins outside the stack stay when the candidate does not need them moved (the index has tokenizers 0.23.0).
@@ -206,6 +207,7 @@ def test_report_exit_codes_table_and_json(tmp_path):
     text = upstream.table(good, markdown=True)
     assert "| default | optimum-intel | 2.2.0 | 2.3.0 | newer |" in text
     assert "dflash-per-row" in text and "**candidate passes**" in text
+    assert "| default | bounds qwen3_5 | >=5.2.0,<=5.2.99 | >=5.15.0 | moved |" in text
     data = json.loads(json.dumps(bad.as_dict()))
     assert data["status"] == "candidate fails" and data["candidates"][0]["problems"]
     assert data["profiles"][0]["changes"]["transformers"] == ["5.2.0", "5.24.0"]
@@ -264,3 +266,12 @@ def test_try_candidate_probes_and_runs_the_oracle_pair_in_the_candidates_environ
     assert result.probe.bounds["qwen3_5"] == "transformers >=5.2.0,<=5.2.99"
     assert result.pair.lossless is True and result.pair.draft_format == "stateful"
     assert result.pair.accept_lengths == {3: 4.0}  # the oracle draft: k + 1 tokens per target step
+
+
+def test_a_newer_release_not_tried_is_no_pass(tmp_path):
+    (tmp_path / "model_configs.py").write_text(FUTURE_MODEL_CONFIGS)
+    index = RecordedIndex(_report(FUTURE_STACK, ("transformers<5.25,>=5.10",)), tmp_path / "model_configs.py",
+                          TRANSFORMERS_VERSIONS)
+    report = upstream.check(load_profiles(), index, build=False)
+    assert report.newer and not report.passed
+    assert (report.status, report.exit_code) == ("newer release, candidate not tried", 1)
