@@ -313,8 +313,8 @@ def toolchain_check(
                                                      dir_okay=False)] = None,
     write: Annotated[bool, typer.Option(help="when the candidate passes, write its pins into pyproject.toml and "
                                              "toolchains/profiles.yaml")] = False,
-    build: Annotated[bool, typer.Option(help="build and try candidate environments (--no-build: only propose)")]
-    = True,
+    build: Annotated[bool, typer.Option(help="build and try candidate environments (--no-build: only propose; a "
+                                             "newer release then exits 1, untried)")] = True,
 ) -> None:
     """Ask the package index (through pip's configuration) for newer releases of the OpenVINO stack; try each
     profile's candidate in its own environment (capability probe, tiny oracle pair); exit 0 when there is no newer
