@@ -319,12 +319,15 @@ def toolchain_check(
     """Ask the package index (through pip's configuration) for newer releases of the OpenVINO stack; try each
     profile's candidate in its own environment (capability probe, tiny oracle pair); exit 0 when there is no newer
     release or the candidate passes, 1 when it fails."""
+    import contextlib
     import json
 
     from bot import upstream
 
     try:
-        report = upstream.check(build=build)
+        # stdout carries only the table or the JSON; progress and workflow commands of the builds go to stderr.
+        with contextlib.redirect_stdout(sys.stderr):
+            report = upstream.check(build=build)
     except BotError as error:
         _fail(error)
     if markdown:
