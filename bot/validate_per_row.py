@@ -16,6 +16,7 @@ import argparse
 import importlib.metadata
 import importlib.util
 import json
+import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -62,6 +63,20 @@ def per_row_support(library: Path | None = None) -> RuntimeSupport:
         "(one active request, batch 1); per-row drafts need openvino.genai PR #4790 in a release"))
 
 
+def per_row_support_in(python: str | None) -> RuntimeSupport:
+    """`per_row_support()` as seen by another environment's python (a toolchain profile's); None: this one."""
+    if python is None or Path(python) == Path(sys.executable):
+        return per_row_support()
+    code = ("import dataclasses, json; from bot.validate_per_row import per_row_support; "
+            "print(json.dumps(dataclasses.asdict(per_row_support())))")
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                          env=child_env(untrusted_env(), python))
+    if done.returncode != 0:
+        return RuntimeSupport(False, "unknown", f"GenAI per-row support could not be detected with {python}: "
+                                                f"{(done.stderr.strip().splitlines() or ['(no output)'])[-1][:300]}")
+    return RuntimeSupport(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 @dataclass(frozen=True)
 class RequestResult:
     prompt_index: int
@@ -96,13 +111,13 @@ def validate_per_row_pair(target_dir: Path, draft_dir: Path, settings: Validatio
         work: scratch folder for the child's log and result.
         python: the toolchain profile's interpreter (None: this one).
         requests: how many requests are in flight together.
-        support: the runtime capability (default: detected in this environment).
+        support: the runtime capability (default: detected with `python`).
 
     Raises:
         Skip: the installed GenAI cannot run per-row drafts (the reason names what it lacks).
         Failure: GenAI failed or ran past the recipe's time limit.
     """
-    support = support or per_row_support()
+    support = support or per_row_support_in(python)
     if not support.supported:
         raise Skip(support.reason, stage="validate")
     out = work / "validation-per-row.json"

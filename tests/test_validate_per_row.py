@@ -68,3 +68,21 @@ def test_concurrent_requests_on_genai_2026_4_hit_the_single_request_limit(built)
         return
     with pytest.raises(RuntimeError, match="only one active request|batch size 1 only"):
         run_concurrent(bundle.target_dir, bundle.draft_dir, settings, requests=3)
+
+
+def test_support_is_detected_in_another_environments_python(tmp_path):
+    """A launcher stands in for a profile environment's python; the detection runs in that process."""
+    import sys
+
+    from bot.validate_per_row import per_row_support_in
+
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    found = per_row_support_in(str(python))
+    assert found == per_row_support()
+    broken = tmp_path / "broken-python"
+    broken.write_text("#!/bin/sh\necho 'no such module' >&2; exit 1\n")
+    broken.chmod(0o755)
+    assert per_row_support_in(str(broken)).supported is False
+    assert "could not be detected" in per_row_support_in(str(broken)).reason
