@@ -185,3 +185,37 @@ def test_inspect_folder_on_a_stateful_bundle_reports_the_expected_refusal(built)
     target = inspect_folder(bundle.target_dir)
     assert target["role"] == "target" and target["passed"] is True
     assert {r["rule"] for r in target["rules"]} == {"paged_attention", "hidden_states_decoder_layers"}
+
+
+def test_the_ir_computes_what_the_module_does_with_a_bidirectional_block(per_row_ir):
+    """The fixture is a working model, not only a graph: the IR's output equals the torch module's, context rows
+    are zero, and a block row sees the block rows after it (bidirectional) while context rows do not."""
+    import numpy as np
+    import openvino as ov
+    import torch
+
+    from tinymodels.per_row import per_row_module
+
+    compiled = ov.Core().compile_model(per_row_ir() / "openvino_model.xml", "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    generator = torch.Generator().manual_seed(1)
+    embeds = torch.randn(1, 5, SPEC.hidden_size, generator=generator)
+    hidden = torch.randn(1, 5, SPEC.hidden_size * len(SPEC.target_layer_ids), generator=generator)
+    positions, types = torch.arange(5).unsqueeze(0), torch.tensor([[0, 0, 1, 1, 1]])
+
+    def ir(embeds):
+        request = compiled.create_infer_request()  # a fresh request: an empty KV cache
+        return request.infer({"inputs_embeds": embeds.numpy(), "hidden_states": hidden.numpy(),
+                              "position_ids": positions.numpy(), "token_type_ids": types.numpy(),
+                              "beam_idx": np.array([0], dtype=np.int32)})["last_hidden_state"]
+
+    empty = [torch.zeros(1, SPEC.num_heads, 0, SPEC.head_dim)] * (2 * len(SPEC.layer_types))
+    with torch.no_grad():
+        reference = per_row_module(SPEC)(embeds, hidden, positions, types, *empty)[0].numpy()
+    got = ir(embeds)
+    np.testing.assert_allclose(got, reference, atol=1e-4)
+    assert not got[0, :2].any() and got[0, 2:].any()  # zero in the context rows
+    changed = embeds.clone()
+    changed[0, 4] += 1.0  # the last block row
+    moved = np.abs(ir(changed) - got).max(axis=-1)[0]
+    assert moved[2] > 1e-3 and moved[3] > 1e-3  # earlier block rows see it: the block is bidirectional
+

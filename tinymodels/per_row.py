@@ -175,6 +175,12 @@ class PerRowDraft(nn.Module):
         return (last_hidden_state, *presents)
 
 
+def per_row_module(spec: PerRowSpec, *, defects: frozenset[str] = frozenset(), seed: int = 0) -> PerRowDraft:
+    """The torch module `write_per_row_ir` converts (same seed, same weights): the reference for its IR."""
+    torch.manual_seed(seed)
+    return PerRowDraft(spec, defects=frozenset(defects)).eval()
+
+
 def write_per_row_ir(out: Path, *, spec: PerRowSpec | None = None, defects: frozenset[str] | set[str] = frozenset(),
                      seed: int = 0) -> Path:
     """Convert the tiny per-row draft to `out/openvino_model.xml/.bin` with its DFlash rt_info.
@@ -199,8 +205,7 @@ def write_per_row_ir(out: Path, *, spec: PerRowSpec | None = None, defects: froz
         raise ValueError(f"unknown per-row defects {sorted(unknown)}; choose from {sorted(DEFECTS)}")
     defects = frozenset(defects)
     spec = spec or PerRowSpec()
-    torch.manual_seed(seed)
-    module = PerRowDraft(spec, defects=defects).eval()
+    module = per_row_module(spec, defects=defects, seed=seed)
     rows, past_len, taps = 5, 3, len(spec.target_layer_ids)
     example = {
         "inputs_embeds": torch.randn(1, rows, spec.hidden_size),
