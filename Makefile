@@ -25,12 +25,14 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 # Workflow lint, all offline: actionlint (with the pinned shellcheck, so CI and laptops agree), zizmor's security
-# audits (no findings allowed), and the SchemaStore workflow schema.
+# audits of the workflows and the Dependabot config (no findings allowed), and the SchemaStore workflow and
+# Dependabot schemas.
 WORKFLOWS := $(wildcard .github/workflows/*.yml)
 lint: $(STAMP)
 	$(VENV)/bin/actionlint -shellcheck=$(VENV)/bin/shellcheck $(WORKFLOWS)
-	$(VENV)/bin/zizmor --offline --no-progress .github/workflows
+	$(VENV)/bin/zizmor --offline --no-progress .github
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.dependabot .github/dependabot.yml
 
 bench: $(STAMP)
 	$(PY) bench/build_overhead.py

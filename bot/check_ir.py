@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bot.checkpoints import DraftSpec, TargetSpec
@@ -70,9 +70,13 @@ class DraftIrReport:
     candidate_position_offset: int | None
     paged_attention: PagedAttentionCheck
     quantization: dict = field(default_factory=dict)
+    rules: tuple[RuleResult, ...] = ()  # the per-row format's rules, each with its result
+    layer_windows: tuple[int, ...] = ()  # per-row: each PagedAttention op's sliding window, in layer order
 
     def as_provenance(self) -> dict:
-        return {"format": self.format, "inputs": list(self.inputs), "outputs": list(self.outputs),
+        extra = {"rules": [asdict(r) for r in self.rules], "layer_windows": list(self.layer_windows)} \
+            if self.rules else {}
+        return extra | {"format": self.format, "inputs": list(self.inputs), "outputs": list(self.outputs),
                 "mask_token_id": self.mask_token_id, "target_layer_ids": list(self.target_layer_ids),
                 "candidate_position_offset": self.candidate_position_offset,
                 "paged_attention_ready": self.paged_attention.ready, "reason": self.paged_attention.reason,
@@ -108,17 +112,26 @@ def quantization_parameters(rt_info: dict) -> dict:
 def paged_attention_check(model_path: Path, expected_layers: int) -> PagedAttentionCheck:
     """Run SDPA→PagedAttention on a fresh copy and compare op counts with `expected_layers`."""
     import openvino as ov
-    from openvino._offline_transformations import paged_attention_transformation
 
     model = ov.Core().read_model(model_path)
+    return _paged_attention_counts(model, expected_layers)
+
+
+def _paged_attention_counts(model, expected_layers: int) -> PagedAttentionCheck:
+    """Run the transformation on `model` (changed in place) and count what it made."""
+    from openvino._offline_transformations import paged_attention_transformation
+
     before = Counter(op.get_type_name() for op in model.get_ops())
     try:
         paged_attention_transformation(model, False, False, False, False, False, False, False)
     except RuntimeError as exc:
+        # The pass rewrites the graph before it validates it, so the counts say how far it got.
+        after = Counter(op.get_type_name() for op in model.get_ops())
         return PagedAttentionCheck(ready=False, reason=_first_lines(str(exc)),
-                                   sdpa_before=before["ScaledDotProductAttention"], paged_attention_ops=0,
-                                   sdpa_left=before["ScaledDotProductAttention"],
-                                   state_ops_left=sum(before[o] for o in _STATE_OPS))
+                                   sdpa_before=before["ScaledDotProductAttention"],
+                                   paged_attention_ops=after["PagedAttentionExtension"],
+                                   sdpa_left=after["ScaledDotProductAttention"],
+                                   state_ops_left=sum(after[o] for o in _STATE_OPS))
     after = Counter(op.get_type_name() for op in model.get_ops())
     pa_ops, sdpa_left = after["PagedAttentionExtension"], after["ScaledDotProductAttention"]
     state_left = sum(after[o] for o in _STATE_OPS)
@@ -215,7 +228,7 @@ def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
     outputs = tuple(sorted(o.get_any_name() for o in model.outputs))
     rt_info = read_rt_info(model)
 
-    if "token_type_ids" in inputs and {"inputs_embeds", "hidden_states"} <= set(inputs):
+    if is_per_row(inputs, rt_info):
         draft_format = "per-row"
     elif {"inputs_embeds", "hidden_states", "beam_idx"} <= set(inputs) and model.get_variables():
         draft_format = "stateful"
@@ -236,7 +249,14 @@ def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
                       f"source config (mask {draft.mask_token_id}, layers {list(draft.target_layer_ids)})",
                       stage="inspect")
     offset = dflash.get("candidate_position_offset")
-    # A per-row draft must convert like any decoder: one PagedAttention op per draft layer.
+    if draft_format == "per-row":
+        report = check_per_row(path, DraftLayout.read(ir_dir, draft.num_layers))
+        if not report.passed:
+            raise Failure(f"per-row draft IR breaks the per-row rules: {report.failure_reason()}", stage="inspect")
+        return DraftIrReport(format=draft_format, inputs=inputs, outputs=outputs, mask_token_id=mask_token_id,
+                             target_layer_ids=layer_ids, candidate_position_offset=int(offset),
+                             paged_attention=report.paged_attention, quantization=quantization_parameters(rt_info),
+                             rules=report.rules, layer_windows=report.layer_windows)
     check = paged_attention_check(path, draft.num_layers or check_layers_from_sdpa(model))
     if draft_format == "stateful":
         if not model.get_variables():
@@ -260,3 +280,239 @@ def check_layers_from_sdpa(model) -> int:
 def _first_lines(message: str, limit: int = 3) -> str:
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
     return " ".join(lines[:limit])
+
+
+# ---- the per-row format (optimum-intel PR #2096; DESIGN §5) ----
+
+PER_ROW_INPUTS = ("inputs_embeds", "hidden_states", "position_ids", "token_type_ids")
+# rt_info under `dflash/` that GenAI reads from a per-row draft; the offset says which rows are candidates.
+PER_ROW_RT_INFO = ("mask_token_id", "target_layer_ids", "candidate_position_offset")
+# PagedAttentionExtension's inputs: query, key, value, key_cache, value_cache, past_lens, subsequence_begins,
+# block_indices, block_indices_begins, scale, sliding_window, ... (the op's specification).
+_PA_SLIDING_WINDOW = 10
+_PA_FIRST_MODEL_WIDE = 5
+
+
+@dataclass(frozen=True)
+class DraftLayout:
+    """What the draft's config says its attention layers are: kind per layer and the sliding window."""
+
+    layer_types: tuple[str, ...]
+    sliding_window: int
+
+    def window(self, layer: int) -> int:
+        return self.sliding_window if self.layer_types[layer] == "sliding_attention" else 0
+
+    @classmethod
+    def read(cls, ir_dir: Path, num_layers: int | None = None) -> DraftLayout | None:
+        """From the `config.json` the export writes beside the IR (None when there is none to read)."""
+        try:
+            config = json.loads((ir_dir / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        layers = int(config.get("num_hidden_layers") or num_layers or 0)
+        types = tuple(config.get("layer_types") or ("full_attention",) * layers)
+        return cls(layer_types=types, sliding_window=int(config.get("sliding_window") or 0))
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One rule of a format: passed (True/False), or None when an earlier failure left nothing to check."""
+
+    rule: str
+    passed: bool | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class PerRowReport:
+    rules: tuple[RuleResult, ...]
+    paged_attention: PagedAttentionCheck
+    layer_windows: tuple[int, ...]  # each PagedAttention op's sliding window, in layer order
+
+    @property
+    def passed(self) -> bool:
+        """No rule failed (a rule left unchecked for want of a config is no failure; one left unchecked after a
+        failed conversion comes with that failure)."""
+        return not self.failed()
+
+    def failed(self) -> list[RuleResult]:
+        return [r for r in self.rules if r.passed is False]
+
+    def failure_reason(self) -> str:
+        return "; ".join(f"{r.rule}: {r.detail}" for r in self.failed())
+
+
+def is_per_row(inputs: tuple[str, ...] | set[str], rt_info: dict) -> bool:
+    """A per-row draft has the `token_type_ids` input or the per-row rt_info key (a broken one may lack one)."""
+    dflash = rt_info.get("dflash") if isinstance(rt_info.get("dflash"), dict) else {}
+    return ("token_type_ids" in inputs and {"inputs_embeds", "hidden_states"} <= set(inputs)) or (
+        "candidate_position_offset" in dflash)
+
+
+def check_per_row(model_path: Path, layout: DraftLayout | None) -> PerRowReport:
+    """Apply the per-row rules to a draft IR; every rule is evaluated, so a report names each broken one.
+
+    Rules: the per-row inputs (and no `attention_mask`: the mask comes from `token_type_ids`); the DFlash rt_info
+    keys, `candidate_position_offset` 0 or 1 included; SDPA→PagedAttention makes one PagedAttention op per draft
+    attention layer with no SDPA and no state left; `token_type_ids` reaches every PagedAttention op; each
+    sliding layer keeps its own window and each full layer none.
+
+    Args:
+        model_path: the draft's `openvino_model.xml`.
+        layout: layer kinds and window from the draft's config; None: the windows are reported, not checked.
+    """
+    import openvino as ov
+    from openvino.passes import ConstantFolding, Manager
+
+    model = ov.Core().read_model(model_path)
+    inputs = {i.get_any_name() for i in model.inputs}
+    outputs = {o.get_any_name() for o in model.outputs}
+    rt_info = read_rt_info(model)
+    rules = [_input_rule(inputs, outputs), _rt_info_rule(rt_info)]
+
+    sdpa_layers = check_layers_from_sdpa(model)
+    layers = len(layout.layer_types) if layout else sdpa_layers
+    check = _paged_attention_counts(model, layers)
+    problems = []
+    if check.paged_attention_ops != layers:
+        problems.append(f"{check.paged_attention_ops} PagedAttention ops for {layers} draft attention layers")
+    if check.sdpa_left:
+        problems.append(f"{check.sdpa_left} layer(s) left as ScaledDotProductAttention")
+    if check.state_ops_left:
+        problems.append(f"{check.state_ops_left} ReadValue/Assign ops left")
+    if check.reason and not problems:
+        problems.append(check.reason)
+    converted = not problems
+    rules.append(RuleResult("paged_attention", converted, "; ".join(problems) or
+                            f"{check.paged_attention_ops} PagedAttention ops, no SDPA and no state left"))
+    check = PagedAttentionCheck(converted, "; ".join(problems) or None, check.sdpa_before,
+                                check.paged_attention_ops, check.sdpa_left, check.state_ops_left)
+
+    windows: tuple[int, ...] = ()
+    if not converted:
+        rules.append(RuleResult("token_type_ids", None, "not checked: the PagedAttention conversion is incomplete"))
+        rules.append(RuleResult("sliding_window", None, "not checked: the PagedAttention conversion is incomplete"))
+        return PerRowReport(tuple(rules), check, windows)
+    manager = Manager()
+    manager.register_pass(ConstantFolding())  # the window arrives as `-offset`: fold it into a number
+    manager.run_passes(model)
+    ops = sorted((op for op in model.get_ops() if op.get_type_name() == "PagedAttentionExtension"),
+                 key=_cache_index)
+    reached = [_reads_parameter(op, "token_type_ids") for op in ops]
+    missing = [i for i, ok in enumerate(reached) if not ok]
+    rules.append(RuleResult("token_type_ids", not missing,
+                            f"token_type_ids does not reach the PagedAttention op of layer(s) {missing}" if missing
+                            else f"token_type_ids reaches all {len(ops)} PagedAttention ops"))
+    windows = tuple(_constant_int(op.input_value(_PA_SLIDING_WINDOW)) for op in ops)
+    if layout is None:
+        rules.append(RuleResult("sliding_window", None, f"not checked: no config.json beside the IR names the layer "
+                                                        f"kinds (per-layer windows {list(windows)})"))
+        return PerRowReport(tuple(rules), check, windows)
+    wrong = [f"layer {i} ({layout.layer_types[i]}) has window {got}, expected {layout.window(i)}"
+             for i, got in enumerate(windows) if got != layout.window(i)]
+    rules.append(RuleResult("sliding_window", not wrong, "; ".join(wrong) or
+                            f"per-layer windows {list(windows)} match the config"))
+    return PerRowReport(tuple(rules), check, windows)
+
+
+def _input_rule(inputs: set[str], outputs: set[str]) -> RuleResult:
+    missing = [name for name in PER_ROW_INPUTS if name not in inputs]
+    problems = [f"missing input(s) {missing}"] if missing else []
+    if "attention_mask" in inputs:
+        problems.append("an attention_mask input (the per-row mask is built from token_type_ids)")
+    if "last_hidden_state" not in outputs:
+        problems.append("no last_hidden_state output")
+    return RuleResult("signature", not problems, "; ".join(problems) or
+                      f"inputs {list(PER_ROW_INPUTS)} and output last_hidden_state")
+
+
+def _rt_info_rule(rt_info: dict) -> RuleResult:
+    dflash = rt_info.get("dflash") if isinstance(rt_info.get("dflash"), dict) else {}
+    problems = [] if str(rt_info.get("dflash_mode", "")).lower() == "true" else ["dflash_mode is not True"]
+    problems += [f"missing dflash/{key}" for key in PER_ROW_RT_INFO if key not in dflash]
+    offset = dflash.get("candidate_position_offset")
+    if offset is not None and str(offset) not in ("0", "1"):
+        problems.append(f"dflash/candidate_position_offset is {offset!r}, not 0 or 1")
+    return RuleResult("rt_info", not problems, "; ".join(problems) or
+                      "dflash_mode, dflash/" + ", dflash/".join(PER_ROW_RT_INFO))
+
+
+def _cache_index(op) -> int:
+    name = op.input_value(3).get_node().get_friendly_name()  # key_cache.N, N counting converted layers
+    return int(name.rsplit(".", 1)[-1]) if name.rsplit(".", 1)[-1].isdigit() else 0
+
+
+def _reads_parameter(op, name: str) -> bool:
+    """Whether a model-wide input of a PagedAttention op comes from the parameter `name` (through Converts)."""
+    for index in range(_PA_FIRST_MODEL_WIDE, op.get_input_size()):
+        node = op.input_value(index).get_node()
+        while node.get_type_name() == "Convert":
+            node = node.input_value(0).get_node()
+        if node.get_type_name() == "Parameter" and name in node.get_output_tensor(0).get_names():
+            return True
+    return False
+
+
+def _constant_int(output) -> int | None:
+    node = output.get_node()
+    return int(node.get_data().reshape(-1)[0]) if node.get_type_name() == "Constant" else None
+
+
+def inspect_folder(ir_dir: Path) -> dict:
+    """An IR folder's role, format and every rule's result, for `dflash-bot inspect` (operators, tests).
+
+    A folder whose `openvino_model.xml` carries `dflash_mode` is a draft, checked by its format's rules (a
+    stateful draft's refusal by SDPA→PagedAttention is reported as expected, `required: false`); any other is a
+    target, checked for the PagedAttention conversion and the hidden-state annotation GenAI taps.
+
+    Raises:
+        Failure: the folder holds no OpenVINO model.
+    """
+    import openvino as ov
+
+    path = next((ir_dir / n for n in ("openvino_model.xml", "openvino_language_model.xml") if (ir_dir / n).is_file()),
+                None)
+    if path is None:
+        raise Failure(f"{ir_dir} holds no openvino_model.xml or openvino_language_model.xml", stage="inspect")
+    model = ov.Core().read_model(path)
+    inputs = tuple(sorted(i.get_any_name() for i in model.inputs))
+    rt_info = read_rt_info(model)
+    record = {"path": str(path), "inputs": list(inputs),
+              "outputs": sorted(o.get_any_name() for o in model.outputs),
+              "dflash_rt_info": {k: v for k, v in rt_info.items() if k in ("dflash_mode", "dflash")}}
+    required = [True]
+    if str(rt_info.get("dflash_mode", "")).lower() != "true":
+        check = paged_attention_check(path, check_layers_from_sdpa(model))
+        rules = [RuleResult("paged_attention", check.ready, check.reason or
+                            f"{check.paged_attention_ops} PagedAttention ops, no state left"),
+                 RuleResult("hidden_states_decoder_layers", bool(rt_info.get("hidden_states_decoder_layers")),
+                            str(rt_info.get("hidden_states_decoder_layers") or "missing (export with optimum-intel "
+                                                                              ">= 2.2.0)"))]
+        record |= {"role": "target", "format": "decoder"}
+    elif is_per_row(inputs, rt_info):
+        report = check_per_row(path, DraftLayout.read(ir_dir))
+        rules = list(report.rules)
+        record |= {"role": "draft", "format": "per-row", "paged_attention_ready": report.passed,
+                   "layer_windows": list(report.layer_windows)}
+    else:
+        check = paged_attention_check(path, check_layers_from_sdpa(model))
+        stateful = {"inputs_embeds", "hidden_states", "beam_idx"} <= set(inputs)
+        rules = [RuleResult("signature", stateful, "inputs_embeds, hidden_states, beam_idx" if stateful else
+                            f"neither the stateful nor the per-row signature: {list(inputs)}"),
+                 _stateful_rt_info_rule(rt_info),
+                 RuleResult("kv_cache_state", bool(model.get_variables()), f"{len(model.get_variables())} variables"),
+                 RuleResult("paged_attention", check.ready, check.reason or "converted")]
+        required = [True, True, True, False]
+        record |= {"role": "draft", "format": "stateful", "paged_attention_ready": False}
+    required += [True] * (len(rules) - len(required))
+    record["rules"] = [asdict(r) | {"required": need} for r, need in zip(rules, required)]
+    record["passed"] = not any(r.passed is False for r, need in zip(rules, required) if need)
+    return record
+
+
+def _stateful_rt_info_rule(rt_info: dict) -> RuleResult:
+    dflash = rt_info.get("dflash") if isinstance(rt_info.get("dflash"), dict) else {}
+    missing = [f"dflash/{k}" for k in ("mask_token_id", "target_layer_ids") if k not in dflash]
+    return RuleResult("rt_info", not missing, f"missing {missing}" if missing else
+                      "dflash_mode, dflash/mask_token_id, dflash/target_layer_ids")

@@ -20,6 +20,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Watch the Hub for DFlash/DSpark drafts, export them to OpenVINO int4, validate, publish.")
 hub_app = typer.Typer(no_args_is_help=True, help="The local Hub-compatible server (tests, demo, offline work).")
 app.add_typer(hub_app, name="hub")
+toolchain_app = typer.Typer(no_args_is_help=True,
+                            help="Follow upstream: newer toolchain releases, tried on tiny pairs.")
+app.add_typer(toolchain_app, name="toolchain")
 
 RecipeOption = Annotated[Optional[Path], typer.Option("--recipe", help="recipe YAML (default: workflows/dflash.yaml)",
                                                       exists=True, dir_okay=False)]
@@ -399,6 +402,59 @@ def status_command(
     except BotError as error:
         _fail(error)
     raise typer.Exit(code)
+
+
+@toolchain_app.command("check")
+def toolchain_check(
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON (for machines)")] = False,
+    markdown: Annotated[Optional[Path], typer.Option(help="also write the table as Markdown here (a PR body)",
+                                                     dir_okay=False)] = None,
+    write: Annotated[bool, typer.Option(help="when the candidate passes, write its pins into pyproject.toml and "
+                                             "toolchains/profiles.yaml")] = False,
+    build: Annotated[bool, typer.Option(help="build and try candidate environments (--no-build: only propose; a "
+                                             "newer release then exits 1, untried)")] = True,
+) -> None:
+    """Ask the package index (through pip's configuration) for newer releases of the OpenVINO stack; try each
+    profile's candidate in its own environment (capability probe, tiny oracle pair); exit 0 when there is no newer
+    release or the candidate passes, 1 when it fails."""
+    import contextlib
+    import json
+
+    from bot import upstream
+
+    try:
+        # stdout carries only the table or the JSON; progress and workflow commands of the builds go to stderr.
+        with contextlib.redirect_stdout(sys.stderr):
+            report = upstream.check(build=build)
+    except BotError as error:
+        _fail(error)
+    if markdown:
+        markdown.write_text(upstream.table(report, markdown=True), encoding="utf-8")
+    typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else upstream.table(report))
+    if write and report.newer and report.passed:
+        from bot.profiles import PROFILES_FILE
+
+        changed = upstream.apply_pins(report, profiles_file=PROFILES_FILE, pyproject=upstream.PYPROJECT)
+        typer.echo(f"pinned the candidate in: {', '.join(changed) or 'nothing to change'}", err=True)
+    raise typer.Exit(report.exit_code)
+
+
+@app.command("inspect")
+def inspect_command(
+    ir_dir: Annotated[Path, typer.Argument(help="an IR folder (an export's output or a bundle's draft/ or target/)",
+                                           exists=True, file_okay=False)],
+) -> None:
+    """Print an IR folder's role, format and every check's result as JSON; exit 0 only when all required pass."""
+    import json
+
+    from bot.check_ir import inspect_folder
+
+    try:
+        record = inspect_folder(ir_dir.resolve())
+    except BotError as error:
+        _fail(error)
+    typer.echo(json.dumps(record, indent=2))
+    raise typer.Exit(0 if record["passed"] else 2)
 
 
 @app.command()

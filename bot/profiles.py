@@ -44,6 +44,8 @@ class Profile:
     requirements: tuple[str, ...]
     torch: str
     uninstall: tuple[str, ...] = ()
+    # The target model types this profile is for; `bot.upstream` proposes its transformers pin from their bounds.
+    model_types: tuple[str, ...] = ()
 
     def pin(self, package: str) -> str | None:
         """The version pinned for `package` (`name==version` requirements only)."""
@@ -122,7 +124,8 @@ def load_profiles(path: Path | None = None) -> ProfileSet:
         if not requirements:
             raise ValueError(f"toolchain profile {name} has no requirements")
         profile = Profile(name=name, description=str(body.get("description", "")), requirements=requirements,
-                          torch=torch, uninstall=uninstall)
+                          torch=torch, uninstall=uninstall,
+                          model_types=tuple(str(t) for t in body.get("model_types") or ()))
         profile.transformers  # noqa: B018 - validates the pin
         profiles.append(profile)
     if not any(p.name == DEFAULT_PROFILE for p in profiles):
