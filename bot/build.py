@@ -28,6 +28,7 @@ from bot.profiles import DEFAULT_PROFILE, toolchain_for
 from bot.recipe import Recipe
 from bot.toolchain import Toolchain
 from bot.validate import ValidationReport, validate_pair
+from bot.validate_per_row import PerRowValidation, validate_per_row_pair
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def verify_pair(candidate: Candidate, draft: Checkout, target: Checkout) -> Veri
 
 
 def build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, *, work: Path | None = None,
-                keep_work: bool = False) -> list[DraftOutcome]:
+                keep_work: bool = False, toolchain: Toolchain | None = None) -> list[DraftOutcome]:
     """Build every draft of one target into its own bundle folder, exporting the target once.
 
     Args:
@@ -105,13 +106,15 @@ def build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, *, w
         drafts: the drafts, each with discovery's candidate and its bundle folder.
         recipe: export and validation settings.
         work: scratch folder (a fresh temporary one by default); removed on every exit unless `keep_work`.
+        toolchain: the toolchain to build with (default: the target family's profile; `toolchain check` passes a
+            candidate environment's).
     """
     scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-", dir=work))
     try:
         model_type = drafts[0].candidate.target_model_type
         try:
             # The target's family picks the toolchain profile (its environment is created on first use).
-            toolchain = toolchain_for(model_type)
+            toolchain = toolchain or toolchain_for(model_type)
         except BotError as error:
             failure = Failure(error.message, subject=target.name, stage="toolchain")  # infrastructure, not a skip
             log.step("%s", failure.one_line())
@@ -231,6 +234,13 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
         draft_report: DraftIrReport = _step("inspect-draft", lambda: inspect_draft(draft_export.ir_dir, pair.draft))
         log.step("%s: %s format, PagedAttention-ready: %s", name, draft_report.format,
                  draft_report.paged_attention.ready)
+        concurrent = None
+        if draft_report.format == "per-row":
+            # Continuous batching with several requests: what the per-row format is for (skipped, with the reason,
+            # while the installed GenAI lacks per-row support).
+            concurrent = _step("validate", lambda: validate_per_row_pair(
+                target_export.ir_dir, draft_export.ir_dir, recipe.validation,
+                work=scratch / f"validate-concurrent-{job.index}", python=toolchain.python))
         validation: ValidationReport = _step("validate", lambda: validate_pair(
             target_export.ir_dir, draft_export.ir_dir, recipe.validation, work=scratch / f"validate-{job.index}",
             is_vlm=pair.target.is_vlm, python=toolchain.python))
@@ -241,7 +251,7 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
         log.step("%s: lossless %s; accept length %.2f (minimum %.2f)", name, validation.lossless,
                  validation.accept_length, validation.min_accept_length)
         built = build_record(job, recipe, toolchain, draft_report, target_report, validation,
-                             draft_export.seconds, target_export.seconds)
+                             draft_export.seconds, target_export.seconds, concurrent)
         bundle = _step("bundle", lambda: write_bundle(job.draft.out, draft_export.ir_dir, target_export.ir_dir,
                                                       job.draft_src, job.target_src, built, scratch,
                                                       *_environments(toolchain)))
@@ -255,7 +265,7 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
 
 def build_record(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, draft_report: DraftIrReport,
                  target_report: TargetIrReport, validation: ValidationReport, draft_seconds: float,
-                 target_seconds: float) -> record.BuildRecord:
+                 target_seconds: float, concurrent: PerRowValidation | None = None) -> record.BuildRecord:
     """The build's `openvino_export.json`, written whether or not the gates passed (a failed build is worth
     reading)."""
     checkout, target, pair = job.draft.checkout, job.target, job.pair
@@ -278,7 +288,8 @@ def build_record(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, draft_rep
                                                               target=round(target_seconds, 1))),
         inspect=record.Inspection(target=record.TargetInspect.model_validate(target_report.as_provenance()),
                                   draft=record.DraftInspect.model_validate(draft_report.as_provenance())),
-        validation=record.Validation.model_validate(validation.as_provenance()),
+        validation=record.Validation.model_validate(
+            {**validation.as_provenance(), "concurrent": concurrent.as_provenance() if concurrent else None}),
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jinja2
 
+from bot.draft_formats import facts
 from bot.record import BuildRecord, TargetRecord
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -52,7 +53,7 @@ def render_draft_card(built: BuildRecord, *, folder: Path | None = None) -> str:
                          pipeline_tag="text-generation")
     return _environment(folder).get_template(DRAFT_TEMPLATE).render(
         metadata=metadata, p=built, draft_repo=built.repos.draft, target_repo=built.repos.target, family=family,
-        best=built.validation.best_run, speeds_up=built.validation.speeds_up)
+        best=built.validation.best_run, speeds_up=built.validation.speeds_up, facts=facts(built.draft.format))
 
 
 def render_target_card(target: TargetRecord, *, target_repo: str, folder: Path | None = None) -> str:

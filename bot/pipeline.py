@@ -19,6 +19,7 @@ from pathlib import Path
 from bot import discover, log, plan, profiles, status_step
 from bot.build import Checkout, DraftBuild, DraftOutcome, build_group
 from bot.card import template_fingerprint
+from bot.draft_formats import report_note
 from bot.errors import BotError, Failure, Skip, UsageError
 from bot.fetch import require_free_disk
 from bot.hub import REQUESTS, Hub, RepoListing
@@ -318,7 +319,8 @@ def publish_jobs(report: RunReport, writer: Hub, recipe: Recipe, ready: list[tup
         if isinstance(result, BotError):
             report.add(Outcome.of_error(job.source, job.revision, result))
         else:
-            report.add_published(job.source, job.revision, result, "; ".join(job.reasons))
+            note = report_note(bundle.record.draft.format) if bundle.record.draft.format == "per-row" else ""
+            report.add_published(job.source, job.revision, result, "; ".join((*job.reasons, *([note] if note else []))))
             state.published[job.source] = (bundle.record, job.repos)
 
 

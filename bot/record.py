@@ -132,6 +132,15 @@ class TargetInspect(_Record):
     quantization: _Open = Field(default_factory=_Open)
 
 
+class RuleResult(_Record):
+    """One rule of the draft's format (per-row): passed, failed, or None when an earlier failure left nothing to
+    check."""
+
+    rule: str
+    passed: bool | None
+    detail: str
+
+
 class DraftInspect(_Record):
     format: DraftFormat
     inputs: list[str]
@@ -143,6 +152,8 @@ class DraftInspect(_Record):
     reason: str | None
     paged_attention_ops: int
     quantization: _Open = Field(default_factory=_Open)
+    rules: list[RuleResult] = Field(default_factory=list, description="per-row drafts: each rule's result")
+    layer_windows: list[int] = Field(default_factory=list, description="per-row drafts: sliding window per layer")
 
 
 class Inspection(_Record):
@@ -167,6 +178,24 @@ class Mismatch(_Record):
     first_difference: int
 
 
+class ConcurrentRequest(_Record):
+    prompt_index: int
+    tokens: int
+    matches_greedy: bool
+    first_difference: int | None
+
+
+class ConcurrentValidation(_Record):
+    """Per-row drafts: the lossless gate with several requests at once through continuous batching."""
+
+    requests: int
+    num_assistant_tokens: int
+    lossless: bool
+    results: list[ConcurrentRequest]
+    genai: str
+    pipeline: str
+
+
 class Gates(_Record):
     lossless: bool
     acceptance: bool
@@ -189,6 +218,7 @@ class Validation(_Record):
     image_prompts: int = 0
     num_linear_attention_blocks: int | None = None
     gates: Gates
+    concurrent: ConcurrentValidation | None = None
 
     @property
     def passed(self) -> bool:

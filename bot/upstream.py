@@ -332,7 +332,8 @@ def run_tiny_pair(toolchain: Toolchain, work: Path, *, sweep: tuple[int, ...] = 
     The oracle draft always agrees with its target, so a toolchain that exports and runs DFlash correctly gives
     an accept length of exactly k + 1 (DESIGN §6); anything less means the candidate broke the draft path.
     """
-    from bot.build import SourceRef, _build_group
+    from bot.build import Checkout, DraftBuild, build_group
+    from bot.discover import classify_folders
     from bot.recipe import load_recipe
     from tinymodels import make_tiny
 
@@ -342,18 +343,19 @@ def run_tiny_pair(toolchain: Toolchain, work: Path, *, sweep: tuple[int, ...] = 
         update={"num_assistant_tokens": list(sweep), "repeats": 1})})
     scratch = work / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
-    (outcome,) = _build_group(SourceRef(pair.target), [(SourceRef(pair.draft), work / "bundle")], recipe, toolchain,
-                              scratch)
+    candidate = classify_folders(pair.draft, pair.target, recipe, toolchain=toolchain)
+    (outcome,) = build_group(Checkout(pair.target), [DraftBuild(candidate, Checkout(pair.draft), work / "bundle")],
+                             recipe, work=scratch, toolchain=toolchain)
     if outcome.bundle is None:
         return PairResult(False, reason=outcome.error.one_line() if outcome.error else "no bundle written")
-    validation = outcome.bundle.provenance["validation"]
-    accepts = {int(run["num_assistant_tokens"]): float(run["accept_length"]) for run in validation["runs"]}
+    validation = outcome.bundle.record.validation
+    accepts = {run.num_assistant_tokens: run.accept_length for run in validation.runs}
     wrong = {k: a for k, a in accepts.items() if abs(a - (k + 1)) > 1e-6}
     reason = outcome.error.one_line() if outcome.error else None
     if wrong:
         reason = f"oracle accept length {wrong} instead of k + 1"
-    return PairResult(passed=outcome.ok and not wrong, lossless=bool(validation["lossless"]),
-                      accept_lengths=accepts, draft_format=outcome.bundle.provenance["draft"]["format"],
+    return PairResult(passed=outcome.ok and not wrong, lossless=validation.lossless,
+                      accept_lengths=accepts, draft_format=outcome.bundle.record.draft.format,
                       reason=reason)
 
 

@@ -47,3 +47,16 @@ def test_templates_refuse_what_the_record_does_not_have(tmp_path):
     (tmp_path / "draft_card.md.j2").write_text("{{ p.validation.no_such_field }}")
     with pytest.raises(jinja2.UndefinedError):
         render_draft_card(build_record().published_as(REPOS, "fp"), folder=tmp_path)
+
+
+def test_a_per_row_draft_card_says_pagedattention_ready_and_drops_the_stateful_limits():
+    from bot.record import BuildRecord
+    from tests.records import record_data
+
+    data = record_data()
+    data["draft"]["format"] = data["toolchain"]["draft_format"] = data["inspect"]["draft"]["format"] = "per-row"
+    built = BuildRecord.model_validate(data).published_as(REPOS, "fp")
+    card = render_draft_card(built)
+    assert "**PagedAttention-ready**" in card and "one active request" not in card
+    stateful, _ = cards()
+    assert "**stateful**" in stateful and "one active request" in stateful
