@@ -106,14 +106,15 @@ def list_sources(hub: Hub, recipe: Recipe, toolchain: Toolchain) -> tuple[list[R
             skips.append(SkipRecord(listing.repo_id, listing.sha,
                                     f"{kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}",
                                     "discover"))
-        elif kind is not None and kind != "dflash" and (reason := _unexportable(kind, listing, toolchain)):
+        elif kind is not None and kind != "dflash" and (reason := unexportable_reason(kind, listing, toolchain)):
             skips.append(SkipRecord(listing.repo_id, listing.sha, reason, "discover"))
         else:
             keep.append(listing)
     return keep, skips
 
 
-def _unexportable(kind: str, listing: RepoListing, toolchain: Toolchain) -> str | None:
+def unexportable_reason(kind: str, listing: RepoListing, toolchain: Toolchain) -> str | None:
+    """Why the toolchain cannot export this listed kind at all (None: it can, or the listing cannot tell)."""
     spec = DraftSpec.of_kind(kind, listing.architectures[0], listing.model_type or "")
     try:
         require_exportable(spec, toolchain, subject=listing.repo_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bot.hub import RepoListing
 from bot.plan import Action, BuildJob, decide, draft_output_repo, target_output_repo
 from bot.discover import Candidate
@@ -73,3 +75,27 @@ def test_a_build_job_carries_discoverys_facts_and_both_output_repos():
         "OpenVINO-drafts/Qwen3-Tiny-int4-ov"
     assert job.candidate() == candidate and job.weight_bytes == 30
     assert BuildJob.model_validate_json(job.model_dump_json()) == job
+
+
+def test_a_probe_with_the_per_row_and_dspark_capabilities_plans_reexports_and_dspark_builds():
+    """What a toolchain bump that ships PR #2096 does to the next scheduled run (issue 15.5)."""
+    from bot.checkpoints import classify_draft, require_exportable
+    from bot.discover import unexportable_reason
+    from bot.errors import Skip
+    from bot.toolchain import CAPABILITY_DSPARK
+
+    richer = Toolchain(versions=dict(TOOLCHAIN),
+                       capabilities=frozenset({CAPABILITY_DFLASH, CAPABILITY_PER_ROW, CAPABILITY_DSPARK}))
+    # Every published stateful draft is re-exported in the per-row format, and only for that reason.
+    assert run_decide(published(), toolchain=richer).reasons == ("draft format changed (stateful -> per-row)",)
+    assert run_decide(published(), toolchain=TOOLS).action == Action.UP_TO_DATE
+    # DSpark drafts are no longer ruled out by the listing, and a markov_rank 0 one plans as a per-row build.
+    dspark = RepoListing(repo_id="deepseek-ai/dspark_qwen3_8b_block7", sha=SOURCE_SHA, last_modified=None, tags=(),
+                         gated=False, private=False, architectures=("Qwen3DSparkModel",), model_type="qwen3")
+    assert "DSpark drafts need the per-row DFlash export" in unexportable_reason("dspark", dspark, TOOLS)
+    assert unexportable_reason("dspark", dspark, richer) is None
+    config = {"architectures": ["Qwen3DSparkModel"], "model_type": "qwen3", "hidden_size": 64, "mask_token_id": 3,
+              "target_layer_ids": [1], "block_size": 7, "markov_rank": 0}
+    assert require_exportable(classify_draft(config), richer) == "per-row"
+    with pytest.raises(Skip, match="markov_rank 256"):
+        require_exportable(classify_draft({**config, "markov_rank": 256}), richer)
