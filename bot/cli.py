@@ -382,6 +382,7 @@ def publish_command(
 
 @app.command("status")
 def status_command(
+    ctx: typer.Context,
     recipe: RecipeOption = None,
     repo: Annotated[Optional[str], typer.Option(help="status dataset repo (default: the recipe's publish.status_repo)")
                     ] = None,
@@ -389,16 +390,14 @@ def status_command(
     endpoint: EndpointOption = None,
 ) -> None:
     """Print what the bot watches, published, skipped and failed, from the status repo on the Hub."""
-    import os
-
     from bot.hub import Hub
     from bot.recipe import load_recipe
     from bot.status_page import show_status
 
+    settings = _settings(ctx, endpoint)
     try:
         repo_id = repo or load_recipe(recipe).publish.status_repo_id
-        code = show_status(Hub(endpoint, os.environ.get("HF_READ_TOKEN") or os.environ.get("HF_TOKEN")), repo_id,
-                           as_json=as_json)
+        code = show_status(Hub(settings.endpoint, settings.reader_token), repo_id, as_json=as_json)
     except BotError as error:
         _fail(error)
     raise typer.Exit(code)

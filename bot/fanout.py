@@ -245,18 +245,18 @@ def parse_jobs(text: str) -> list[plan.BuildJob]:
             one target revision.
     """
     jobs: list[plan.BuildJob] | None = None
+    errors: list[ValidationError] = []
     for model in (_JobList, MatrixEntry, plan.BuildJob):
         try:
             parsed = model.model_validate_json(text)
         except ValidationError as exc:
-            error = exc
+            errors.append(exc)
             continue
         jobs = [parsed] if isinstance(parsed, plan.BuildJob) else list(parsed.root if isinstance(parsed, _JobList)
                                                                        else parsed.jobs)
         break
     if jobs is None:
-        exc = error
-        first = exc.errors()[0]
+        first = errors[-1].errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(job)"
         raise JobError(f"--job is not a build job from `plan --matrix`: {where}: {first['msg']}",
                        stage="job") from None
@@ -293,8 +293,11 @@ def load_plan(path: Path, recipe: Recipe) -> MatrixPlan:
                        f"{recipe.name} ({recipe.fingerprint()}): nothing published from it", subject=str(path),
                        stage="publish")
     for entry in planned.entries:
-        if entry.artifact != artifact_name(entry.job.source):  # it names a folder: nothing else may be there
-            raise JobError(f"plan entry artifact {entry.artifact!r} does not match its source", subject=str(path),
+        # The artifact names a folder: nothing but the entry's own target may be there.
+        base = artifact_name(entry.jobs[0].target)
+        if not re.fullmatch(re.escape(base) + r"(-\d+)?", entry.artifact) or \
+                len({(job.target, job.target_revision) for job in entry.jobs}) != 1:
+            raise JobError(f"plan entry artifact {entry.artifact!r} does not match its target", subject=str(path),
                            stage="publish")
     return planned
 

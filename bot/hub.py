@@ -15,7 +15,7 @@ from typing import TypeVar
 import httpx
 
 from bot import log
-from bot.errors import HubError, PreconditionFailed, Skip
+from bot.errors import Failure, HubError, PreconditionFailed, Skip
 from bot.record import (
     PROVENANCE_FILE,
     BuildRecord,
