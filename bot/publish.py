@@ -105,7 +105,8 @@ def _publish_once(hub: Hub, members: list[tuple[Bundle, Repos]], pending: list[i
         except BotError as error:
             results[i] = error
             continue
-        results[i] = PublishResult(Status.PUBLISHED, repos, draft_commits)
+        # Nothing committed: another writer published this very build between our check and our commit.
+        results[i] = PublishResult(Status.PUBLISHED if draft_commits else Status.UP_TO_DATE, repos, draft_commits)
 
 
 def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) -> bool:

@@ -251,6 +251,38 @@ def test_two_runs_at_once_publish_each_repo_exactly_once(hub, tmp_path):
            "one bot commit per repo, complete")
 
 
+def test_two_publishers_race_ten_times_one_publish_per_repo_and_two_reports(hub, bundle, tmp_path):
+    """The publish race itself, ten rounds: two processes publish the same build to fresh repos at once. Every
+    round: both exit 0, one reports published and the other up-to-date, one bot commit per repo."""
+    import yaml
+
+    for round_ in range(10):
+        namespace = f"rel-race-{round_}"
+        recipe_file = tmp_path / f"recipe-{round_}.yaml"
+        recipe_file.write_text(yaml.safe_dump(json.loads(recipe_for(namespace).model_dump_json())))
+        copies = []
+        for i in range(2):
+            copies.append(tmp_path / f"bundle-{round_}-{i}")
+            shutil.copytree(bundle, copies[-1])
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
+        procs = [subprocess.Popen([sys.executable, "-m", "bot.cli", "publish", "--bundle", str(copy), "--recipe",
+                                   str(recipe_file)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for copy in copies]
+        results = [proc.communicate(timeout=300) for proc in procs]
+        assert all(proc.returncode == 0 for proc in procs), [err[-1500:] for _, err in results]
+        statuses = sorted(out.strip().splitlines()[-1].split(":")[0] for out, _ in results)
+        assert statuses == ["published", "up-to-date"], (round_, results)
+        api = Hub(hub.url, TOKEN).api
+        for repo in (draft_output_repo(recipe_for(namespace).publish, demo.DRAFT_REPO),
+                     target_output_repo(recipe_for(namespace).publish, demo.TARGET_REPO)):
+            bot_commits = [c for c in api.list_repo_commits(repo) if "dflash-bot" in c.title]
+            assert len(bot_commits) == 1, (round_, [c.title for c in api.list_repo_commits(repo)])
+            assert repo_state(hub, repo)[1]
+    record("concurrency", "two publishers of one build at once, 10 rounds (separate processes)",
+           "10 of 10: one published, the other re-read the Hub and reported up-to-date; both exit 0",
+           "one bot commit per repo, complete, every round")
+
+
 def test_build_processes_refuse_to_run_with_a_token_in_reach():
     env = {**os.environ, "HF_TOKEN": CANARY}
     done = subprocess.run([sys.executable, "-m", "bot.sandbox", "validate", "--help"], env=env, capture_output=True,
