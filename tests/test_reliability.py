@@ -163,7 +163,7 @@ def test_listing_faults_are_retried(hub, tmp_path):
            "unchanged (read-only)")
 
 
-def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes]) -> None:
+def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes], drop: list[str] = ()) -> None:
     from huggingface_hub import CommitOperationAdd, HfApi
 
     pair = tmp_path / "hostile"
@@ -173,7 +173,8 @@ def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes]) -> None:
         make_tiny("dflash", pair, target_repo=demo.TARGET_REPO)
     api = HfApi(endpoint=hub.url, token=TOKEN)
     api.create_repo(repo, exist_ok=True)
-    operations = [CommitOperationAdd(p.name, str(p)) for p in (pair / "draft").iterdir() if p.name not in files]
+    operations = [CommitOperationAdd(p.name, str(p)) for p in (pair / "draft").iterdir()
+                  if p.name not in files and p.name not in drop]
     operations += [CommitOperationAdd(name, data) for name, data in files.items()]
     api.create_commit(repo, operations, commit_message="hostile")
 
@@ -210,6 +211,82 @@ def test_hostile_input_is_a_skip_and_the_run_goes_on(hub, tmp_path, case, files,
     assert set(Path(tmp_path).parent.iterdir()) == before
     assert list((tmp_path / "w").iterdir()) == []  # scratch removed
     record("hostile", case, f"skipped: {outcome.reason}", "unchanged; nothing written outside the work dir")
+
+
+def _card(front_matter: str, text: str = "A DFlash draft.") -> bytes:
+    return f"---\n{front_matter}\n---\n\n{text}\n".encode()
+
+
+def _safetensors_with(header: str) -> bytes:
+    data = header.encode()
+    return len(data).to_bytes(8, "little") + data + b"\0" * 8
+
+
+LONG_NAME = "Qwen3-Tiny-DFlash-Hostile-" + "l" * 60  # 86 characters: {name}-int4-ov is over the Hub's 96
+CRASHERS = {
+    # repo -> (files replacing the draft's, the words its named outcome must carry)
+    "z-lab/Qwen3-Tiny-DFlash-Hostile-url": ({"README.md": _card("base_model: https://huggingface.co/Qwen/Qwen3-Tiny")},
+                                            "not a"),
+    "z-lab/Qwen3-Tiny-DFlash-Hostile-newline": ({"README.md": _card('base_model: "Qwen/Qwen3-Tiny\\n"')}, "repo id"),
+    "z-lab/Qwen3.-DFlash-Hostile-dot": ({"README.md": b"A draft with no metadata.\n"}, "Qwen/Qwen3."),
+    "z-lab/Qwen3-Tiny-DFlash-Hostile-inf": ({"config.json": b'{"architectures": ["DFlashDraftModel"], '
+                                             b'"model_type": "qwen3", "hidden_size": Infinity, "dflash_config": '
+                                             b'{"mask_token_id": 3, "target_layer_ids": [1]}}'}, "hidden_size"),
+    "z-lab/Qwen3-Tiny-DFlash-Hostile-digits": ({"config.json": b'{"architectures": ["DFlashDraftModel"], '
+                                                b'"model_type": "qwen3", "pad": ' + b"9" * 5000 + b"}"}, "digits"),
+    "z-lab/Qwen3-Tiny-DFlash-Hostile-markup": ({"model.safetensors": None, "x[/b][red].bin": b"not loaded"},
+                                               "[/b]"),
+}
+
+
+def test_crash_inputs_are_named_outcomes_and_the_report_is_written(hub, tmp_path):
+    """Inputs that used to end a run with a traceback: each is now a named outcome, the report is on disk, and the
+    table (with rich markup in a file name) prints."""
+    import yaml
+
+    for repo, (files, _) in CRASHERS.items():
+        _seed_hostile(hub, tmp_path, repo, {k: v for k, v in files.items() if v is not None},
+                      drop=[k for k, v in files.items() if v is None])
+    _seed_hostile(hub, tmp_path, f"z-lab/{LONG_NAME}", {})
+    recipe = recipe_for("rel-crash")
+    recipe = recipe.model_copy(update={"watch": recipe.watch.model_copy(update={"sources": [
+        recipe.watch.sources[0].model_copy(update={"search": "Hostile"})]})})
+    recipe_file = tmp_path / "recipe.yaml"
+    recipe_file.write_text(yaml.safe_dump(json.loads(recipe.model_dump_json())))
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
+    done = subprocess.run([sys.executable, "-m", "bot.cli", "run", "--dry-run", "--recipe", str(recipe_file),
+                           "--report", str(tmp_path / "report.json")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcomes = {o["source"]: o for o in json.loads((tmp_path / "report.json").read_text())["outcomes"]}
+    for repo, (_, words) in CRASHERS.items():
+        assert outcomes[repo]["status"] == "skipped" and words in outcomes[repo]["reason"], outcomes[repo]
+    long_one = outcomes[f"z-lab/{LONG_NAME}"]
+    assert long_one["status"] == "planned", long_one  # its output name is shortened with a hash, not refused
+    assert "x[/b][red].bin" in done.stdout  # printed as text, not parsed as markup
+    bad_only = subprocess.run([sys.executable, "-m", "bot.cli", "run", "--only", "not a repo\n", "--recipe",
+                               str(recipe_file)], env=env, capture_output=True, text=True, timeout=120)
+    assert bad_only.returncode == 2 and "Traceback" not in bad_only.stderr and "--only" in bad_only.stderr
+    for repo, (_, words) in CRASHERS.items():
+        record("hostile", f"{repo.split('Hostile-')[-1]}: crashed the run before", f"skipped: "
+               f"{outcomes[repo]['reason'][:120]}", "unchanged; report written, table printed")
+    record("hostile", "a source name whose output name is over 96 characters", "planned; output name shortened "
+           "deterministically with a hash suffix", "unchanged (dry run)")
+    record("hostile", "a malformed --only", "refused before any Hub call (exit 2, one line)", "unchanged")
+
+
+def test_a_hostile_number_in_a_safetensors_header_is_a_skip_after_download_before_export(hub, tmp_path):
+    repo = "z-lab/Qwen3-Tiny-DFlash-Hostile-header"
+    _seed_hostile(hub, tmp_path, repo, {"model.safetensors": _safetensors_with(
+        '{"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 1e400]}}')})
+    report = run(recipe_for("rel-header"), Hub(hub.url, TOKEN), Hub(hub.url, TOKEN),
+                 RunOptions(only=repo, work=tmp_path / "w"))
+    outcome = next(o for o in report.outcomes if o.source == repo)
+    assert outcome.status == "skipped" and "model.safetensors" in outcome.reason, outcome
+    assert outcome.stage in ("verify", "classify"), outcome
+    record("hostile", "1e400 in a safetensors header (crashed the build with OverflowError)",
+           f"skipped after download, before any export: {outcome.reason[:110]}", "unchanged")
 
 
 def test_endless_listing_terminates(hub, tmp_path):
