@@ -1,0 +1,164 @@
+"""Issue 11's hostile checkpoints, as real runs: a tokenizer path outside the checkout, and the write token
+reached through `/proc` from a checkpoint-loading child.
+
+The exports here are real optimum-cli runs in the real sandbox; strace (when installed) records every `open` the
+processes attempt, so "nothing outside the folder was opened" is observed, not inferred.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bot.confinement import confinement, wanted_layers
+from bot.fetch import safe_copy
+from bot.sanitize import sanitize_folder, unsafe_path_reason
+
+CANARY_TOKEN = "SECRETCANARYTOKEN"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _hostile_target(tiny, root: Path) -> tuple[Path, Path]:
+    """A tiny target whose tokenizer_config.json names a tokenizer file outside the checkout (with a canary)."""
+    target = tiny("dflash").target
+    secret = root / "outside" / "tokenizer.json"
+    secret.parent.mkdir(parents=True)
+    tokenizer = json.loads((target / "tokenizer.json").read_text())
+    tokenizer["added_tokens"].append({"id": len(tokenizer["model"]["vocab"]) + 64, "content": CANARY_TOKEN,
+                                      "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+                                      "special": True})
+    secret.write_text(json.dumps(tokenizer))
+    source = root / "source"
+    shutil.copytree(target, source)
+    config = json.loads((source / "tokenizer_config.json").read_text())
+    config["tokenizer_file"] = str(secret)
+    (source / "tokenizer_config.json").write_text(json.dumps(config))
+    return source, secret
+
+
+_EXPORT = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from bot.export import TASK_LLM, ExportRequest, export_model
+    from bot.recipe import load_recipe
+    copy, work = Path(sys.argv[1]), Path(sys.argv[2])
+    export_model(ExportRequest("target", copy, work / "ir", TASK_LLM, False), load_recipe().export,
+                 log_dir=work / "logs", home=work / "hf")
+""")
+
+
+def _export_traced(copy: Path, work: Path, env: dict | None = None) -> list[str]:
+    """Run the real sandboxed export of `copy`; the strace lines of every open it attempted ([] without strace)."""
+    command = [sys.executable, "-c", _EXPORT, str(copy), str(work)]
+    trace = work / "strace.log"
+    if shutil.which("strace"):
+        command = ["strace", "-f", "--seccomp-bpf", "-qq", "-e", "trace=open,openat,openat2", "-e", "signal=none", "-o", str(trace),
+                   *command]
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return trace.read_text().splitlines() if trace.exists() else []
+
+
+def _files_with(folder: Path, needle: bytes) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes())
+
+
+def test_the_hostile_tokenizer_path_is_followed_by_the_loader_unless_removed(tiny, tmp_path):
+    """The fixture is a real attack: transformers loads the outside file; after safe_copy it loads the folder's."""
+    from transformers import AutoTokenizer
+
+    source, _ = _hostile_target(tiny, tmp_path)
+    assert CANARY_TOKEN in AutoTokenizer.from_pretrained(source).get_vocab()
+    copy = safe_copy(source, tmp_path / "copy")
+    assert "tokenizer_file" not in json.loads((copy / "tokenizer_config.json").read_text())
+    assert CANARY_TOKEN not in AutoTokenizer.from_pretrained(copy).get_vocab()
+
+
+def test_the_tokenizer_path_attack_builds_without_opening_the_outside_file(tiny, tmp_path):
+    source, secret = _hostile_target(tiny, tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    copy = safe_copy(source, work / "copy")
+    opens = _export_traced(copy, work)
+    assert not [line for line in opens if str(secret.parent) in line]
+    if opens:  # every file the export opened successfully is its input, its work folder, Python or the system
+        allowed = _allowed_roots(work)
+        outside = {path for path in _opened_paths(opens)
+                   if not path.startswith(allowed) and path + "/" not in allowed}
+        assert not outside, sorted(outside)[:20]
+    assert (work / "ir" / "openvino_tokenizer.xml").is_file()
+    assert _files_with(work / "ir", CANARY_TOKEN.encode()) == []
+    assert b"Landlock ABI" in (work / "logs" / "export-target.log").read_bytes() or confinement().landlock_abi == 0
+
+
+@pytest.mark.skipif(confinement().landlock_abi == 0, reason="the kernel has no Landlock")
+def test_landlock_alone_stops_the_loader_from_reading_outside(tiny, tmp_path):
+    """Second layer: the field left in place (no sanitising), the OS refuses the open and nothing leaks."""
+    source, secret = _hostile_target(tiny, tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    copy = work / "copy"
+    shutil.copytree(source, copy)  # deliberately not safe_copy
+    opens = _export_traced(copy, work, env={"DFLASH_BOT_SANDBOX": "landlock"})
+    attempts = [line for line in opens if str(secret) in line]
+    if shutil.which("strace"):
+        assert attempts, "the loader never tried the outside path: the test no longer exercises the attack"
+    assert all("EACCES" in line for line in attempts), attempts
+    assert _files_with(work / "ir", CANARY_TOKEN.encode()) == []
+
+
+def test_path_valued_fields_that_leave_the_folder_are_removed(tmp_path):
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_file": "/etc/passwd", "vocab_file": "../../secret", "merges_file": "merges.txt",
+        "name_or_path": "~/models/x", "chat_template": "{{ '/etc/passwd' }}",
+        "nested": {"spm_file": "C:\\\\secret", "extra_files": ["ok.txt", "https://evil.example/x"]}}))
+    (tmp_path / "config.json").write_text(json.dumps({"_name_or_path": "/home/author/model", "hidden_size": 8}))
+    removed = {str(field) for field in sanitize_folder(tmp_path)}
+    assert removed == {
+        "tokenizer_config.json: tokenizer_file (is an absolute path)",
+        "tokenizer_config.json: vocab_file (escapes the checkpoint folder)",
+        "tokenizer_config.json: name_or_path (is relative to a home directory)",
+        "tokenizer_config.json: nested.spm_file (is an absolute path)",
+        "tokenizer_config.json: nested.extra_files (is a URL)",
+        "config.json: _name_or_path (is an absolute path)",
+    }
+    kept = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert kept == {"merges_file": "merges.txt", "chat_template": "{{ '/etc/passwd' }}", "nested": {}}
+    assert json.loads((tmp_path / "config.json").read_text()) == {"hidden_size": 8}
+    assert unsafe_path_reason("sub/../tokenizer.json") is None
+
+
+def test_a_weight_map_pointing_outside_is_refused(tmp_path):
+    from bot.errors import Skip
+
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"lm_head.weight": "../../../root/model.safetensors"}}))
+    with pytest.raises(Skip, match="shard that escapes the checkpoint folder"):
+        sanitize_folder(tmp_path, subject="x/y")
+
+
+def _allowed_roots(work: Path) -> tuple[str, ...]:
+    python = {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent), str(REPO)}
+    system = ("/usr/", "/lib", "/bin/", "/sbin/", "/proc/", "/sys/", "/dev/", "/etc/ld.so", "/etc/localtime",
+              "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/os-release", "/etc/timezone",
+              "/etc/mime.types")
+    return (str(work), *sorted(python), *system)
+
+
+def _opened_paths(lines: list[str]) -> set[str]:
+    """Absolute paths opened successfully (`= fd`), from strace lines."""
+    paths = set()
+    for line in lines:
+        match = re.search(r'open(?:at2?)?\((?:AT_FDCWD|\d+), "([^"]+)".*\) = \d+', line) or re.search(
+            r'open\("([^"]+)".*\) = \d+', line)
+        if match and match.group(1).startswith("/"):
+            paths.add(match.group(1))
+    return paths
