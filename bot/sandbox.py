@@ -23,9 +23,14 @@ from bot.isolation import SECRET_NAME
 REFUSED = 70  # EX_SOFTWARE: the parent built a wrong environment
 TOOLS = ("optimum-cli", "validate", "exec")
 # System files a Python process and OpenVINO need; the rest of /etc (keys, shadow, machine ids) stays closed.
-_SYSTEM_READS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/proc", "/sys", "/etc/ld.so.cache",
+_SYSTEM_READS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/sys", "/etc/ld.so.cache",
                  "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/timezone", "/etc/nsswitch.conf",
                  "/etc/passwd", "/etc/group", "/etc/os-release", "/etc/lsb-release", "/etc/mime.types")
+# Outside a PID namespace /proc shows every process of the machine, and Landlock does not stop reading another
+# process's `environ` (only `mem` and the like): there, only this process's own entries and the machine-wide
+# files libraries read are granted.
+_PROC_READS = ("/proc/self", "/proc/thread-self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys",
+               "/proc/filesystems", "/proc/mounts", "/proc/version")
 _DEVICE_WRITES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/shm")
 
 
@@ -58,7 +63,9 @@ def confine(reads: list[Path], writes: list[Path]) -> str:
     if abi_version() < 1:
         return "sandbox: Landlock unavailable in this kernel: files are not confined by the OS in this process"
     try:
-        abi = restrict([*map(Path, _SYSTEM_READS), *python_environment(), *reads],
+        # PID 1: started by `unshare --pid --fork` with its own /proc, which shows this sandbox's processes only.
+        proc = ("/proc",) if os.getpid() == 1 else _PROC_READS
+        abi = restrict([*map(Path, _SYSTEM_READS + proc), *python_environment(), *reads],
                        [*map(Path, _DEVICE_WRITES), *writes])
     except LandlockError as exc:
         return f"sandbox: Landlock refused ({exc}): files are not confined by the OS in this process"

@@ -162,3 +162,156 @@ def _opened_paths(lines: list[str]) -> set[str]:
         if match and match.group(1).startswith("/"):
             paths.add(match.group(1))
     return paths
+
+
+# ---- the write token through /proc ----
+
+# Runs in the sandboxed child. The canary arrives reversed, so no command line or script text holds it.
+_PROBE = textwrap.dedent(r"""
+    import json, os, re, sys
+    canary = sys.argv[1][::-1].encode()
+    top, given = int(sys.argv[2]), [int(p) for p in sys.argv[3:]]
+    me = os.getpid()
+
+    def read(path, limit=1 << 22):
+        try:
+            with open(path, "rb") as handle:
+                return handle.read(limit), None
+        except OSError as exc:
+            return b"", type(exc).__name__
+
+    def ppid(pid):
+        data, _ = read(f"/proc/{pid}/stat")
+        return int(data.rsplit(b")", 1)[1].split()[1]) if data else 0
+
+    try:
+        visible = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    except OSError:
+        visible = []
+    ancestors, pid = [], ppid(me)
+    while pid > 0 and len(ancestors) < 8:
+        ancestors.append(pid)
+        if pid == top:
+            break
+        pid = ppid(pid)
+    relatives = {p for p in visible if ppid(p) in ancestors}
+    targets = sorted((set(given) | set(ancestors) | relatives) - {me})
+    found, denied, checked = [], 0, 0
+    for pid in targets:
+        for name in ("environ", "cmdline"):
+            data, error = read(f"/proc/{pid}/{name}")
+            checked += 1
+            denied += error is not None
+            if canary in data:
+                found.append(f"{pid}/{name}")
+        maps, error = read(f"/proc/{pid}/maps")
+        try:
+            mem = open(f"/proc/{pid}/mem", "rb", buffering=0)
+        except OSError:
+            denied += 1
+            continue
+        with mem:
+            for line in maps.decode().splitlines():
+                span, perms = line.split()[:2]
+                start, end = (int(x, 16) for x in span.split("-"))
+                if perms[0] != "r" or end - start > 1 << 28 or "[vvar" in line:
+                    continue
+                try:
+                    mem.seek(start)
+                    if canary in mem.read(end - start):
+                        found.append(f"{pid}/mem")
+                        break
+                except (OSError, OverflowError, ValueError):
+                    pass
+    for fd in os.listdir("/proc/self/fd"):
+        checked += 1
+        try:
+            if os.path.isfile(f"/proc/self/fd/{fd}") and canary in os.pread(int(fd), 1 << 22, 0):
+                found.append(f"fd {fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
+        except OSError:
+            pass
+    if canary in read("/proc/self/environ")[0]:
+        found.append("own environ")
+    print(json.dumps({"found": found, "visible": len(visible), "targets": len(targets), "checked": checked,
+                      "denied": denied}))
+""")
+
+# The token-free build side: checks its own view, then runs the probe the way it runs an export.
+_BUILDER = textwrap.dedent(r"""
+    import json, os, sys
+    from pathlib import Path
+    from huggingface_hub import get_token
+    from bot.isolation import run_logged, sandboxed, untrusted_env
+    work, reversed_canary, top = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    canary = reversed_canary[::-1]
+    own = open("/proc/self/environ", "rb").read()
+    view = {"env": canary.encode() in own or canary in os.environ.values(), "get_token": get_token() is not None}
+    try:
+        view["holder_environ"] = canary.encode() in open(f"/proc/{top}/environ", "rb").read()
+    except OSError:
+        view["holder_environ"] = False
+    (work / "builder.json").write_text(json.dumps(view))
+    command = sandboxed("exec", reads=[], writes=[work / "probe"])
+    run_logged([*command, sys.executable, "-c", sys.argv[4], reversed_canary, top, *sys.argv[5:]],
+               log_path=work / "probe.log", timeout_s=120, env=untrusted_env(home=work / "probe" / "hf"),
+               what="probe")
+""")
+
+# The process that publishes: holds the token, starts a sibling that keeps it in its environment (the worst case
+# for the probe), and the builder tree through start_builder.
+_HOLDER = textwrap.dedent(r"""
+    import json, os, subprocess, sys
+    from pathlib import Path
+    from bot.confinement import hold_write_token, start_builder
+    work, builder_script, probe_script = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    token = hold_write_token()
+    scrubbed = token.encode() not in open("/proc/self/environ", "rb").read() and "HF_TOKEN" not in os.environ
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                               env={**os.environ, "HF_TOKEN": token})
+    try:
+        builder = start_builder([sys.executable, "-c", builder_script, str(work), token[::-1], str(os.getpid()),
+                                 probe_script, str(os.getpid()), str(sibling.pid)])
+        code = builder.wait(timeout=300)
+    finally:
+        sibling.kill()
+    (work / "holder.json").write_text(json.dumps({"token_kept": token.startswith("hf_"), "scrubbed": scrubbed}))
+    sys.exit(code)
+""")
+
+
+def _layer_cases() -> list:
+    available = confinement({})
+    cases = []
+    for layers in ("auto", "namespaces", "landlock"):
+        works = {"auto": available.name != "none", "namespaces": available.namespaces,
+                 "landlock": available.landlock_abi > 0}[layers]
+        cases.append(pytest.param(layers, marks=pytest.mark.skipif(not works, reason=f"no {layers} here")))
+    return cases
+
+
+def _run_holder(tmp_path: Path, layers: str) -> tuple[dict, dict, dict]:
+    canary = "hf_canary" + os.urandom(12).hex()
+    env = {**os.environ, "HF_TOKEN": canary, "DFLASH_BOT_SANDBOX": layers}
+    result = subprocess.run([sys.executable, "-c", _HOLDER, str(tmp_path), _BUILDER, _PROBE], env=env, cwd=REPO,
+                            capture_output=True, text=True, timeout=400)
+    log = (tmp_path / "probe.log").read_text() if (tmp_path / "probe.log").exists() else ""
+    assert result.returncode == 0, result.stderr[-3000:] + log[-2000:]
+    probe = json.loads(log.strip().splitlines()[-1])
+    return (json.loads((tmp_path / "holder.json").read_text()), json.loads((tmp_path / "builder.json").read_text()),
+            probe)
+
+
+@pytest.mark.parametrize("layers", _layer_cases())
+def test_a_sandboxed_child_cannot_read_the_write_token_through_proc(tmp_path, layers):
+    holder, builder, probe = _run_holder(tmp_path, layers)
+    assert holder == {"token_kept": True, "scrubbed": True}
+    assert builder == {"env": False, "get_token": False, "holder_environ": False}
+    assert probe["found"] == [], probe
+    assert probe["checked"] > 0
+
+
+def test_without_confinement_the_probe_does_find_the_token(tmp_path):
+    """Control: the same probe, unconfined, reads the sibling's environment; the probe is not blind."""
+    holder, builder, probe = _run_holder(tmp_path, "none")
+    assert holder["scrubbed"] and not builder["env"]
+    assert any(place.endswith("/environ") for place in probe["found"]), probe
