@@ -27,7 +27,6 @@ from bot.check_ir import TargetIrReport, inspect_draft, inspect_target
 from bot.checkpoints import (
     DraftSpec,
     TargetSpec,
-    card_license,
     check_weights,
     classify_draft,
     cross_check,
@@ -40,6 +39,7 @@ from bot.export import TASK_LLM, TASK_VLM, ExportRequest, ExportResult, export_m
 from bot.fetch import safe_copy
 from bot.profiles import DEFAULT_PROFILE, check_transformers, toolchain_for
 from bot.recipe import Recipe
+from bot.source_card import card_license
 from bot.toolchain import Toolchain
 from bot.validate import validate_pair
 
@@ -252,8 +252,8 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
             "failed_gates": validation.failed_gates(),
             "draft": {"kind": pair.draft.kind, "format": draft_report.format,
                       "architecture": pair.draft.architecture, "base_model_type": pair.draft.model_type},
-            "source": {**draft.as_provenance(), **card_license(job.draft_src)},
-            "target": {**job.target.as_provenance(), **card_license(job.target_src),
+            "source": {**draft.as_provenance(), **card_license(job.draft_src, repo_id=draft.repo_id)},
+            "target": {**job.target.as_provenance(), **card_license(job.target_src, repo_id=job.target.repo_id),
                        "model_type": pair.target.model_type, "architecture": pair.target.architecture,
                        "is_vlm": pair.target.is_vlm},
             "toolchain": {**toolchain.as_provenance(), "draft_format": draft_report.format},

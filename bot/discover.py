@@ -20,11 +20,12 @@ from bot.checkpoints import (
     parse_config_text,
     read_target,
     require_exportable,
-    split_card,
 )
+from bot import log
 from bot.errors import Skip
 from bot.hub import Hub, RepoListing
 from bot.recipe import Recipe
+from bot.source_card import SourceCard, read_source_card
 from bot.toolchain import Toolchain
 
 _CARD_TARGET = re.compile(r"in conjunction with the target model\s*[\[`*]*([\w.-]+/[\w.-]+)", re.IGNORECASE)
@@ -109,8 +110,11 @@ def _unexportable(kind: str, listing: RepoListing, toolchain: Toolchain) -> str 
     return None
 
 
-def resolve_target_name(repo_id: str, card_data: dict, card_text: str, recipe: Recipe) -> tuple[str, str]:
+def resolve_target_name(repo_id: str, card: SourceCard, recipe: Recipe) -> tuple[str, str]:
     """The target repo id and the rule that named it, trying the recipe's order (DESIGN §4).
+
+    `card` is the draft's validated card: its `base_models` are the Hub's `cardData.base_model` when the listing
+    carried it, so the bot resolves the target the Hub shows.
 
     Raises:
         Skip: no rule names a target.
@@ -120,12 +124,11 @@ def resolve_target_name(repo_id: str, card_data: dict, card_text: str, recipe: R
         if rule == "map" and repo_id in recipe.targets.map:
             return recipe.targets.map[repo_id], "recipe map"
         if rule == "card_metadata":
-            base = card_data.get("base_model")
-            base = base[0] if isinstance(base, list) and base else base
-            if isinstance(base, str) and "/" in base:
+            base = next((model for model in card.base_models if "/" in model), None)
+            if base:
                 return base, "card base_model"
         if rule == "card_text":
-            match = _CARD_TARGET.search(card_text)
+            match = _CARD_TARGET.search(card.text)
             if match:
                 return match.group(1).rstrip(".,)"), "card text"
         if rule == "repo_name":
@@ -165,8 +168,11 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, toolchain: Toolchain
         raise Skip(f"{draft.kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}", subject=repo,
                    stage="discover")
     draft_format = require_exportable(draft, toolchain, subject=repo)
-    card_data, card_text = split_card((hub.read_file(repo, "README.md", revision) or b"").decode("utf-8", "replace"))
-    target_repo, how = resolve_target_name(repo, card_data, card_text, recipe)
+    card = read_source_card(hub.read_file(repo, "README.md", revision), repo_id=repo,
+                            hub_card_data=listing.card_data or None)
+    for note in card.notes:
+        log.step("%s: %s", repo, note)
+    target_repo, how = resolve_target_name(repo, card, recipe)
 
     draft_files = hub.repo_files(repo, revision)
     _check_file_names(repo, draft_files.sizes)
@@ -183,7 +189,8 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, toolchain: Toolchain
                    f"{recipe.watch.max_checkpoint_bytes}", subject=repo, stage="discover")
     return Candidate(repo_id=repo, revision=revision, kind=draft.kind, draft_format=draft_format,
                      target_repo=target_repo, target_revision=target_files.sha, target_is_vlm=target.is_vlm,
-                     target_how=how, weight_bytes=weight_bytes, draft_card=card_data,
+                     target_how=how, weight_bytes=weight_bytes,
+                     draft_card={**card.provenance(), "base_model": list(card.base_models)},
                      target_card=target_files.card_data)
 
 

@@ -89,7 +89,10 @@ def decide(listing: RepoListing, published: dict | None, recipe: Recipe, toolcha
 
 def read_published(hub: Hub, repo_id: str) -> dict | None:
     """The provenance of a published output repo (one GET), or None when there is none or it is unreadable."""
-    data = hub.read_file(repo_id, PROVENANCE_FILE)
+    try:
+        data = hub.read_file(repo_id, PROVENANCE_FILE)
+    except Skip:
+        return None  # over the size limit (e.g. a card bomb expanded into it): rebuilt, never a permanent skip
     if data is None:
         return None
     try:
