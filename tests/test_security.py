@@ -315,3 +315,42 @@ def test_without_confinement_the_probe_does_find_the_token(tmp_path):
     holder, builder, probe = _run_holder(tmp_path, "none")
     assert holder["scrubbed"] and not builder["env"]
     assert any(place.endswith("/environ") for place in probe["found"]), probe
+
+
+# ---- hostile cards through a real build ----
+
+def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_cards(tiny, tmp_path):
+    """A real build of a pair whose draft card injects markup into `license` and whose target card is an alias
+    bomb: the provenance stays small, and the cards rendered from it parse to the metadata meant, with none of the
+    injected text."""
+    from huggingface_hub import ModelCard
+
+    from bot.build import SourceRef, build_group
+    from bot.card import render_draft_card, render_target_card
+    from tests.conftest import fast_recipe
+    from tests.test_source_card import ALIAS_BOMB, INJECTED_LICENSE
+
+    pair = tiny("dflash")
+    draft, target = tmp_path / "draft", tmp_path / "target"
+    shutil.copytree(pair.draft, draft)
+    shutil.copytree(pair.target, target)
+    (draft / "README.md").write_text(f"---\n{INJECTED_LICENSE}---\n# Draft\n")
+    (target / "README.md").write_text(ALIAS_BOMB)
+    (outcome,) = build_group(SourceRef(target, "Qwen/Qwen3-Tiny", "1" * 40),
+                             [(SourceRef(draft, "z-lab/Qwen3-Tiny-DFlash-b16", "2" * 40), tmp_path / "bundle")],
+                             fast_recipe(), work=tmp_path)
+    assert outcome.bundle is not None, outcome.error and outcome.error.one_line()
+    record = outcome.bundle.root / "openvino_export.json"
+    assert record.stat().st_size < 64 * 1024
+    provenance = json.loads(record.read_text())
+    assert (provenance["source"]["license"], provenance["source"]["license_link"]) == (None, None)
+    assert (provenance["target"]["license"], provenance["target"]["license_link"]) == (None, None)
+    cards = [render_draft_card(provenance, draft_repo="bot/Qwen3-Tiny-DFlash-b16-int4-ov",
+                               target_repo="bot/Qwen3-Tiny-int4-ov"),
+             render_target_card(provenance, target_repo="bot/Qwen3-Tiny-int4-ov", drafts=[])]
+    for text, base in zip(cards, ("z-lab/Qwen3-Tiny-DFlash-b16", "Qwen/Qwen3-Tiny")):
+        assert len(text) < 64 * 1024
+        for injected in ("Pwned", "onerror", "javascript:", "evil.example", "lol"):
+            assert injected not in text
+        metadata = ModelCard(text).data.to_dict()
+        assert metadata["base_model"] == base and "license" not in metadata and "license_link" not in metadata
