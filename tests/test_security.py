@@ -233,7 +233,7 @@ _PROBE = textwrap.dedent(r"""
     if canary in read("/proc/self/environ")[0]:
         found.append("own environ")
     print(json.dumps({"found": found, "visible": len(visible), "targets": len(targets), "checked": checked,
-                      "denied": denied}))
+                      "denied": denied, "pid": me}))
 """)
 
 # The token-free build side: checks its own view, then runs the probe the way it runs an export.
@@ -308,6 +308,10 @@ def test_a_sandboxed_child_cannot_read_the_write_token_through_proc(tmp_path, la
     assert builder == {"env": False, "get_token": False, "holder_environ": False}
     assert probe["found"] == [], probe
     assert probe["checked"] > 0
+    if layers in ("auto", "namespaces") and confinement({}).namespaces:
+        assert probe["pid"] == 1 and probe["visible"] <= 2, probe  # its own PID namespace: no ancestor in sight
+    if layers == "landlock":
+        assert probe["pid"] != 1 and probe["visible"] == 0, probe  # host PIDs, but /proc is closed to it
 
 
 def test_without_confinement_the_probe_does_find_the_token(tmp_path):
