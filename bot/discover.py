@@ -191,7 +191,8 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, toolchain: Toolchain
                      target_repo=target_repo, target_revision=target_files.sha, target_is_vlm=target.is_vlm,
                      target_how=how, weight_bytes=weight_bytes,
                      draft_card={**card.provenance(), "base_model": list(card.base_models)},
-                     target_card=target_files.card_data)
+                     target_card=read_source_card(None, repo_id=target_repo,
+                                                  hub_card_data=target_files.card_data or None).provenance())
 
 
 def _safetensors_bytes(sizes: dict[str, int]) -> int:

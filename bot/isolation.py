@@ -64,8 +64,22 @@ def sandboxed(tool: str, python: str | None = None, *, reads: Sequence[Path] = (
     """
     folders = [arg for path in reads for arg in ("--read", str(path))]
     folders += [arg for path in writes for arg in ("--write", str(path))]
-    prefix = list(NAMESPACE_PREFIX) if confinement().namespaces else []
+    state = confinement()
+    _announce(state.describe())
+    prefix = list(NAMESPACE_PREFIX) if state.namespaces else []
     return [*prefix, python or sys.executable, "-m", "bot.sandbox", *folders, tool]
+
+
+_announced: set[str] = set()
+
+
+def _announce(line: str) -> None:
+    """Log what confines the children once per process (and again only if it changes)."""
+    if line not in _announced:
+        _announced.add(line)
+        from bot import log
+
+        log.step("%s", line)
 
 
 _children: set[subprocess.Popen] = set()

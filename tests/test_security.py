@@ -94,6 +94,12 @@ def test_the_tokenizer_path_attack_builds_without_opening_the_outside_file(tiny,
         outside = {path for path in _opened_paths(opens)
                    if not path.startswith(allowed) and path + "/" not in allowed}
         assert not outside, sorted(outside)[:20]
+        # Temp files, caches and OpenVINO's telemetry state all stay in the work folder (unshare writes its own
+        # namespace's uid/gid maps).
+        written = {path for path in _opened_paths(opens, writes=True)
+                   if not path.startswith((str(work), "/dev/", "/proc/self/"))}
+        assert not written, sorted(written)[:20]
+        assert (work / "hf" / "home" / "intel" / "openvino_telemetry").read_text() == "0"
     assert (work / "ir" / "openvino_tokenizer.xml").is_file()
     assert _files_with(work / "ir", CANARY_TOKEN.encode()) == []
     assert b"Landlock ABI" in (work / "logs" / "export-target.log").read_bytes() or confinement().landlock_abi == 0
@@ -153,12 +159,16 @@ def _allowed_roots(work: Path) -> tuple[str, ...]:
     return (str(work), *sorted(python), *system)
 
 
-def _opened_paths(lines: list[str]) -> set[str]:
-    """Absolute paths opened successfully (`= fd`), from strace lines."""
+def _opened_paths(lines: list[str], *, writes: bool = False) -> set[str]:
+    """Absolute paths opened successfully (`= fd`), from strace lines; with `writes`, every attempt to open one
+    for writing, refused or not."""
     paths = set()
+    result = r"-?\d+" if writes else r"\d+"
     for line in lines:
-        match = re.search(r'open(?:at2?)?\((?:AT_FDCWD|\d+), "([^"]+)".*\) = \d+', line) or re.search(
-            r'open\("([^"]+)".*\) = \d+', line)
+        if writes and not re.search(r"O_WRONLY|O_RDWR|O_CREAT", line):
+            continue
+        match = re.search(rf'open(?:at2?)?\((?:AT_FDCWD|\d+), "([^"]+)".*\) = {result}', line) or re.search(
+            rf'open\("([^"]+)".*\) = {result}', line)
         if match and match.group(1).startswith("/"):
             paths.add(match.group(1))
     return paths
@@ -358,3 +368,22 @@ def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_car
             assert injected not in text
         metadata = ModelCard(text).data.to_dict()
         assert metadata["base_model"] == base and "license" not in metadata and "license_link" not in metadata
+
+
+def test_builder_env_keeps_the_read_token_only_and_hides_a_stored_token():
+    from bot.confinement import builder_env
+
+    env = builder_env({"HF_TOKEN": "w", "HUGGING_FACE_HUB_TOKEN": "w", "GITHUB_TOKEN": "g", "HF_READ_TOKEN": "r",
+                       "PATH": "/bin"})
+    assert env["HF_READ_TOKEN"] == "r" and env["PATH"] == "/bin"
+    assert not {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GITHUB_TOKEN"} & set(env)
+    assert env["HF_TOKEN_PATH"] == os.devnull
+
+
+def test_the_sandbox_setting_names_layers_and_the_fallback():
+    assert wanted_layers({}) == ("namespaces", "landlock")
+    assert wanted_layers({"DFLASH_BOT_SANDBOX": "none"}) == ()
+    with pytest.raises(ValueError, match="unknown layer 'bwrap'"):
+        wanted_layers({"DFLASH_BOT_SANDBOX": "bwrap"})
+    off = confinement({"DFLASH_BOT_SANDBOX": "none"})
+    assert off.name == "none" and "no OS confinement" in off.describe() and "switched off" in off.detail
