@@ -61,10 +61,16 @@ def sandboxed(tool: str, python: str | None = None, *, reads: Sequence[Path] = (
     Returns:
         The command prefix: in fresh user, PID, mount and network namespaces when the machine allows them
         (`confinement()`), then `bot.sandbox`, which applies Landlock to `reads` and `writes` before loading.
+
+    Raises:
+        Failure: `DFLASH_BOT_SANDBOX` names an unknown layer.
     """
     folders = [arg for path in reads for arg in ("--read", str(path))]
     folders += [arg for path in writes for arg in ("--write", str(path))]
-    state = confinement()
+    try:
+        state = confinement()
+    except ValueError as exc:  # a misspelt DFLASH_BOT_SANDBOX: say so rather than run unconfined
+        raise Failure(str(exc), stage="sandbox") from None
     _announce(state.describe())
     prefix = list(NAMESPACE_PREFIX) if state.namespaces else []
     return [*prefix, python or sys.executable, "-m", "bot.sandbox", *folders, tool]
