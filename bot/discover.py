@@ -58,6 +58,7 @@ class Candidate:
     weight_bytes: int
     draft_card: dict = field(default_factory=dict)
     target_card: dict = field(default_factory=dict)
+    card_notes: tuple[str, ...] = ()  # what was dropped from the draft's card and why (bot.source_card)
 
 
 def kind_from_listing(listing: RepoListing) -> str | None:
@@ -192,7 +193,8 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, toolchain: Toolchain
                      target_how=how, weight_bytes=weight_bytes,
                      draft_card={**card.provenance(), "base_model": list(card.base_models)},
                      target_card=read_source_card(None, repo_id=target_repo,
-                                                  hub_card_data=target_files.card_data or None).provenance())
+                                                  hub_card_data=target_files.card_data or None).provenance(),
+                     card_notes=card.notes)
 
 
 def _safetensors_bytes(sizes: dict[str, int]) -> int:

@@ -170,3 +170,35 @@ def test_an_oversized_published_record_is_rebuilt_not_skipped_forever(tmp_path):
         api.upload_file(path_or_fileobj=tmp_path / PROVENANCE_FILE, path_in_repo=PROVENANCE_FILE,
                         repo_id="maintainer/stuck-int4-ov")
         assert read_published(Hub(server.url, "hf_write"), "maintainer/stuck-int4-ov") is None
+
+
+def test_discovery_through_the_local_hub_resolves_the_base_model_the_hub_shows(tiny, tmp_path):
+    """A draft named like another target, whose card hides `base_model` behind a `# ------` comment: discovery
+    (real listing over HTTP, the listing's cardData) resolves the target the Hub shows, and the card's injected
+    license is dropped with a note."""
+    import shutil
+
+    from huggingface_hub import HfApi
+
+    from bot.discover import resolve
+    from bot.hub import Hub
+    from bot.toolchain import detect
+    from hubserver import LocalHub
+
+    pair = tiny("dflash")
+    draft = tmp_path / "draft"
+    shutil.copytree(pair.draft, draft)
+    (draft / "README.md").write_text(f"---\n# ------\nbase_model: Qwen/Qwen3-Tiny\n{INJECTED_LICENSE}---\n# Draft\n")
+    with LocalHub(tmp_path / "hub", user="maintainer", token="hf_write") as server:
+        Hub(server.url, "hf_write")  # the client settings a local endpoint needs
+        api = HfApi(endpoint=server.url, token="hf_write")
+        for repo, folder in (("Qwen/Qwen3-Tiny", pair.target), ("z-lab/Qwen3-Other-DFlash-b16", draft)):
+            api.create_repo(repo)
+            api.upload_folder(repo_id=repo, folder_path=folder)
+        hub = Hub(server.url)
+        (listing,) = hub.list_models(author="z-lab", search=None, filter_tags=(), limit=10)
+        assert listing.card_data.get("base_model") == "Qwen/Qwen3-Tiny"  # what the Hub shows
+        candidate = resolve(hub, listing, fast_recipe(), detect())
+    assert (candidate.target_repo, candidate.target_how) == ("Qwen/Qwen3-Tiny", "card base_model")
+    assert candidate.draft_card == {"license": None, "license_link": None, "base_model": ["Qwen/Qwen3-Tiny"]}
+    assert len(candidate.card_notes) == 2
