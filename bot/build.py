@@ -19,13 +19,14 @@ from pathlib import Path
 from bot import __version__, log, record
 from bot.bundle import Bundle, write_bundle
 from bot.check_ir import DraftIrReport, TargetIrReport, inspect_draft, inspect_target
-from bot.checkpoints import DraftSpec, TargetSpec, card_license, check_weights, classify_draft, load_config, read_target
+from bot.checkpoints import DraftSpec, TargetSpec, check_weights, classify_draft, load_config, read_target
 from bot.discover import Candidate
 from bot.errors import BotError, Failure
 from bot.export import TASK_LLM, TASK_VLM, ExportRequest, ExportResult, export_model
 from bot.fetch import safe_copy
 from bot.profiles import DEFAULT_PROFILE, toolchain_for
 from bot.recipe import Recipe
+from bot.source_card import card_license
 from bot.toolchain import Toolchain
 from bot.validate import ValidationReport, validate_pair
 from bot.validate_per_row import PerRowValidation, validate_per_row_pair
@@ -275,8 +276,8 @@ def build_record(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, draft_rep
         failed_gates=validation.failed_gates(),
         draft=record.DraftInfo(kind=pair.draft.kind, format=draft_report.format,
                                architecture=pair.draft.architecture, base_model_type=pair.draft.model_type),
-        source=record.SourceRef(repo=checkout.repo_id, revision=checkout.revision, **_license(job.draft_src)),
-        target=record.TargetRef(repo=target.repo_id, revision=target.revision, **_license(job.target_src),
+        source=record.SourceRef(repo=checkout.repo_id, revision=checkout.revision, **_license(job.draft_src, checkout.repo_id)),
+        target=record.TargetRef(repo=target.repo_id, revision=target.revision, **_license(job.target_src, target.repo_id),
                                 model_type=pair.target.model_type, architecture=pair.target.architecture,
                                 is_vlm=pair.target.is_vlm),
         toolchain=record.ToolchainInfo.model_validate({**toolchain.as_provenance(),
@@ -298,10 +299,10 @@ def _environments(toolchain: Toolchain) -> list[Path]:
     return [Path(toolchain.python).parent.parent] if toolchain.python else []
 
 
-def _license(folder: Path) -> dict[str, str | None]:
-    """The source card's license fields, only when they are plain short strings."""
-    return {key: value if isinstance(value, str) and len(value) <= 200 else None
-            for key, value in card_license(folder).items()}
+def _license(folder: Path, repo_id: str | None) -> dict[str, str | None]:
+    """The source card's license fields, validated by `bot.source_card` (anything else is dropped)."""
+    return {key: value if isinstance(value, str) else None
+            for key, value in card_license(folder, repo_id=repo_id).items()}
 
 
 def build_folders(draft: Checkout, target: Checkout, out: Path, recipe: Recipe, *,

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bot.errors import Skip
 from bot.toolchain import (
     CAPABILITY_DFLASH,
@@ -311,27 +309,6 @@ def safetensors_size(path: Path, *, subject: str | None = None) -> int:
         raise Skip(f"{path.name} is truncated: its header describes {expected} bytes, the file holds {size}",
                    subject=subject, stage="classify")
     return size
-
-
-def split_card(text: str) -> tuple[dict, str]:
-    """YAML front matter and body of a README."""
-    if text.startswith("---"):
-        parts = text.split("---", 2)
-        if len(parts) == 3:
-            try:
-                data = yaml.safe_load(parts[1])
-            except yaml.YAMLError:
-                data = None
-            return (data if isinstance(data, dict) else {}), parts[2]
-    return {}, text
-
-
-def card_license(folder: Path) -> dict:
-    """`license` and `license_link` from a checkpoint's README.md front matter (copied onto our cards)."""
-    path = folder / "README.md"
-    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-    data, _ = split_card(text)
-    return {key: data.get(key) for key in ("license", "license_link")}
 
 
 def _int_or_none(fields: Mapping[str, Any], key: str, subject: str | None, *, at: str = "",

@@ -23,11 +23,12 @@ from bot.checkpoints import (
     parse_config_text,
     read_target,
     require_exportable,
-    split_card,
 )
+from bot import log, naming
 from bot.errors import Skip
 from bot.hub import Hub, RepoListing
 from bot.recipe import Recipe
+from bot.source_card import SourceCard, read_source_card
 from bot.toolchain import Toolchain
 
 _CARD_TARGET = re.compile(r"in conjunction with the target model\s*[\[`*]*([\w.-]+/[\w.-]+)", re.IGNORECASE)
@@ -66,6 +67,7 @@ class Candidate:
     draft_files: tuple[str, ...] = ()  # exactly what the build downloads (top-level, allowed, size-checked)
     target_files: tuple[str, ...] = ()
     download_bytes: int = 0  # every file downloaded, weights or not: the size cap and the disk check
+    card_notes: tuple[str, ...] = ()  # what was dropped from the draft's card and why (bot.source_card)
 
     @property
     def weight_bytes(self) -> int:
@@ -123,23 +125,34 @@ def unexportable_reason(kind: str, listing: RepoListing, toolchain: Toolchain) -
     return None
 
 
-def resolve_target_name(repo_id: str, card_data: dict, card_text: str, recipe: Recipe) -> tuple[str, str]:
+def resolve_target_name(repo_id: str, card: SourceCard, recipe: Recipe) -> tuple[str, str]:
     """The target repo id and the rule that named it, trying the recipe's order (DESIGN §4).
 
+    `card` is the draft's validated card: its `base_models` are the Hub's `cardData.base_model` when the listing
+    carried it, so the bot resolves the target the Hub shows. Whatever a rule names is checked as a repo id
+    (`bot.naming.validate_repo_id`) before anything asks the Hub about it.
+
     Raises:
-        Skip: no rule names a target.
+        Skip: no rule names a target, or the one that does names something that is not a repo id.
     """
+    target, how = _target_name(repo_id, card, recipe)
+    try:
+        return naming.validate_repo_id(target, what=f"the target ({how})"), how
+    except Skip as skip:
+        raise skip.at(subject=repo_id, stage="discover") from None
+
+
+def _target_name(repo_id: str, card: SourceCard, recipe: Recipe) -> tuple[str, str]:
     name = repo_id.split("/")[-1]
     for rule in recipe.targets.order:
         if rule == "map" and repo_id in recipe.targets.map:
             return recipe.targets.map[repo_id], "recipe map"
         if rule == "card_metadata":
-            base = card_data.get("base_model")
-            base = base[0] if isinstance(base, list) and base else base
-            if isinstance(base, str) and "/" in base:
+            base = next((model for model in card.base_models if "/" in model), None)
+            if base:
                 return base, "card base_model"
         if rule == "card_text":
-            match = _CARD_TARGET.search(card_text)
+            match = _CARD_TARGET.search(card.text)
             if match:
                 return match.group(1).rstrip(".,)"), "card text"
         if rule == "repo_name":
@@ -179,8 +192,11 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe) -> Candidate:
     if draft.kind not in recipe.watch.kinds:
         raise Skip(f"{draft.kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}", subject=repo,
                    stage="discover")
-    card_data, card_text = split_card((hub.read_file(repo, "README.md", revision) or b"").decode("utf-8", "replace"))
-    target_repo, _how = resolve_target_name(repo, card_data, card_text, recipe)
+    card = read_source_card(hub.read_file(repo, "README.md", revision), repo_id=repo,
+                            hub_card_data=listing.card_data or None)
+    for note in card.notes:
+        log.step("%s: %s", repo, note)
+    target_repo, _how = resolve_target_name(repo, card, recipe)
 
     draft_files = hub.repo_files(repo, revision)
     _check_file_names(repo, draft_files.sizes)
@@ -205,7 +221,7 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe) -> Candidate:
                      target_is_vlm=target.is_vlm, draft_bytes=_safetensors_bytes(draft_fetch),
                      target_bytes=_safetensors_bytes(target_fetch), profile=toolchain.profile,
                      draft_files=tuple(sorted(draft_fetch)), target_files=tuple(sorted(target_fetch)),
-                     download_bytes=total)
+                     download_bytes=total, card_notes=card.notes)
 
 
 # Real non-weight files are a few MB (the largest, a big-vocabulary tokenizer.json, ~35 MB).

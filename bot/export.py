@@ -66,7 +66,9 @@ def export_model(request: ExportRequest, settings: ExportSettings, *, log_dir: P
     """
     started = time.monotonic()
     log = log_dir / f"export-{request.name or request.role}.log"
-    run_logged(sandboxed("optimum-cli", python) + optimum_cli_args(request, settings), log_path=log,
+    # The child may read its working copy and write its output and its private HOME/TMPDIR/HF cache, nothing else.
+    command = sandboxed("optimum-cli", python, reads=[request.source], writes=[request.output, home])
+    run_logged(command + optimum_cli_args(request, settings), log_path=log,
                timeout_s=settings.timeout_s, env=child_env(untrusted_env(home=home), python),
                what=f"{request.role} export")  # never the internal name (draft-0): messages reach the report
     return ExportResult(role=request.role, ir_dir=request.output, seconds=time.monotonic() - started, log=log)

@@ -1,7 +1,9 @@
 """Working copies of checkpoints that are safe to hand to the exporter (DESIGN §3).
 
-Only data files are copied (never `*.py`, never pickles), and `auto_map` is stripped from every config, so the
-`trust_remote_code` that optimum-intel needs for DFlash can only load optimum-intel's own class.
+Only data files are copied (never `*.py`, never pickles), `auto_map` is stripped from every config, so the
+`trust_remote_code` that optimum-intel needs for DFlash can only load optimum-intel's own class, and every
+path-valued config field that points outside the folder is removed (`bot.sanitize`), so no loader opens a file
+the checkpoint names outside its own checkout.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import os
 import shutil
 from pathlib import Path
 
+from bot import log
 from bot.errors import Failure, Skip
+from bot.sanitize import sanitize_folder
 
 # What a build may read from a source repo; also the allow_patterns of every Hub download.
 ALLOWED_PATTERNS = (
@@ -37,13 +41,13 @@ def is_allowed(name: str) -> bool:
 
 
 def safe_copy(source: Path, dest: Path, *, subject: str | None = None) -> Path:
-    """Copy the allowed top-level files of `source` into a fresh `dest` and strip `auto_map`.
+    """Copy the allowed top-level files of `source` into a fresh `dest`, strip `auto_map` and outside paths.
 
-    Symlinks are never followed (Hub downloads go to a `local_dir` of real files), so a checkpoint cannot make the
-    build read files outside it.
+    Symlinks are never followed (Hub downloads go to a `local_dir` of real files), and config fields that name
+    files outside the folder are removed, so a checkpoint cannot make the build read files outside it.
 
     Raises:
-        Skip: `source` is not a folder.
+        Skip: `source` is not a folder, or its weight map or configs cannot be made safe (`bot.sanitize`).
     """
     if not source.is_dir():
         raise Skip(f"checkpoint folder not found: {source.name}", subject=subject, stage="fetch")
@@ -54,6 +58,8 @@ def safe_copy(source: Path, dest: Path, *, subject: str | None = None) -> Path:
         _link_or_copy(entry, dest / entry.name)
     for name in _CONFIGS_WITH_AUTO_MAP:
         strip_auto_map(dest / name)
+    for field in sanitize_folder(dest, subject=subject):
+        log.step("%s: removed a path outside the checkpoint: %s", subject or source.name, field)
     return dest
 
 

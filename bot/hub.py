@@ -250,7 +250,7 @@ class Hub:
     def draft_record(self, repo_id: str) -> BuildRecord | None:
         """The build record of a published draft repo (one GET); None when there is none, or when it is damaged
         or from a schema this bot cannot read (then it is rebuilt rather than trusted)."""
-        data = self.read_file(repo_id, PROVENANCE_FILE)
+        data = self._record_bytes(repo_id)
         if data is None:
             return None
         try:
@@ -259,9 +259,17 @@ class Hub:
             log.step("%s: published %s is not usable (%s): rebuilding", repo_id, PROVENANCE_FILE, exc)
             return None
 
+    def _record_bytes(self, repo_id: str) -> bytes | None:
+        try:
+            return self.read_file(repo_id, PROVENANCE_FILE)
+        except Skip as skip:
+            # Over the size limit (a card bomb expanded into an old record): rebuilt, never a permanent skip.
+            log.step("%s: published %s is unusable (%s): rebuilding", repo_id, PROVENANCE_FILE, skip.message)
+            return None
+
     def target_record(self, repo_id: str) -> TargetRecord | None:
         """The record of a published target repo (one GET); None as for `draft_record`."""
-        data = self.read_file(repo_id, PROVENANCE_FILE)
+        data = self._record_bytes(repo_id)
         if data is None:
             return None
         try:

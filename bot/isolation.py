@@ -15,6 +15,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from bot.confinement import NAMESPACE_PREFIX, confinement
 from bot.errors import Failure
 
 # Anything that looks like a credential stays out of the build processes: they load untrusted files.
@@ -22,7 +23,11 @@ SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|CREDENTIALS?|API_KEY|PRIV
 
 
 def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = None) -> dict[str, str]:
-    """Environment for a process that loads checkpoint files: no secrets, offline, no telemetry."""
+    """Environment for a process that loads checkpoint files: no secrets, offline, no telemetry.
+
+    With `home`, everything the child's libraries write goes inside it: HF cache, HOME (OpenVINO's telemetry state
+    lives in $HOME/intel), TMPDIR and the XDG folders.
+    """
     env = {k: v for k, v in (os.environ if base is None else base).items() if not SECRET_NAME.search(k)}
     env.update({
         "HF_HUB_OFFLINE": "1",
@@ -31,16 +36,56 @@ def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = 
         "HF_HUB_DISABLE_XET": "1",
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        "NNCF_CI": "1",  # NNCF's only switch for its telemetry
     })
     if home is not None:
         # A private HF cache: nothing from the user's cache (or a token file in it) is visible.
         env["HF_HOME"] = str(home)
+        env.update({"HOME": str(home / "home"), "TMPDIR": str(home / "tmp"),
+                    "XDG_CACHE_HOME": str(home / "home" / ".cache"),
+                    "XDG_CONFIG_HOME": str(home / "home" / ".config"),
+                    "XDG_DATA_HOME": str(home / "home" / ".local" / "share")})
     return env
 
 
-def sandboxed(tool: str, python: str | None = None) -> list[str]:
-    """Command prefix running `tool` (optimum-cli or validate) behind `bot.sandbox`'s credential check."""
-    return [python or sys.executable, "-m", "bot.sandbox", tool]
+def sandboxed(tool: str, python: str | None = None, *, reads: Sequence[Path] = (),
+              writes: Sequence[Path] = ()) -> list[str]:
+    """Command running `tool` (optimum-cli, validate or exec) behind `bot.sandbox`, confined by the OS.
+
+    Args:
+        tool: what the sandbox runs after its checks.
+        python: the interpreter of the job's toolchain profile (None: this one).
+        reads: input folders the child may read (the checkpoint working copies, IR folders).
+        writes: folders it may write (its output and its HOME/TMPDIR/HF_HOME, see `untrusted_env`).
+
+    Returns:
+        The command prefix: in fresh user, PID, mount and network namespaces when the machine allows them
+        (`confinement()`), then `bot.sandbox`, which applies Landlock to `reads` and `writes` before loading.
+
+    Raises:
+        Failure: `DFLASH_BOT_SANDBOX` names an unknown layer.
+    """
+    folders = [arg for path in reads for arg in ("--read", str(path))]
+    folders += [arg for path in writes for arg in ("--write", str(path))]
+    try:
+        state = confinement()
+    except ValueError as exc:  # a misspelt DFLASH_BOT_SANDBOX: say so rather than run unconfined
+        raise Failure(str(exc), stage="sandbox") from None
+    _announce(state.describe())
+    prefix = list(NAMESPACE_PREFIX) if state.namespaces else []
+    return [*prefix, python or sys.executable, "-m", "bot.sandbox", *folders, tool]
+
+
+_announced: set[str] = set()
+
+
+def _announce(line: str) -> None:
+    """Log what confines the children once per process (and again only if it changes)."""
+    if line not in _announced:
+        _announced.add(line)
+        from bot import log
+
+        log.step("%s", line)
 
 
 _children: set[subprocess.Popen] = set()

@@ -329,8 +329,9 @@ def publish_jobs(report: RunReport, writer: Hub, recipe: Recipe, ready: list[tup
         if isinstance(result, BotError):
             report.add(Outcome.of_error(job.source, job.revision, result))
         else:
-            note = report_note(bundle.record.draft.format) if bundle.record.draft.format == "per-row" else ""
-            report.add_published(job.source, job.revision, result, "; ".join((*job.reasons, *([note] if note else []))))
+            notes = [report_note(bundle.record.draft.format)] if bundle.record.draft.format == "per-row" else []
+            notes += [f"card: {note}" for note in job.card_notes]  # what was dropped from the source card
+            report.add_published(job.source, job.revision, result, "; ".join((*job.reasons, *notes)))
             state.published[job.source] = (bundle.record, job.repos)
 
 

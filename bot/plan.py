@@ -68,6 +68,7 @@ class BuildJob(BaseModel):
     draft_files: tuple[str, ...]
     target_files: tuple[str, ...]
     download_bytes: int = Field(ge=0)
+    card_notes: tuple[str, ...] = ()  # what discovery dropped from the draft's card, for the report
     reasons: tuple[str, ...]
     draft_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
     target_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
@@ -80,7 +81,8 @@ class BuildJob(BaseModel):
                    target_model_type=candidate.target_model_type, target_is_vlm=candidate.target_is_vlm,
                    draft_bytes=candidate.draft_bytes, target_bytes=candidate.target_bytes, profile=candidate.profile,
                    draft_files=candidate.draft_files, target_files=candidate.target_files,
-                   download_bytes=candidate.download_bytes, reasons=tuple(reasons), draft_repo=draft_output_repo(publish, candidate.repo_id),
+                   download_bytes=candidate.download_bytes, card_notes=candidate.card_notes,
+                   reasons=tuple(reasons), draft_repo=draft_output_repo(publish, candidate.repo_id),
                    target_repo=target_output_repo(publish, candidate.target_repo))
 
     @property
@@ -98,7 +100,7 @@ class BuildJob(BaseModel):
                          target_model_type=self.target_model_type, target_is_vlm=self.target_is_vlm,
                          draft_bytes=self.draft_bytes, target_bytes=self.target_bytes, profile=self.profile,
                          draft_files=self.draft_files, target_files=self.target_files,
-                         download_bytes=self.download_bytes)
+                         download_bytes=self.download_bytes, card_notes=self.card_notes)
 
 
 def draft_output_repo(publish: PublishSettings, source_repo: str) -> str:

@@ -109,8 +109,8 @@ def validate_pair(target_dir: Path, draft_dir: Path, settings: ValidationSetting
         Failure: GenAI could not load or run the pair, or the run exceeded `settings.timeout_s`.
     """
     out = work / "validation.json"
-    cmd = [*sandboxed("validate", python), "--target", str(target_dir), "--draft", str(draft_dir),
-           "--settings", settings.model_dump_json(), "--out", str(out)]
+    cmd = [*sandboxed("validate", python, reads=[target_dir, draft_dir], writes=[work]),
+           "--target", str(target_dir), "--draft", str(draft_dir), "--settings", settings.model_dump_json(), "--out", str(out)]
     if is_vlm:
         cmd.append("--vlm")
     run_logged(cmd, log_path=work / "validate.log", timeout_s=settings.timeout_s,

@@ -121,8 +121,8 @@ def validate_per_row_pair(target_dir: Path, draft_dir: Path, settings: Validatio
     if not support.supported:
         raise Skip(support.reason, stage="validate")
     out = work / "validation-per-row.json"
-    cmd = [*sandboxed("validate-per-row", python), "--target", str(target_dir), "--draft", str(draft_dir),
-           "--settings", settings.model_dump_json(), "--requests", str(requests), "--out", str(out)]
+    cmd = [*sandboxed("validate-per-row", python, reads=[target_dir, draft_dir], writes=[work]),
+           "--target", str(target_dir), "--draft", str(draft_dir), "--settings", settings.model_dump_json(), "--requests", str(requests), "--out", str(out)]
     run_logged(cmd, log_path=work / "validate-per-row.log", timeout_s=settings.timeout_s,
                env=child_env(untrusted_env(home=work / "hf-home"), python), what="GenAI per-row validation")
     data = json.loads(out.read_text(encoding="utf-8"))

@@ -5,11 +5,20 @@ from __future__ import annotations
 import pytest
 
 from bot.discover import check_size, kind_from_listing, resolve_target_name
+from bot.source_card import read_source_card
 from bot.errors import Skip
 from bot.hub import RepoListing
 from tests.conftest import fast_recipe
 
 RECIPE = fast_recipe()
+
+
+def source_card(metadata: dict, text: str = ""):
+    """The validated card a README with this front matter and body gives (through bot.source_card)."""
+    import yaml
+
+    front = f"---\n{yaml.safe_dump(metadata)}---\n" if metadata else ""
+    return read_source_card(f"{front}{text}\n", repo_id="z-lab/x")
 
 
 def listing(architecture: str | None, model_type: str | None = "qwen3") -> RepoListing:
@@ -36,16 +45,25 @@ def test_kind_from_the_listing_alone(architecture, model_type, kind):
     ("deepseek-ai/dspark_qwen3_8b_block7", {}, "", "Qwen/Qwen3-8B", "repo name"),
 ])
 def test_target_resolution_follows_the_recipe_order(repo, card, text, target, how):
-    assert resolve_target_name(repo, card, text, RECIPE) == (target, how)
+    assert resolve_target_name(repo, source_card(card, text), RECIPE) == (target, how)
 
 
 def test_the_recipe_map_wins_and_no_rule_is_a_skip():
     mapped = RECIPE.model_copy(update={"targets": RECIPE.targets.model_copy(
         update={"map": {"z-lab/Foo": "Qwen/Qwen3-1.7B"}})})
-    assert resolve_target_name("z-lab/Foo", {"base_model": "Qwen/Other"}, "", mapped) == ("Qwen/Qwen3-1.7B",
-                                                                                         "recipe map")
+    assert resolve_target_name("z-lab/Foo", source_card({"base_model": "Qwen/Other"}), mapped) == (
+        "Qwen/Qwen3-1.7B", "recipe map")
     with pytest.raises(Skip, match="cannot tell which target"):
-        resolve_target_name("z-lab/Foo", {}, "", RECIPE)
+        resolve_target_name("z-lab/Foo", source_card({}), RECIPE)
+
+
+@pytest.mark.parametrize("repo,text,why", [
+    ("z-lab/Qwen3.-DFlash-b16", "", "'Qwen/Qwen3.' is not a valid Hub repo id"),
+    ("z-lab/Foo", "used in conjunction with the target model Qwen/../etc", "not a valid Hub repo id"),
+])
+def test_a_target_name_that_is_not_a_repo_id_is_a_named_skip(repo, text, why):
+    with pytest.raises(Skip, match=why):
+        resolve_target_name(repo, source_card({}, text), RECIPE)
 
 
 def test_the_size_cap_is_one_check_with_the_total_in_its_reason():
