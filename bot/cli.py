@@ -292,6 +292,11 @@ def run_command(
         typer.echo("error: no write token (HF_TOKEN) is set, so nothing could be published: set it, or use "
                    "--dry-run to see the plan", err=True)
         raise typer.Exit(2)
+    from bot.confinement import hold_write_token
+
+    # From here on the token lives only in this process's memory: out of its environment (and the environment block
+    # /proc shows), the process non-dumpable; builds run in a token-free process tree (pipeline.build_in_builder).
+    hold_write_token()
     reader = Hub(settings.endpoint, settings.reader_token)
     writer = Hub(settings.endpoint, settings.write_token) if not dry_run else None
     result = RunReport(dry_run=dry_run)

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
 from bot import log, plan
 from bot.bundle import Bundle
+from bot.handoff import OUTCOME_FILE, BuildOutcomeFile, OutcomeRecord, artifact_name, read_built
 from bot.errors import BotError, Failure
 from bot.hub import REQUESTS, Hub
 from bot.outcome import Outcome, Status
@@ -49,9 +50,7 @@ from bot.recipe import Recipe, RunnerClass, RunnerSettings
 from bot.record import PROVENANCE_FILE, BuildRecord, RecordError
 from bot.report import RunReport
 
-OUTCOME_FILE = "build-outcome.json"
 PLAN_SCHEMA = 2
-_ARTIFACT_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class JobError(BotError):
@@ -62,23 +61,6 @@ class JobError(BotError):
 
 class _Handoff(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class OutcomeRecord(_Handoff):
-    source: str
-    revision: str | None
-    status: Status
-    reason: str = ""
-    repos: list[str] = Field(default_factory=list)
-    stage: str | None = None
-
-    @classmethod
-    def of(cls, outcome: Outcome) -> OutcomeRecord:
-        return cls(source=outcome.source, revision=outcome.revision, status=outcome.status, reason=outcome.reason,
-                   repos=list(outcome.repos), stage=outcome.stage)
-
-    def outcome(self) -> Outcome:
-        return Outcome(self.source, self.revision, self.status, self.reason, list(self.repos), self.stage)
 
 
 class MatrixEntry(_Handoff):
@@ -124,13 +106,6 @@ class MatrixPlan(_Handoff):
                          dry_run=self.dry_run, deferred=list(self.report.deferred))
 
 
-class BuildOutcomeFile(_Handoff):
-    """`build-outcome.json`: what a build job did for one draft, beside its bundle (or instead of one)."""
-
-    job: plan.BuildJob
-    outcome: OutcomeRecord
-
-
 def estimate_peak_bytes(weight_bytes: int, runners: RunnerSettings) -> int:
     """Export peaks at about 2x the bf16 weights (DESIGN §8); safetensors bytes stand in for them."""
     return int(weight_bytes * runners.peak_factor)
@@ -139,11 +114,6 @@ def estimate_peak_bytes(weight_bytes: int, runners: RunnerSettings) -> int:
 def runner_for(peak_bytes: int, runners: RunnerSettings) -> RunnerClass | None:
     """The smallest runner class that takes `peak_bytes`, or None when none does."""
     return next((c for c in runners.classes if peak_bytes <= c.max_memory_bytes), None)
-
-
-def artifact_name(source: str) -> str:
-    """An artifact name unique per source and legal for actions/upload-artifact."""
-    return "bundle-" + _ARTIFACT_UNSAFE.sub("_", source.replace("/", "--"))
 
 
 def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
@@ -351,49 +321,10 @@ def _check_artifact(report: RunReport, jobs: list[plan.BuildJob], folder: Path |
                                    f"unreadable {OUTCOME_FILE} in a build artifact"))
     ready = []
     for job in jobs:
-        sub = folder / artifact_name(job.source) if folder is not None else None
-        try:
-            ready.append((job, _checked_bundle(report, job, sub)))
-        except _NotPublished:
-            continue
+        bundle = read_built(report, job, folder / artifact_name(job.source) if folder is not None else None)
+        if bundle is not None:
+            ready.append((job, bundle))
     return ready
-
-
-class _NotPublished(Exception):
-    """The artifact of one draft is not published; its outcome is already in the report."""
-
-
-def _checked_bundle(report: RunReport, job: plan.BuildJob, folder: Path | None) -> Bundle:
-    def refuse(status: Status, reason: str) -> _NotPublished:
-        report.add(Outcome(job.source, job.revision, status, reason))
-        return _NotPublished()
-
-    if folder is None or not (folder / OUTCOME_FILE).is_file():
-        raise refuse(Status.FAILED, "build job left no bundle (see that job's log)")
-    try:
-        handed = BuildOutcomeFile.model_validate_json((folder / OUTCOME_FILE).read_bytes())
-    except (OSError, ValidationError):
-        raise refuse(Status.FAILED, f"unreadable {OUTCOME_FILE} in the build job's artifact") from None
-    if handed.job != job:
-        raise refuse(Status.FAILED, f"the artifact's {OUTCOME_FILE} is for {handed.job.source}@"
-                                    f"{handed.job.revision[:7]}, not this entry: not published")
-    if handed.outcome.status != Status.BUILT:
-        report.add(handed.outcome.outcome())
-        raise _NotPublished()
-    try:
-        bundle = Bundle.read(folder)
-    except RecordError as exc:
-        raise refuse(Status.FAILED, f"bundle {PROVENANCE_FILE} is unusable ({exc}): not published") from None
-    built = bundle.record
-    holds = (built.source.repo, built.source.revision, built.target.repo, built.target.revision)
-    if holds != (job.source, job.revision, job.target, job.target_revision):
-        raise refuse(Status.FAILED, f"bundle holds {holds[0]}@{str(holds[1])[:7]} for {holds[2]}@"
-                                    f"{str(holds[3])[:7]}, not the planned revisions: not published")
-    missing = [name for name in ("openvino_model.xml", "openvino_model.bin") if not (bundle.draft_dir / name).is_file()]
-    if missing or not (bundle.target_dir / "openvino_tokenizer.xml").is_file():
-        raise refuse(Status.FAILED, f"bundle is incomplete (missing {', '.join(missing) or 'target IR files'}): "
-                                    "not published")
-    return bundle
 
 
 def _card_refresh(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, source: str) -> None:

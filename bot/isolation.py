@@ -6,13 +6,14 @@ have a wall-clock limit, and have their whole process group killed when they ove
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from bot.confinement import NAMESPACE_PREFIX, confinement
@@ -101,6 +102,22 @@ def stop_all_children() -> None:
         children = list(_children)
     for child in children:
         _kill_group(child)
+
+
+@contextlib.contextmanager
+def tracked(process: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """Count a process started elsewhere (the token-free builder) among the children SIGTERM kills; it is killed
+    too when the caller unwinds with an exception."""
+    with _children_lock:
+        _children.add(process)
+    try:
+        yield process
+    except BaseException:
+        _kill_group(process)
+        raise
+    finally:
+        with _children_lock:
+            _children.discard(process)
 
 
 def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Mapping[str, str],

@@ -8,13 +8,18 @@ read token and publishes with the write token, and never loads a checkpoint itse
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import sys
 import tempfile
 import traceback
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
 
 from bot import discover, log, plan, profiles, status_step
 from bot.build import Checkout, DraftBuild, DraftOutcome, build_group
@@ -23,6 +28,7 @@ from bot.draft_formats import report_note
 from bot.errors import BotError, Failure, PreconditionFailed, Skip, UsageError
 from bot.fetch import require_free_disk
 from bot.hub import REQUESTS, Hub, RepoListing
+from bot.isolation import tracked
 from bot.outcome import Outcome, Status
 from bot.bundle import Bundle
 from bot.publish import PublishResult, publish_group, refresh_cards
@@ -306,19 +312,55 @@ def group_jobs(jobs: list[plan.BuildJob]) -> dict[tuple[str, str], list[plan.Bui
 
 def _build_and_publish(report: RunReport, state: RunMemory, reader: Hub, writer: Hub, recipe: Recipe,
                        members: list[plan.BuildJob], scratch: Path, options: RunOptions) -> None:
-    built: list[tuple[plan.BuildJob, DraftOutcome]] = []
-    if not guard_group(report, members, lambda: built.extend(
-            fetch_and_build(reader, recipe, members, scratch, report, keep_work=options.keep_work))):
-        return
     ready: list[tuple[plan.BuildJob, Bundle]] = []
-    for job, outcome in built:
-        if outcome.error is not None:
-            report.add(Outcome.of_error(job.source, job.revision, outcome.error))
-        elif outcome.bundle is not None:
-            ready.append((job, outcome.bundle))
+    if not guard_group(report, members, lambda: ready.extend(
+            build_in_builder(reader, writer, recipe, members, scratch, report, keep_work=options.keep_work))):
+        return
     if ready:
         with log.group(f"publish {ready[0][0].target_repo} and {len(ready)} draft(s)"):
             guard_group(report, [job for job, _ in ready], lambda: publish_jobs(report, writer, recipe, ready, state))
+
+
+def build_in_builder(reader: Hub, writer: Hub, recipe: Recipe, members: list[plan.BuildJob], scratch: Path,
+                     report: RunReport, *, keep_work: bool = False) -> list[tuple[plan.BuildJob, Bundle]]:
+    """Build one target group in a separate, token-free process tree, and read back what it built.
+
+    The builder is `dflash-bot build --job` (the Actions build job's command) started with
+    `bot.confinement.start_builder`: no write token in its environment, no inherited file descriptors, its own
+    session and, where the OS allows, its own user and PID namespaces; so neither it nor the checkpoint-loading
+    children it starts can reach this process, which holds the write token. It downloads with the read token
+    only (never the write token, even when discovery here fell back to it).
+
+    Returns:
+        (job, bundle) for every draft built and checked (`bot.handoff.read_built`); every other draft's outcome is
+        added to `report`.
+    """
+    from bot.confinement import start_builder
+    from bot.handoff import artifact_name, read_built
+
+    group = scratch / f"group-{artifact_name(members[0].target)}"
+    group.mkdir(parents=True, exist_ok=True)
+    jobs_file, recipe_file, out = group / "jobs.json", group / "recipe.yaml", group / "bundles"
+    jobs_file.write_text(json.dumps([job.model_dump(mode="json") for job in members]), encoding="utf-8")
+    recipe_file.write_text(yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    read_token = reader.token if reader.token and reader.token != writer.token else None
+    env = {k: v for k, v in os.environ.items() if k != "HF_READ_TOKEN"}
+    if read_token:
+        env["HF_READ_TOKEN"] = read_token
+    command = [sys.executable, "-m", "bot.cli", "build", "--job", f"@{jobs_file}", "--out", str(out), "--recipe",
+               str(recipe_file), "--endpoint", reader.endpoint, "--work", str(group / "work")]
+    if keep_work:
+        command.append("--keep-work")
+    with log.group(f"build {members[0].target} and {len(members)} draft(s) in a token-free builder"):
+        with tracked(start_builder(command, env=env)) as builder:
+            code = builder.wait()
+        log.step("builder exited with %d", code)
+    ready = []
+    for job in members:
+        bundle = read_built(report, job, out / artifact_name(job.source))
+        if bundle is not None:
+            ready.append((job, bundle))
+    return ready
 
 
 def publish_jobs(report: RunReport, writer: Hub, recipe: Recipe, ready: list[tuple[plan.BuildJob, Bundle]],
