@@ -74,39 +74,49 @@ def publish_group(hub: Hub, members: list[tuple[Bundle, Repos]], *, private: boo
 
 def _publish_once(hub: Hub, members: list[tuple[Bundle, Repos]], pending: list[int],
                   results: list[PublishResult | BotError | None], card_fp: str, private: bool) -> None:
+    """Target weights first (its card listing only drafts already published), then each draft, then the target's
+    card listing the drafts now published: a run killed at any point leaves no card linking a missing repo, and
+    the next run finishes the work."""
     ready: list[int] = []
+    current: list[int] = []
     for i in pending:
         bundle, repos = members[i]
         try:
             if _draft_is_current(hub, bundle.record, repos, card_fp):
-                results[i] = PublishResult(Status.UP_TO_DATE, repos)
+                current.append(i)
             else:
                 ready.append(i)
         except BotError as error:
             results[i] = error
-    if not ready:
-        return
-    commits: dict[str, str] = {}
-    try:
-        _publish_target(hub, [members[i] for i in ready], card_fp, commits, private)
-    except PreconditionFailed:
-        raise
-    except BotError as error:
-        for i in ready:
-            results[i] = error
-        return
+    commits: dict[int, dict[str, str]] = {i: {} for i in ready + current}
+    published: list[int] = []
+    if ready:
+        try:
+            _publish_target(hub, [members[i] for i in ready], card_fp, commits[ready[0]], private, list_new=False)
+        except PreconditionFailed:
+            raise
+        except BotError as error:
+            for i in ready:
+                results[i] = error
+            ready = []
     for i in ready:
         bundle, repos = members[i]
-        draft_commits: dict[str, str] = dict(commits) if i == ready[0] else {}
         try:
-            _publish_draft(hub, bundle, repos, card_fp, draft_commits, private)
+            _publish_draft(hub, bundle, repos, card_fp, commits[i], private)
         except PreconditionFailed:
             raise
         except BotError as error:
             results[i] = error
             continue
+        published.append(i)
+    listed = published + current
+    if listed:
+        # Every draft that is on the Hub now, current ones included (a run killed before this step left them
+        # off the target's card): one card-only commit when the list changed.
+        _publish_target(hub, [members[i] for i in listed], card_fp, commits[listed[0]], private, list_new=True)
+    for i in listed:
         # Nothing committed: another writer published this very build between our check and our commit.
-        results[i] = PublishResult(Status.PUBLISHED if draft_commits else Status.UP_TO_DATE, repos, draft_commits)
+        results[i] = PublishResult(Status.PUBLISHED if commits[i] else Status.UP_TO_DATE, members[i][1], commits[i])
 
 
 def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) -> bool:
@@ -140,20 +150,27 @@ def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) 
 
 
 def _publish_target(hub: Hub, members: list[tuple[Bundle, Repos]], card_fp: str, commits: dict[str, str],
-                    private: bool) -> None:
-    """One commit to the target repo for every draft of it published now (or none when it is current)."""
+                    private: bool, *, list_new: bool) -> None:
+    """One commit to the target repo, or none when it is current.
+
+    Args:
+        list_new: add these members' drafts to the target card's list (only once they are published); without it
+            the card lists only the drafts already there.
+    """
     first, repos = members[0]
     built = first.record
     published = hub.target_record(repos.target)
     if published is not None and published.target.repo != built.target.repo:
         raise Skip(f"{repos.target} holds an export of {published.target.repo}, not of {built.target.repo}: not "
                    "overwritten (two targets map to one output repo)", subject=built.source.repo, stage="publish")
-    summaries = [bundle.record.summary(draft_repos.draft) for bundle, draft_repos in members]
     fresh = TargetRecord.from_build(built, [], card_fp)
     weights_current = published is not None and published.target_inputs() == fresh.target_inputs()
     target_record = published if published is not None and weights_current else fresh
-    for summary in summaries:
-        target_record = target_record.with_draft(summary, card_fp)
+    if list_new:
+        for bundle, draft_repos in members:
+            target_record = target_record.with_draft(bundle.record.summary(draft_repos.draft), card_fp)
+    else:
+        target_record = target_record.model_copy(update={"card": fresh.card})
     if published is not None and weights_current and published.draft_keys() == target_record.draft_keys() and \
             published.card.template_fingerprint == card_fp:
         log.step("%s is current", repos.target)
@@ -161,13 +178,16 @@ def _publish_target(hub: Hub, members: list[tuple[Bundle, Repos]], card_fp: str,
     folder = first.target_dir
     record.write(target_record, folder)
     (folder / "README.md").write_text(render_target_card(target_record, target_repo=repos.target), encoding="utf-8")
-    result = hub.publish_folder(repos.target, folder, message=_message("target", built.target),
-                                private=private, only=_CARD_FILES if weights_current else None)
+    message = _message("target", built.target) if not weights_current else \
+        f"List {len(target_record.drafts)} validated draft(s) on the model card"
+    result = hub.publish_folder(repos.target, folder, message=message, private=private,
+                                only=_CARD_FILES if weights_current else None)
     if result.commit:
         commits[repos.target] = result.commit
         log.step("%s: commit %s (%s)", repos.target, result.commit[:7],
                  "card and record" if weights_current else f"{len(result.files)} files")
-    hub.tag(repos.target, f"src-{str(built.target.revision)[:7]}", result.commit)
+    if not weights_current:
+        hub.tag(repos.target, f"src-{str(built.target.revision)[:7]}", result.commit)
 
 
 def _publish_draft(hub: Hub, bundle: Bundle, repos: Repos, card_fp: str, commits: dict[str, str],

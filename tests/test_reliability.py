@@ -360,6 +360,56 @@ def test_two_publishers_race_ten_times_one_publish_per_repo_and_two_reports(hub,
            "one bot commit per repo, complete, every round")
 
 
+def test_a_publisher_killed_between_the_target_and_the_draft_leaves_no_dangling_link(hub, bundle, tmp_path):
+    """SIGKILL while the draft's commit is in flight (the target is committed): every published card links only
+    repos that exist, and the next run completes the pair."""
+    import signal
+    import time
+
+    import yaml
+
+    namespace = "rel-kill"
+    recipe = recipe_for(namespace)
+    draft_repo = draft_output_repo(recipe.publish, demo.DRAFT_REPO)
+    target_repo = target_output_repo(recipe.publish, demo.TARGET_REPO)
+    recipe_file = tmp_path / "recipe.yaml"
+    recipe_file.write_text(yaml.safe_dump(json.loads(recipe.model_dump_json())))
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
+    command = [sys.executable, "-m", "bot.cli", "publish", "--recipe", str(recipe_file), "--bundle"]
+    shutil.copytree(bundle, tmp_path / "first")
+    hub.clear_requests()
+    hub.set_faults([{"method": "POST", "path": f"^/api/models/{draft_repo}/(preupload|commit)/", "delay": 20,
+                     "times": 1}])
+    proc = subprocess.Popen(command + [str(tmp_path / "first")], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not any(draft_repo in r["path"] and r["method"] == "POST" and
+                                                      r.get("fault") for r in hub.requests()):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        hub.clear_faults()
+    api = Hub(hub.url, TOKEN).api
+    target_card = Hub(hub.url, TOKEN).read_file(target_repo, "README.md").decode()
+    draft_exists = api.repo_exists(draft_repo) and "README.md" in api.list_repo_files(draft_repo)
+    assert draft_exists or draft_repo not in target_card  # no link to a draft that is not there
+    state_after_kill = repo_state(hub, target_repo)
+    assert state_after_kill[1], state_after_kill
+    shutil.copytree(bundle, tmp_path / "again")
+    done = subprocess.run(command + [str(tmp_path / "again")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    target_card = Hub(hub.url, TOKEN).read_file(target_repo, "README.md").decode()
+    assert draft_repo in target_card
+    states = [repo_state(hub, repo) for repo in (draft_repo, target_repo)]
+    assert all(whole for _, whole in states), states
+    record("concurrency", "publisher SIGKILLed while the draft commit was in flight (target committed)",
+           f"target card listed {'the draft (its commit landed)' if draft_exists else 'no draft'}: no dangling "
+           f"link; next run: {done.stdout.strip().splitlines()[-1][:80]}",
+           "; ".join(f"{r}: {s}" for r, (s, _) in zip((draft_repo, target_repo), states)))
+
+
 def test_build_processes_refuse_to_run_with_a_token_in_reach():
     env = {**os.environ, "HF_TOKEN": CANARY}
     done = subprocess.run([sys.executable, "-m", "bot.sandbox", "validate", "--help"], env=env, capture_output=True,
