@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SECURITY = ROOT / "docs" / "security.md"  # the security tests' record, kept with them
 HEADINGS = {"fault": "Hub faults during publishing and planning", "hostile": "Hostile input",
             "concurrency": "Concurrency", "security": "Security"}
 
@@ -37,8 +38,12 @@ def main() -> int:
     faults = [r for r in rows if r["kind"] == "fault"]
     inputs = [r for r in rows if r["kind"] != "fault"]
     inconsistent = [r for r in rows if not r["consistent"]]
+    security = SECURITY.read_text(encoding="utf-8").split("\n", 1)[1].strip() if SECURITY.is_file() else ""
+    attacks = sum(1 for line in security.split("## Which confinement")[0].splitlines()
+                  if line.startswith("| ") and not line.startswith("| attack"))
     lines += ["## Totals", "", f"- faults survived: {sum(r['consistent'] for r in faults)} of {len(faults)}",
-              f"- hostile inputs, concurrency and security cases tried: {len(inputs)}",
+              f"- hostile inputs, concurrency and security cases tried: {len(inputs)} here, and {attacks} security "
+              "attacks below (tests/test_security.py, tests/test_source_card.py)",
               f"- repos left inconsistent: {len(inconsistent)}", ""]
     for kind, heading in HEADINGS.items():
         selected = [r for r in rows if r["kind"] == kind]
@@ -47,6 +52,9 @@ def main() -> int:
         lines += [f"## {heading}", "", "| tried | what the bot did | state of the hub afterwards |", "|---|---|---|"]
         lines += [f"| {_cell(r['case'])} | {_cell(r['bot'])} | {_cell(r['hub'])} |" for r in selected]
         lines.append("")
+    if security:
+        lines += ["## Security: hostile checkpoints and the write token", "",
+                  security.replace("\n## ", "\n### "), ""]
     (ROOT / "RELIABILITY.md").write_text("\n".join(lines), encoding="utf-8")
     print(f"RELIABILITY.md: {len(rows)} rows; {summary}")
     return 0 if done.returncode == 0 else 1
