@@ -276,6 +276,9 @@ def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Reci
     memory = state.memory
     if memory is None or options.dry_run:
         return
+    if memory.unreadable:
+        log.step("status page %s not written: it could not be read at planning", recipe.publish.status_repo_id)
+        return
     updates = status_step.entries_for(memory, state.examined(report), state.published)
     status_repo = recipe.publish.status_repo_id
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bot import log
+from bot.errors import Failure
 from bot.collection import CollectionResult, sync_collection
 from bot.hub import Hub, RepoListing
 from bot.outcome import Outcome, Status
@@ -54,6 +55,7 @@ class Memory:
     now: dt.datetime
     recheck_after: dt.timedelta | None
     recheck: bool = False
+    unreadable: bool = False  # the status file could not be read (Hub error): the page is not rewritten blind
 
     def remembered(self, repo_id: str, revision: str | None) -> StatusEntry | None:
         """The entry to report for a listed source without examining it, or None to examine it.
@@ -86,7 +88,14 @@ def load_memory(reader: Hub, recipe: Recipe, *, toolchain_fp: str | None = None,
     Raises:
         Failure: the Hub kept failing (a missing status repo is not an error: the memory is then empty).
     """
-    status = read_status(reader, recipe.publish.status_repo_id)
+    try:
+        status = read_status(reader, recipe.publish.status_repo_id)
+        unreadable = False
+    except Failure as error:
+        # Examine everything this run, and do not write the page blind over one we could not read.
+        log.get().info("status repo unreadable (%s): every source is examined, the page is left as it is",
+                       error.message)
+        status, unreadable = None, True
     listing = reader.list_namespace(recipe.publish.namespace)
     stale = frozenset(stale_published(status.entries, listing)) if status is not None else frozenset()
     if stale:
@@ -94,7 +103,7 @@ def load_memory(reader: Hub, recipe: Recipe, *, toolchain_fp: str | None = None,
     return Memory(status=status, namespace_listing=dict(listing), stale=stale,
                   toolchain_fp=toolchain_fp or current_toolchain_fingerprint(),
                   recipe_fp=recipe_memory_fingerprint(recipe), card_fp=card_fp, now=now or now_utc(),
-                  recheck_after=recipe.watch.recheck_after, recheck=recheck)
+                  recheck_after=recipe.watch.recheck_after, recheck=recheck, unreadable=unreadable)
 
 
 @dataclass(frozen=True)

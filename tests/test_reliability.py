@@ -163,6 +163,69 @@ def test_listing_faults_are_retried(hub, tmp_path):
            "unchanged (read-only)")
 
 
+def _status_after(hub, namespace: str, bundle, rules: list[dict]):
+    """Publish the bundle under `namespace`, then write its status page (`pipeline.finish_status`) under faults."""
+    from bot.outcome import Outcome, Status
+    from bot.pipeline import RunMemory, finish_status, load_memory
+
+    recipe = recipe_for(namespace)
+    writer = Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05)
+    built = Bundle.read(bundle)
+    repos = Repos(draft=draft_output_repo(recipe.publish, demo.DRAFT_REPO),
+                  target=target_output_repo(recipe.publish, demo.TARGET_REPO))
+    hub.clear_requests()
+    hub.set_faults(rules)
+    try:
+        report = RunReport()
+        state = RunMemory(memory=load_memory(writer, recipe, "card", RunOptions()), listed=[demo.DRAFT_REPO])
+        report.add(Outcome(demo.DRAFT_REPO, built.record.source.revision, Status.UP_TO_DATE, "",
+                           [repos.draft, repos.target]))
+        state.published[demo.DRAFT_REPO] = (built.record, repos)
+        finish_status(report, state, writer, recipe, RunOptions())
+    finally:
+        hub.clear_faults()
+    fired = sum(1 for r in hub.requests() if r.get("fault"))
+    assert fired or not rules, "the fault never fired"
+    return recipe, state, report
+
+
+STATUS_FAULTS = [
+    ("500 on every status.json read", [{"path": "dflash-bot-status/resolve/", "status": 500, "times": -1}],
+     "memory unreadable: every source examined, the page not rewritten blind; the next run wrote it"),
+    ("412 on the status repo's commit (another run wrote the page)",
+     [{"method": "POST", "path": "dflash-bot-status/commit/", "status": 412}], "re-read and merged; page written"),
+    ("500 on every collection call", [{"path": "^/api/collections", "status": 500, "times": -1}],
+     "the status repo's own outcome failed with the cause; no model touched; next run wrote page and collection"),
+]
+
+
+@pytest.mark.parametrize("case,rules,expected", STATUS_FAULTS, ids=[f[0] for f in STATUS_FAULTS])
+def test_status_page_faults_never_touch_the_models_and_the_next_run_heals(hub, bundle, tmp_path, case, rules,
+                                                                        expected):
+    from bot.status import read_status
+
+    namespace = "rel-st-" + re.sub(r"[^a-z0-9]+", "-", case.lower()).strip("-")[:30]
+    recipe, outcome, error = publish_under_fault(hub, bundle, tmp_path, namespace, [])
+    assert error is None, outcome
+    recipe, state, report = _status_after(hub, namespace, bundle, rules)
+    failed = [o for o in report.outcomes if o.status == "failed"]
+    if "collection" in case:
+        assert failed and failed[0].source == recipe.publish.status_repo_id and "collection" in failed[0].reason
+    elif "read" in case:
+        assert state.memory.unreadable and report.status_commit is None and not failed
+    else:
+        assert report.status_commit is not None and not failed
+    recipe, state, report = _status_after(hub, namespace, bundle, [])  # the next run, the fault gone
+    assert not [o for o in report.outcomes if o.status == "failed"], report.outcomes
+    status = read_status(Hub(hub.url, TOKEN), recipe.publish.status_repo_id)
+    assert status is not None and status.entry(demo.DRAFT_REPO).status == "published"
+    repos = [draft_output_repo(recipe.publish, demo.DRAFT_REPO), target_output_repo(recipe.publish, demo.TARGET_REPO)]
+    states = [repo_state(hub, repo) for repo in repos]
+    assert all(whole for _, whole in states), states
+    record("fault", case, expected, f"status page lists the pair; {'; '.join(s for s, _ in states)}",
+           all(whole for _, whole in states))
+
+
 def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes], drop: list[str] = ()) -> None:
     from huggingface_hub import CommitOperationAdd, HfApi
 
