@@ -113,13 +113,14 @@ def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport
     state = state if state is not None else RunMemory()
     with log.group("discover"):
         listings, skips = discover.list_sources(reader, recipe, detect())
+        # What the status page watches: the listing, whatever --only narrows this run to.
+        state.listed = sorted({listing.repo_id for listing in listings} | {skip.repo_id for skip in skips})
         if options.only:
             skips = [s for s in skips if s.repo_id == options.only]
             listings = [listing for listing in listings if listing.repo_id == options.only]
             if not listings and not skips:
                 only = options.only
                 guard(report, only, None, lambda: listings.append(_listing_for(reader, only)))
-        state.listed = sorted({listing.repo_id for listing in listings} | {skip.repo_id for skip in skips})
         state.memory = load_memory(reader, recipe, card_fp, options)
         if state.memory is not None:
             split = status_step.partition(state.memory, listings, skips)
@@ -279,7 +280,10 @@ def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Reci
     if memory.unreadable:
         log.step("status page %s not written: it could not be read at planning", recipe.publish.status_repo_id)
         return
-    updates = status_step.entries_for(memory, state.examined(report), state.published)
+    # Only sources the listing returned are on the page: a repo reached through --only alone is not watched.
+    listed = set(state.listed)
+    updates = [entry for entry in status_step.entries_for(memory, state.examined(report), state.published)
+               if entry.source in listed]
     status_repo = recipe.publish.status_repo_id
 
     def write() -> None:
