@@ -199,6 +199,8 @@ class ConcurrentValidation(_Record):
 class Gates(_Record):
     lossless: bool
     acceptance: bool
+    speedup: bool | None = None  # only when the recipe sets validation.min_speedup
+    quality: bool | None = None  # only when the recipe sets validation.min_top1_agreement
 
 
 class Validation(_Record):
@@ -217,12 +219,16 @@ class Validation(_Record):
     pipeline: str
     image_prompts: int = 0
     num_linear_attention_blocks: int | None = None
+    cores: int | None = Field(None, description="logical cores of the validation machine")
+    speedup_note: str | None = Field(None, description="set when no num_assistant_tokens beat plain greedy")
+    min_speedup: float | None = None
+    speedup_passed: bool = True
     gates: Gates
     concurrent: ConcurrentValidation | None = None
 
     @property
     def passed(self) -> bool:
-        return self.lossless and self.acceptance_passed
+        return self.lossless and self.acceptance_passed and self.speedup_passed
 
     @property
     def best_run(self) -> SpeedRun:

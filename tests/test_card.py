@@ -39,7 +39,7 @@ def test_a_draft_that_speeds_up_says_so_with_its_figure():
 
 def test_a_draft_slower_everywhere_says_so_plainly_instead_of_recommending():
     draft, _ = cards(speedups=(0.6, 0.5))
-    assert "no speed-up on the validation machine (CPU, Test CPU)" in draft
+    assert "no speed-up on the validation machine: CPU (Test CPU)" in draft
     assert "Recommended:" not in draft
 
 
