@@ -93,6 +93,7 @@ class MatrixPlan(_Handoff):
     # For the status page the publish job writes: what the listing held, what planning reported from the
     # status repo's memory, and the records of the sources it found up to date.
     only: str | None = None
+    toolchain_fp: str | None = None  # the memory's toolchain fingerprint (the publish job imports no exporter)
     listed: list[str] = Field(default_factory=list)
     remembered: list[str] = Field(default_factory=list)
     up_to_date: list[BuildRecord] = Field(default_factory=list)
@@ -158,6 +159,7 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
                                    "card: card template changed"))
     return MatrixPlan(recipe=recipe.name, recipe_fingerprint=recipe.fingerprint(), dry_run=options.dry_run,
                       entries=entries, card_refresh=card_refresh, only=options.only, listed=state.listed,
+                      toolchain_fp=state.memory.toolchain_fp if state.memory else None,
                       remembered=sorted(state.remembered),
                       up_to_date=[built.published_as(repos, built.card.template_fingerprint if built.card else "")
                                   for built, repos in state.published.values()],
@@ -300,7 +302,8 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
                 guard_group(report, [job for job, _ in ready], lambda ready=ready: publish_jobs(
                     report, writer, recipe, ready, state))
     if planned is not None:  # the status page needs the plan's view of every listed source
-        state.memory = load_memory(writer, recipe, template_fingerprint(), RunOptions())
+        state.memory = load_memory(writer, recipe, template_fingerprint(), RunOptions(),
+                                   toolchain_fp=planned.toolchain_fp)
         finish_status(report, state, writer, recipe, RunOptions(only=planned.only))
     # The plan's requests and this job's; each build job's downloads are in its own log.
     report.hub_requests += REQUESTS.count - requests_before

@@ -28,6 +28,7 @@ from bot.record import (
 T = TypeVar("T")
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _RETRY_STATUSES = {429, 500, 502, 503, 504}
+MAX_NAMESPACE_REPOS = 50_000  # far more than two repos per watched source
 _LISTING_EXPAND = ["sha", "lastModified", "tags", "gated", "private", "config", "cardData"]
 
 
@@ -335,8 +336,12 @@ class Hub:
         or that is missing, was changed or deleted by someone else.
         """
         def fetch() -> dict[str, str]:
-            return {info.id: info.sha or "" for info in self.api.list_models(author=namespace,
-                                                                            expand=["sha", "lastModified"])}
+            repos: dict[str, str] = {}
+            for info in self.api.list_models(author=namespace, expand=["sha", "lastModified"]):
+                if info.id in repos or len(repos) >= MAX_NAMESPACE_REPOS:
+                    break  # a listing that repeats itself or never ends stops here
+                repos[info.id] = info.sha or ""
+            return repos
 
         return self.call("list namespace", fetch, subject=namespace)
 

@@ -262,10 +262,12 @@ def _refresh(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, l
     state.published[listing.repo_id] = (published, result.repos)
 
 
-def load_memory(reader: Hub, recipe: Recipe, card_fp: str, options: RunOptions) -> status_step.Memory | None:
+def load_memory(reader: Hub, recipe: Recipe, card_fp: str, options: RunOptions, *,
+                toolchain_fp: str | None = None) -> status_step.Memory | None:
     """The status repo's memory, or None when it cannot be read (then every source is examined, as before)."""
     try:
-        return status_step.load_memory(reader, recipe, card_fp=card_fp, recheck=options.recheck or options.force)
+        return status_step.load_memory(reader, recipe, card_fp=card_fp, recheck=options.recheck or options.force,
+                                       toolchain_fp=toolchain_fp)
     except BotError as error:
         log.step("status repo unreadable (%s): every source is examined", error.one_line())
         return None
