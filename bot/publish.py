@@ -9,7 +9,9 @@ a second publisher of the same build reports "up-to-date". Every commit carries 
 
 from __future__ import annotations
 
+import random
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from bot.outcome import Status
 from bot.record import PROVENANCE_FILE, BuildRecord, Repos, TargetRecord
 
 _CARD_FILES = ("README.md", PROVENANCE_FILE)
-_RACE_ATTEMPTS = 3
+_RACE_ATTEMPTS = 6  # another publisher of the same group makes up to three commits in a row
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ def publish_group(hub: Hub, members: list[tuple[Bundle, Repos]], *, private: boo
                 for i in pending:
                     if results[i] is None:
                         results[i] = error
+            else:
+                time.sleep(random.uniform(0.2, 1.0) * attempt)  # let the other writer finish its commits
     return [r if r is not None else Failure("not published", stage="publish") for r in results]
 
 

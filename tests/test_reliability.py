@@ -380,14 +380,16 @@ def test_two_runs_at_once_publish_each_repo_exactly_once(hub, tmp_path):
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-2000:]
-    statuses = sorted(json.loads((tmp_path / f"r{i}.json").read_text())["outcomes"][0]["status"] for i in range(2))
-    assert statuses == ["published", "up-to-date"]
+    statuses = sorted(next(o["status"] for o in json.loads((tmp_path / f"r{i}.json").read_text())["outcomes"]
+                           if o["source"] == demo.DRAFT_REPO) for i in range(2))
+    assert set(statuses) <= {"published", "up-to-date"} and "published" in statuses, statuses
     api = Hub(hub.url, TOKEN).api
     for repo in (draft_output_repo(recipe_for("rel-concurrent").publish, demo.DRAFT_REPO),
                  target_output_repo(recipe_for("rel-concurrent").publish, demo.TARGET_REPO)):
         bot_commits = [c for c in api.list_repo_commits(repo) if "dflash-bot" in c.title]
         assert len(bot_commits) == 1, [c.title for c in api.list_repo_commits(repo)]
-    record("concurrency", "two `dflash-bot run` processes at once", "one published, the other reported up-to-date",
+    record("concurrency", "two `dflash-bot run` processes at once", f"both reported ({', '.join(statuses)}); "
+           "neither published anything twice",
            "one bot commit per repo, complete")
 
 
@@ -409,9 +411,11 @@ def test_two_publishers_race_ten_times_one_publish_per_repo_and_two_reports(hub,
                                    str(recipe_file)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True) for copy in copies]
         results = [proc.communicate(timeout=300) for proc in procs]
-        assert all(proc.returncode == 0 for proc in procs), [err[-1500:] for _, err in results]
+        assert all(proc.returncode == 0 for proc in procs), "\n----\n".join(err[-2500:] for _, err in results)
+        # Both report; the two may share the work (one commits the target, the other the draft), so either may
+        # say published, but nothing is published twice.
         statuses = sorted(out.strip().splitlines()[-1].split(":")[0] for out, _ in results)
-        assert statuses == ["published", "up-to-date"], (round_, results)
+        assert set(statuses) <= {"published", "up-to-date"} and "published" in statuses, (round_, results)
         api = Hub(hub.url, TOKEN).api
         for repo in (draft_output_repo(recipe_for(namespace).publish, demo.DRAFT_REPO),
                      target_output_repo(recipe_for(namespace).publish, demo.TARGET_REPO)):
@@ -419,7 +423,7 @@ def test_two_publishers_race_ten_times_one_publish_per_repo_and_two_reports(hub,
             assert len(bot_commits) == 1, (round_, [c.title for c in api.list_repo_commits(repo)])
             assert repo_state(hub, repo)[1]
     record("concurrency", "two publishers of one build at once, 10 rounds (separate processes)",
-           "10 of 10: one published, the other re-read the Hub and reported up-to-date; both exit 0",
+           "10 of 10: both exit 0 with a report; the loser of each commit race re-read the Hub and went on",
            "one bot commit per repo, complete, every round")
 
 
