@@ -92,7 +92,7 @@ def test_full_run_publishes_draft_and_target_with_card_and_provenance(hub, first
 def test_broken_unsupported_and_gated_sources_are_skipped_with_reasons(first_run):
     outcomes = _outcomes(first_run)
     assert outcomes[demo.BROKEN_REPO].status == "skipped"
-    assert "target_layer_ids [1, 9] reach beyond" in outcomes[demo.BROKEN_REPO].reason
+    assert "target_layer_ids [1, 40] reach beyond" in outcomes[demo.BROKEN_REPO].reason
     assert outcomes[demo.DSPARK_REPO].status == "skipped"
     assert "dflash-per-row" in outcomes[demo.DSPARK_REPO].reason
     assert outcomes[GATED_REPO].status == "skipped"
