@@ -33,6 +33,7 @@ from bot.publish import UP_TO_DATE as PUBLISH_UP_TO_DATE
 from bot.publish import publish_bundle, refresh_cards
 from bot.recipe import Recipe, RunnerClass, RunnerSettings
 from bot.report import FAILED, PLANNED, PUBLISHED, SKIPPED, UP_TO_DATE, Outcome, RunReport
+from bot.sizing import choose_runner
 
 DEFERRED = "deferred"
 BUILT = "built"
@@ -138,16 +139,6 @@ class MatrixPlan:
                 "report": self.report.to_dict()}
 
 
-def estimate_peak_bytes(weight_bytes: int, runners: RunnerSettings) -> int:
-    """Export peaks at about 2x the bf16 weights (DESIGN §8); safetensors bytes stand in for them."""
-    return int(weight_bytes * runners.peak_factor)
-
-
-def runner_for(peak_bytes: int, runners: RunnerSettings) -> RunnerClass | None:
-    """The smallest runner class that takes `peak_bytes`, or None when none does."""
-    return next((c for c in runners.classes if peak_bytes <= c.max_memory_bytes), None)
-
-
 def artifact_name(source: str) -> str:
     """An artifact name unique per source and legal for actions/upload-artifact."""
     return "bundle-" + _ARTIFACT_UNSAFE.sub("_", source.replace("/", "--"))
@@ -163,14 +154,11 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
     entries: list[MatrixEntry] = []
     for candidate in candidates:
         job = BuildJob.from_candidate(candidate, reasons.get(candidate.repo_id, ()), recipe)
-        peak = estimate_peak_bytes(job.weight_bytes, recipe.runners)
-        runner = runner_for(peak, recipe.runners)
+        # Only the draft + target sum is known here: counted as one target, which over-estimates a little.
+        runner, estimate, why = choose_runner(0, job.weight_bytes, recipe.runners)
+        peak = estimate.peak_memory_bytes
         if runner is None:
-            largest = recipe.runners.classes[-1]
-            report.outcomes.append(Outcome(job.source, job.revision, SKIPPED,
-                                           f"estimated export peak {_gb(peak)} is over the largest runner class "
-                                           f"'{largest.name}' ({_gb(largest.max_memory_bytes)}): add a larger class "
-                                           "to the recipe's runners.classes"))
+            report.outcomes.append(Outcome(job.source, job.revision, SKIPPED, why))
             continue
         entries.append(MatrixEntry(job=job, name=job.source.split("/")[-1], artifact=artifact_name(job.source),
                                    runner=runner.name, runs_on=runner.runs_on, peak_bytes=peak))
@@ -348,6 +336,3 @@ def _card_refresh(report: RunReport, writer: Hub, recipe: Recipe, source: str) -
 def _sha(decisions: list[plan.Decision], source: str) -> str | None:
     return next((d.listing.sha for d in decisions if d.listing.repo_id == source), None)
 
-
-def _gb(value: int) -> str:
-    return f"{value / 10**9:.1f} GB"
