@@ -123,11 +123,14 @@ class SizingModel(_Strict):
 
     `bytes` is the safetensors (bf16) size of what the stage reads: one model for an export and its IR, the target
     for inspect, draft + target for validate. Memory is the RSS of the stage's whole process tree (the bot's own
-    process included); disk is bytes allocated under the work folder.
+    process included); disk is bytes allocated under the work folder. Draft and target exports have lines of their
+    own: a draft export's memory is almost all fixed cost (optimum-intel's DFlash export path), a target's grows
+    with its weights.
     """
 
     # Constants from docs/scale.md (2-core x86-64, 24 GB, optimum-intel 2.2.0, NNCF 3.4.0, OpenVINO 2026.4.1).
-    export_memory: LinearFit = LinearFit(a=1.30, b=1_000_000_000)
+    draft_export_memory: LinearFit = LinearFit(a=0.05, b=2_100_000_000)
+    target_export_memory: LinearFit = LinearFit(a=1.30, b=1_000_000_000)
     validate_memory: LinearFit = LinearFit(a=0.45, b=800_000_000)
     inspect_memory: LinearFit = LinearFit(a=0.40, b=800_000_000)
     ir_bytes: LinearFit = LinearFit(a=0.28, b=5_000_000)

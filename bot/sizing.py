@@ -60,8 +60,8 @@ class StagePeaks:
 def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel) -> StagePeaks:
     """Evaluate every fitted line of `model` for a draft and a target of these safetensors sizes."""
     return StagePeaks(
-        draft_export_memory=model.export_memory.at(draft_bytes),
-        target_export_memory=model.export_memory.at(target_bytes),
+        draft_export_memory=model.draft_export_memory.at(draft_bytes),
+        target_export_memory=model.target_export_memory.at(target_bytes),
         validate_memory=model.validate_memory.at(draft_bytes + target_bytes),
         inspect_memory=model.inspect_memory.at(target_bytes),
         draft_ir_bytes=model.ir_bytes.at(draft_bytes),

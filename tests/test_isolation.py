@@ -80,7 +80,7 @@ def test_a_child_tree_over_its_memory_budget_is_stopped_with_a_named_failure(tmp
     # The allocation happens in a grandchild: the guard sums the whole process tree, not just the direct child.
     grow = ("import time; blocks = []\n"
             "for _ in range(40):\n"
-            "    blocks.append(bytearray(50 * 2**20)); time.sleep(0.05)\n"
+            "    blocks.append(bytearray(50 * 2**20)); time.sleep(0.1)\n"
             "time.sleep(30)")
     script = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grow!r}])"
     budget = 300 * 2**20

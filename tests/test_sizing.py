@@ -9,7 +9,8 @@ from bot.sizing import choose_runner, estimate_build, estimate_schedule
 
 GB = 10**9
 # A model with round numbers, so the expected figures can be worked out by hand.
-MODEL = SizingModel(export_memory=LinearFit(a=1.0, b=1 * GB), validate_memory=LinearFit(a=0.5, b=0),
+MODEL = SizingModel(draft_export_memory=LinearFit(a=1.0, b=1 * GB),
+                    target_export_memory=LinearFit(a=1.0, b=1 * GB), validate_memory=LinearFit(a=0.5, b=0),
                     inspect_memory=LinearFit(a=0.25, b=0), ir_bytes=LinearFit(a=0.25, b=0),
                     export_scratch_disk=LinearFit(a=0.0, b=0))
 
