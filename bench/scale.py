@@ -117,7 +117,8 @@ def measure_shape(shape: str, root: Path) -> dict:
         write_target_folder(ir / "target", work / "bundle" / "target", target_src)
     record("bundle", m, before)
     return {"shape": shape, "draft_bytes": draft_bytes, "target_bytes": target_bytes, "stages": stages,
-            "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+            "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "load_average": round(os.getloadavg()[1], 1)}
 
 
 def measure_end_to_end(shape: str, root: Path) -> dict:
@@ -235,7 +236,12 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
         "",
         f"Machine: {info['machine']}.  ",
         f"Toolchain: {info['toolchain']}.  ",
-        "Measured: " + ", ".join(f"{r['shape']} ({r['measured_at']})" for r in results.values()) + ".",
+        "Measured: " + ", ".join(f"{r['shape']} ({r['measured_at']}, 5-minute load average "
+                                 f"{r.get('load_average', 'not recorded')})" for r in results.values()) + ".",
+        "",
+        "Seconds depend on what else the machine runs (the load average says how busy it was; on a shared 2-core",
+        "machine they are upper bounds); memory and disk do not. OpenVINO maps an IR's weights file, so the `inspect`",
+        "row counts only the pages it reads.",
         "",
         "## Per stage",
         "",

@@ -14,7 +14,9 @@ removed once both IRs are written (`BuildEstimate.remove_sources`), which `bot.b
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 from bot.recipe import RunnerClass, RunnerSettings, SizingModel
 
@@ -145,6 +147,16 @@ def choose_runner(draft_bytes: int, target_bytes: int, runners: RunnerSettings
         f"max_disk_bytes >= {round_up(needed.peak_disk_bytes)}, e.g. {{name: large, max_memory_bytes: "
         f"{round_up(needed.peak_memory_bytes)}, max_disk_bytes: {round_up(needed.peak_disk_bytes)}, "
         f"runs_on: [self-hosted, linux, x64, dflash-large]}}")
+
+
+def local_runner(work: Path, *, meminfo: Path = Path("/proc/meminfo")) -> RunnerClass:
+    """This machine as a runner class, for builds outside the Actions fan-out (`run`, `build`): the memory it has
+    available now and the free disk under `work`."""
+    available = next(int(line.split()[1]) * 1024 for line in meminfo.read_text().splitlines()
+                     if line.startswith("MemAvailable:"))
+    work.mkdir(parents=True, exist_ok=True)
+    return RunnerClass(name="local", max_memory_bytes=available, max_disk_bytes=shutil.disk_usage(work).free,
+                       runs_on="local")
 
 
 def gb(n: int) -> str:
