@@ -62,14 +62,22 @@ def test_the_smallest_class_that_fits_is_chosen():
     assert chosen.name == "large"
 
 
-@pytest.mark.parametrize("target, draft", [(QWEN3_4B, QWEN3_4B_DFLASH), (QWEN3_5_4B, QWEN3_4B_DFLASH)],
-                         ids=["qwen3-4b", "qwen3.5-4b"])
-def test_a_real_4b_pair_plans_onto_the_standard_hosted_runner(target, draft):
+def test_a_real_qwen3_4b_pair_plans_onto_the_standard_hosted_runner():
     runners = load_recipe().runners
-    chosen, estimate, reason = choose_runner(draft, target, runners)
+    chosen, estimate, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners)
     assert chosen is not None and chosen.name == "standard", reason
+    # Measured (docs/scale.md): target export 13.6 GB, draft export 2.7 GB: together they would not fit 15 GB.
+    assert not estimate.parallel_exports
     assert estimate.peak_memory_bytes <= chosen.max_memory_bytes
-    assert estimate.peak_disk_bytes <= chosen.max_disk_bytes
+    # 9.1 GB of sources + 2.6 GB of IRs + their 2.6 GB copy in the bundle is over 14 GB: sources go after export.
+    assert estimate.remove_sources and estimate.peak_disk_bytes <= chosen.max_disk_bytes
+
+
+def test_a_qwen3_5_4b_pair_is_just_over_the_standard_runner_by_the_qwen3_fit():
+    """Not what the issue hoped for, recorded as measured: the Qwen3 fit puts a ~9.3 GB target's export at
+    ~15.2 GB, over the 15 GB the standard class gives a build (its VLM export is not measured yet)."""
+    chosen, estimate, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_5_4B, load_recipe().runners)
+    assert chosen is None and 15 * GB < estimate.peak_memory_bytes < 16 * GB, reason
 
 
 def test_an_8b_pair_is_skipped_with_the_peaks_and_the_class_to_add():
