@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import BIN, ROOT  # noqa: E402
+from bench.common import BIN, ROOT, write_recipe  # noqa: E402
 from bot.resources import disk_used, measure  # noqa: E402
 
 DEFAULT_SHAPES = ("qwen3-0.6b", "qwen3-1.7b")
@@ -129,10 +129,13 @@ def measure_end_to_end(shape: str, root: Path) -> dict:
     work = root / "work"
     work.mkdir()
     env = {**os.environ, "TMPDIR": str(work)}
+    # The validation sweep's length changes time, not memory: one k, one repeat, as in measure_shape.
+    recipe = write_recipe(root / "recipe.yaml", num_assistant_tokens=[3], repeats=1, max_new_tokens=16,
+                          min_accept_length=1.0)
     with measure(work, output=work / "bundle") as m:
         done = subprocess.run([str(BIN / "dflash-bot"), "build", "--draft", str(pair / "draft"), "--target",
-                               str(pair / "target"), "--out", str(work / "bundle")], env=env, capture_output=True,
-                              text=True)
+                               str(pair / "target"), "--out", str(work / "bundle"), "--recipe", str(recipe)],
+                              env=env, capture_output=True, text=True)
     # A random-weight draft fails the acceptance gate (exit 2) after a complete build; anything else is an error.
     if done.returncode not in (0, 2) or not (work / "bundle" / "openvino_export.json").is_file():
         raise SystemExit(f"dflash-bot build failed ({done.returncode}):\n{done.stderr[-3000:]}")
