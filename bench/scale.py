@@ -86,11 +86,18 @@ def measure_shape(shape: str, root: Path) -> dict:
     requests = {"draft export": ExportRequest("draft", draft_src, ir / "draft", TASK_LLM, trust_remote_code=True),
                 "target export": ExportRequest("target", target_src, ir / "target",
                                                TASK_VLM if pair.target.is_vlm else TASK_LLM, trust_remote_code=False)}
-    for name, request in requests.items():
-        before = disk_used(work)
-        with measure(work, output=request.output) as m:
-            export_model(request, recipe.export, log_dir=work / "logs", home=work / "hf", python=toolchain.python)
-        record(name, m, before)
+    # optimum-cli writes the floating-point IR under TMPDIR before compressing it: keep that on the measured disk.
+    (work / "tmp").mkdir()
+    os.environ["TMPDIR"] = str(work / "tmp")
+    try:
+        for name, request in requests.items():
+            before = disk_used(work)
+            with measure(work, output=request.output) as m:
+                export_model(request, recipe.export, log_dir=work / "logs", home=work / "hf",
+                             python=toolchain.python)
+            record(name, m, before)
+    finally:
+        os.environ.pop("TMPDIR")
 
     before = disk_used(work)
     with measure(work) as m:
@@ -117,8 +124,38 @@ def measure_shape(shape: str, root: Path) -> dict:
         write_target_folder(ir / "target", work / "bundle" / "target", target_src)
     record("bundle", m, before)
     return {"shape": shape, "draft_bytes": draft_bytes, "target_bytes": target_bytes, "stages": stages,
+            "scratch_in_stages": True,
             "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "load_average": round(os.getloadavg()[1], 1)}
+
+
+def measure_export_scratch(shape: str, root: Path) -> dict:
+    """Disk each export holds beyond its IR: optimum-cli writes the floating-point IR to a temporary folder (under
+    TMPDIR) before compressing it into the output, so TMPDIR is put under the measured work folder here."""
+    from bot.export import TASK_LLM, ExportRequest, export_model
+    from bot.fetch import safe_copy
+    from bot.recipe import load_recipe
+
+    pair = root / "pair"
+    subprocess.run([str(BIN / "dflash-bot"), "make-tiny", "--shape", shape, str(pair)], check=True,
+                   stdout=subprocess.DEVNULL)
+    work = root / "work"
+    (work / "tmp").mkdir(parents=True)
+    os.environ["TMPDIR"] = str(work / "tmp")  # the export children inherit it (untrusted_env keeps it)
+    scratch = {}
+    try:
+        for role, remote in (("draft", True), ("target", False)):
+            src = safe_copy(pair / role, work / "src" / role)
+            before = disk_used(work)
+            with measure(work, output=work / "ir" / role) as m:
+                export_model(ExportRequest(role, src, work / "ir" / role, TASK_LLM, trust_remote_code=remote),
+                             load_recipe().export, log_dir=work / "logs", home=work / "hf")
+            scratch[role] = max(0, m.result.peak_disk_bytes - before - m.result.output_bytes)
+            print(f"  {role} export scratch {scratch[role] / 1e9:6.2f} GB (peak {m.result.peak_disk_bytes / 1e9:.2f} GB)",
+                  flush=True)
+    finally:
+        os.environ.pop("TMPDIR")
+    return scratch
 
 
 def measure_end_to_end(shape: str, root: Path) -> dict:
@@ -173,7 +210,11 @@ def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
             stage = r["stages"][f"{role} export"]
             export_memory[role].append((n, stage["peak_rss_bytes"]))
             ir_bytes.append((n, stage["output_bytes"]))
-            scratch.append((n, max(0, stage["peak_disk_bytes"] - stage["disk_before_bytes"] - stage["output_bytes"])))
+            if "export_scratch" in r:  # measured with TMPDIR under the work folder (measure_export_scratch)
+                scratch.append((n, r["export_scratch"][role]))
+            elif r.get("scratch_in_stages") or not any("export_scratch" in other for other in results.values()):
+                scratch.append((n, max(0, stage["peak_disk_bytes"] - stage["disk_before_bytes"]
+                                       - stage["output_bytes"])))
         validate_memory.append((r["draft_bytes"] + r["target_bytes"], r["stages"]["validate"]["peak_rss_bytes"]))
         inspect_memory.append((r["target_bytes"], r["stages"]["inspect"]["peak_rss_bytes"]))
     return {"draft_export_memory": fit_line(export_memory["draft"]),
@@ -202,12 +243,21 @@ def comparisons(results: dict[str, dict]) -> list[dict]:
                          "disk_ratio": estimate.peak_disk_bytes / e2e["peak_disk_bytes"]})
         measured_rss = max(s["peak_rss_bytes"] for s in r["stages"].values() if s is not r["stages"]["download"])
         measured_disk = max(s["peak_disk_bytes"] for s in r["stages"].values())
+        scratch = r.get("export_scratch")
+        if scratch is None and not r.get("scratch_in_stages"):
+            # Measured before TMPDIR was kept under the work folder: the exports' temporary IR is missing.
+            disk_note = "export scratch not measured"
+        else:
+            disk_note = ""
+            if scratch is not None and not r.get("scratch_in_stages"):
+                measured_disk = max(measured_disk, *(r["stages"][f"{role} export"]["peak_disk_bytes"] + scratch[role]
+                                                     for role in ("draft", "target")))
         estimate = estimate_schedule(r["draft_bytes"], r["target_bytes"], model, parallel_exports=False,
                                      remove_sources=False)
         rows.append({"shape": r["shape"] + " (stages one by one)", "estimated_rss": estimate.peak_memory_bytes, "measured_rss": measured_rss,
                      "rss_ratio": estimate.peak_memory_bytes / measured_rss,
                      "estimated_disk": estimate.peak_disk_bytes, "measured_disk": measured_disk,
-                     "disk_ratio": estimate.peak_disk_bytes / measured_disk})
+                     "disk_ratio": estimate.peak_disk_bytes / measured_disk, "disk_note": disk_note})
     return rows
 
 
@@ -276,16 +326,27 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
               "  sizing:"]
     lines += [f"    {name}: {{a: {a}, b: {b}}}" for name, (a, b) in fits.items()]
     lines += ["```"]
-    lines += ["", "## Estimate against measurement (sequential exports, sources kept: the schedule measured here)", "",
+    lines += ["", "## Estimate against measurement (sources kept; the stage rows run the exports one after the other)", "",
               "| shape | estimated peak RSS GB | measured | ratio | estimated peak disk GB | measured | ratio |",
               "|---|---|---|---|---|---|---|"]
     for row in rows:
+        disk = (f"{gb(row['estimated_disk'])} | {gb(row['measured_disk'])} | {row['disk_ratio']:.3f}"
+                if not row.get("disk_note") else f"{gb(row['estimated_disk'])} | - | {row['disk_note']}")
         lines.append(f"| {row['shape']} | {gb(row['estimated_rss'])} | {gb(row['measured_rss'])} | "
-                     f"{row['rss_ratio']:.3f} | {gb(row['estimated_disk'])} | {gb(row['measured_disk'])} | "
-                     f"{row['disk_ratio']:.3f} |")
-    worst = max(rows, key=lambda row: max(abs(row["rss_ratio"] - 1), abs(row["disk_ratio"] - 1)))
-    worst_ratio = max((worst["rss_ratio"], worst["disk_ratio"]), key=lambda x: abs(x - 1))
-    lines += ["", f"Worst estimate/measured ratio: {worst_ratio:.3f} ({worst['shape']}); goal: within 0.85-1.15.", ""]
+                     f"{row['rss_ratio']:.3f} | {disk} |")
+    ratios = [(row["rss_ratio"], row["shape"], "memory") for row in rows]
+    ratios += [(row["disk_ratio"], row["shape"], "disk") for row in rows if not row.get("disk_note")]
+    worst = max(ratios, key=lambda item: abs(item[0] - 1))
+    lines += ["", f"Worst estimate/measured ratio: {worst[0]:.3f} ({worst[1]}, {worst[2]}); goal: within 0.85-1.15.",
+              "The build-peak lines are fitted on these same shapes (three points, two constants per line), so the",
+              "stage-by-stage rows check the fit and its composition, not a prediction for an unseen shape; the",
+              "end-to-end row is the bot's own `dflash-bot build` with its exports side by side, which the model",
+              "over-estimates (the two exports' peaks do not coincide).",
+              "",
+              "Export scratch: optimum-cli writes the floating-point IR to a temporary folder (TMPDIR) before it",
+              "compresses it into the output; `--scratch` measures it with TMPDIR under the work folder (about 1.0 x",
+              "the model's bf16 bytes). The stage-by-stage runs of this table kept TMPDIR elsewhere, so their measured",
+              "disk adds the scratch measured separately; the 4B run has none measured.", ""]
     return "\n".join(lines)
 
 
@@ -296,6 +357,8 @@ def main() -> int:
     parser.add_argument("--work", type=Path, help="parent of the scratch folder (default: the system temp)")
     parser.add_argument("--end-to-end", nargs="*", default=[], metavar="SHAPE",
                         help="also run `dflash-bot build` on these shapes and compare the parallel-export estimate")
+    parser.add_argument("--scratch", nargs="*", default=[], metavar="SHAPE",
+                        help="measure the exports' temporary disk (TMPDIR) on these shapes")
     parser.add_argument("--report-only", action="store_true", help="refit and rewrite docs/scale.md from scale.json")
     args = parser.parse_args()
     shapes = list(DEFAULT_SHAPES if args.shapes is None else args.shapes) + (["qwen3-4b"] if args.with_4b else [])
@@ -310,6 +373,16 @@ def main() -> int:
             finally:
                 shutil.rmtree(root, ignore_errors=True)
             RESULTS.parent.mkdir(exist_ok=True)
+            RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+        for shape in args.scratch:
+            if shape not in results:
+                raise SystemExit(f"measure {shape} stage by stage first (--shapes {shape})")
+            print(f"{shape}, export scratch:", flush=True)
+            root = Path(tempfile.mkdtemp(prefix=f"bench-scale-scratch-{shape}-", dir=args.work))
+            try:
+                results[shape]["export_scratch"] = measure_export_scratch(shape, root)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
             RESULTS.write_text(json.dumps(results, indent=2) + "\n")
         for shape in args.end_to_end:
             if shape not in results:
@@ -330,7 +403,7 @@ def main() -> int:
     for row in rows:
         print(f"  {row['shape']:<12} rss {row['estimated_rss'] / 1e9:6.2f} / {row['measured_rss'] / 1e9:6.2f} GB "
               f"= {row['rss_ratio']:.3f}   disk {row['estimated_disk'] / 1e9:6.2f} / "
-              f"{row['measured_disk'] / 1e9:6.2f} GB = {row['disk_ratio']:.3f}")
+              f"{row['measured_disk'] / 1e9:6.2f} GB = {row['disk_ratio']:.3f} {row.get('disk_note', '')}")
     REPORT.write_text(write_report(results, fits, rows, info))
     print(f"\nwrote {REPORT.relative_to(ROOT)} and {RESULTS.relative_to(ROOT)}")
     return 0

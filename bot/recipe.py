@@ -135,7 +135,7 @@ class SizingModel(_Strict):
     validate_memory: LinearFit = LinearFit(a=1.1497, b=1_722_096_303)
     inspect_memory: LinearFit = LinearFit(a=0.001, b=139_658_150)
     ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_212_313)
-    export_scratch_disk: LinearFit = LinearFit(a=0.0, b=352_938)
+    export_scratch_disk: LinearFit = LinearFit(a=1.0137, b=-38_757_520)
 
 
 class RunnerSettings(_Strict):

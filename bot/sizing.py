@@ -56,7 +56,10 @@ class StagePeaks:
     inspect_memory: int
     draft_ir_bytes: int
     target_ir_bytes: int
-    export_scratch_bytes: int  # disk an export holds beyond its final IR while it runs (the larger export's)
+    # Disk an export holds beyond its final IR while it runs: optimum-cli writes the floating-point IR to a
+    # temporary folder before compressing it into the output.
+    draft_export_scratch: int
+    target_export_scratch: int
 
 
 def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel) -> StagePeaks:
@@ -68,7 +71,8 @@ def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel) -> Stag
         inspect_memory=model.inspect_memory.at(target_bytes),
         draft_ir_bytes=model.ir_bytes.at(draft_bytes),
         target_ir_bytes=model.ir_bytes.at(target_bytes),
-        export_scratch_bytes=model.export_scratch_disk.at(max(draft_bytes, target_bytes)),
+        draft_export_scratch=model.export_scratch_disk.at(draft_bytes),
+        target_export_scratch=model.export_scratch_disk.at(target_bytes),
     )
 
 
@@ -90,7 +94,11 @@ def estimate_schedule(draft_bytes: int, target_bytes: int, model: SizingModel, *
         exports = max(peaks.draft_export_memory, peaks.target_export_memory)
     sources = draft_bytes + target_bytes
     irs = peaks.draft_ir_bytes + peaks.target_ir_bytes
-    exporting = sources + irs + peaks.export_scratch_bytes  # both IRs written, the last export's scratch not freed
+    if parallel_exports:  # both exports' temporary IRs at once
+        scratch = peaks.draft_export_scratch + peaks.target_export_scratch
+    else:
+        scratch = max(peaks.draft_export_scratch, peaks.target_export_scratch)
+    exporting = sources + irs + scratch  # an upper bound: every IR written while a temporary one is still there
     bundling = (0 if remove_sources else sources) + 2 * irs  # the bundle copies the IRs
     return BuildEstimate(peak_memory_bytes=max(exports, after_export), peak_disk_bytes=max(exporting, bundling),
                          parallel_exports=parallel_exports, remove_sources=remove_sources)

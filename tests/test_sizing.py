@@ -62,15 +62,19 @@ def test_the_smallest_class_that_fits_is_chosen():
     assert chosen.name == "large"
 
 
-def test_a_real_qwen3_4b_pair_plans_onto_the_standard_hosted_runner():
+def test_a_real_qwen3_4b_pair_fits_the_standard_runners_memory_but_not_its_documented_disk():
+    """As measured (docs/scale.md): the exports run one after the other in 13.3 GB of the 15 GB; but optimum-cli
+    writes the bf16 IR to a temporary folder before compressing it, so the export holds sources + temporary IR + int4
+    IRs, about 19.9 GB, over the 14 GB GitHub documents for the hosted runner. With the disk a runner really has
+    (stated in the recipe), the pair plans onto it."""
     runners = load_recipe().runners
     chosen, estimate, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners)
-    assert chosen is not None and chosen.name == "standard", reason
-    # Measured (docs/scale.md): target export 13.6 GB, draft export 2.7 GB: together they would not fit 15 GB.
-    assert not estimate.parallel_exports
-    assert estimate.peak_memory_bytes <= chosen.max_memory_bytes
-    # 9.1 GB of sources + 2.6 GB of IRs + their 2.6 GB copy in the bundle is over 14 GB: sources go after export.
-    assert estimate.remove_sources and estimate.peak_disk_bytes <= chosen.max_disk_bytes
+    standard = runners.classes[0]
+    assert not estimate.parallel_exports and estimate.peak_memory_bytes <= standard.max_memory_bytes
+    assert chosen is None and "disk 19.9 GB" in reason and "max_disk_bytes >= 20000000000" in reason
+    roomy = runners.model_copy(update={"classes": [standard.model_copy(update={"max_disk_bytes": 22 * GB})]})
+    chosen, estimate, _ = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, roomy)
+    assert chosen.name == "standard" and not estimate.parallel_exports
 
 
 def test_a_qwen3_5_4b_pair_is_just_over_the_standard_runner_by_the_qwen3_fit():
