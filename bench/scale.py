@@ -12,6 +12,9 @@ docs/scale.md with the machine they came from. Qwen3 0.6B and 1.7B run by defaul
 (minutes, about 12 GB of memory and 25 GB of disk).
 
     .venv/bin/python bench/scale.py [--with-4b] [--shapes qwen3-0.6b ...] [--work DIR]
+        [--scratch SHAPE ...]      # the exports' temporary IR (TMPDIR), for results measured without it
+        [--end-to-end SHAPE ...]   # `dflash-bot build` as a whole, exports side by side
+        [--report-only]            # refit and rewrite docs/scale.md from docs/scale.json
 """
 
 from __future__ import annotations
