@@ -61,7 +61,7 @@ def test_runner_class_is_the_smallest_that_fits_the_estimated_peak():
     runners = RunnerSettings.model_validate({"classes": [
         {"name": "large", "max_memory_bytes": 64 * 10**9, "max_disk_bytes": 200 * 10**9,
          "runs_on": ["self-hosted", "large"]},
-        {"name": "standard", "max_memory_bytes": 15 * 10**9, "max_disk_bytes": 14 * 10**9,
+        {"name": "standard", "max_memory_bytes": 15 * 10**9, "max_disk_bytes": 30 * 10**9,
          "runs_on": "ubuntu-latest"}]})
     assert [c.name for c in runners.classes] == ["standard", "large"]
     assert choose_runner(1 * 10**9, 8 * 10**9, runners)[0].name == "standard"
