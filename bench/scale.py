@@ -316,6 +316,18 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
         v = r["stages"]["validate"]
         lines.append(f"| {r['shape']} | {v['plain_s_per_token']:.3f} | {v['speculative_s_per_token']:.3f} | "
                      f"{v['accept_length']:.2f} | {v['lossless']} |")
+    scratched = [r for r in results.values() if "export_scratch" in r]
+    if scratched:
+        lines += ["", "## Export scratch (`--scratch`: optimum-cli's temporary floating-point IR, TMPDIR under the work "
+                  "folder)", "", "| shape | draft export GB | target export GB |", "|---|---|---|"]
+        lines += [f"| {r['shape']} | {gb(r['export_scratch']['draft'])} | {gb(r['export_scratch']['target'])} |"
+                  for r in scratched]
+    e2e = [r for r in results.values() if "end_to_end" in r]
+    if e2e:
+        lines += ["", "## End to end (`--end-to-end`: `dflash-bot build`, exports side by side)", "",
+                  "| shape | seconds | peak RSS GB | peak disk GB |", "|---|---|---|---|"]
+        lines += [f"| {r['shape']} | {r['end_to_end']['seconds']:.1f} | {gb(r['end_to_end']['peak_rss_bytes'])} | "
+                  f"{gb(r['end_to_end']['peak_disk_bytes'])} |" for r in e2e]
     lines += ["", "Random weights accept almost nothing, so the speculative figure is the cost of a draft that never "
               "helps; it is not the speed-up a trained draft gets.", "",
               "## Fitted model (`a × bytes + b`; the constants of `runners.sizing` in the recipe)", "",
