@@ -156,20 +156,39 @@ def _build_job(settings, job: str, out: Path, recipe: Path | None, work: Path | 
 
 @app.command("make-tiny")
 def make_tiny_command(
-    kind: Annotated[str, typer.Argument(help="the kind of pair (an unknown kind lists them all)")],
-    out: Annotated[Path, typer.Argument(help="folder that receives target/ and draft/")],
+    kind: Annotated[Optional[str], typer.Argument(help="the kind of pair (an unknown kind lists them all)")] = None,
+    out: Annotated[Optional[Path], typer.Argument(help="folder that receives target/ and draft/")] = None,
     target_repo: Annotated[Optional[str], typer.Option(
         help="target repo id named in the draft's card (default: the family's tiny target name)")] = None,
     seed: int = 0,
+    shape: Annotated[Optional[str], typer.Option(
+        help="instead of a tiny kind, a random-weight pair of a real shape (qwen3-0.6b, qwen3-1.7b, qwen3-4b, "
+             "qwen3-8b, qwen3.5-0.8b): real sizes, for scale benchmarks; then the only argument is OUT")] = None,
 ) -> None:
-    """Write a tiny generated draft/target pair laid out like Hub checkouts."""
+    """Write a tiny generated draft/target pair laid out like Hub checkouts (or, with --shape, a real-size one)."""
+    if shape is not None:
+        _make_shape(shape, out or (Path(kind) if kind else None), seed)
+        return
     from tinymodels import TINY_KINDS, make_tiny
 
+    if kind is None or out is None:
+        typer.echo("error: make-tiny needs KIND and OUT (or --shape NAME OUT)", err=True)
+        raise typer.Exit(2)
     if kind not in TINY_KINDS:
         typer.echo(f"error: unknown kind '{kind}'; choose from: {', '.join(TINY_KINDS)}", err=True)
         raise typer.Exit(2)
     pair = make_tiny(kind, out, target_repo=target_repo, seed=seed)
     typer.echo(f"{kind}: target {pair.target}, draft {pair.draft}")
+
+
+def _make_shape(shape: str, out: Path | None, seed: int) -> None:
+    from tinymodels.shapes import SHAPES, make_shape
+
+    if shape not in SHAPES or out is None:
+        typer.echo(f"error: make-tiny --shape NAME OUT, NAME one of: {', '.join(SHAPES)}", err=True)
+        raise typer.Exit(2)
+    pair = make_shape(shape, out, seed=seed)
+    typer.echo(f"{shape}: target {pair.target}, draft {pair.draft}")
 
 
 @hub_app.command("serve")

@@ -37,6 +37,7 @@ class ExportResult:
     ir_dir: Path
     seconds: float
     log: Path
+    peak_rss_bytes: int = 0  # of the exporter's whole process tree
 
 
 def optimum_cli_args(request: ExportRequest, settings: ExportSettings) -> list[str]:
@@ -56,19 +57,22 @@ def optimum_cli_args(request: ExportRequest, settings: ExportSettings) -> list[s
 
 
 def export_model(request: ExportRequest, settings: ExportSettings, *, log_dir: Path, home: Path,
-                 python: str | None = None) -> ExportResult:
+                 python: str | None = None, memory_budget_bytes: int | None = None) -> ExportResult:
     """Run one export in an untrusted-input subprocess.
 
     `python` is the interpreter of the job's toolchain profile (None: this environment's).
+    `memory_budget_bytes` stops the export when its process tree outgrows it (the runner class's memory).
 
     Raises:
-        Failure: optimum-cli failed or ran past the recipe's `export.timeout_s`.
+        Failure: optimum-cli failed, ran past the recipe's `export.timeout_s`, or went over the memory budget.
     """
     started = time.monotonic()
     log = log_dir / f"export-{request.name or request.role}.log"
     # The child may read its working copy and write its output and its private HOME/TMPDIR/HF cache, nothing else.
     command = sandboxed("optimum-cli", python, reads=[request.source], writes=[request.output, home])
-    run_logged(command + optimum_cli_args(request, settings), log_path=log,
-               timeout_s=settings.timeout_s, env=child_env(untrusted_env(home=home), python),
-               what=f"{request.role} export")  # never the internal name (draft-0): messages reach the report
-    return ExportResult(role=request.role, ir_dir=request.output, seconds=time.monotonic() - started, log=log)
+    peak = run_logged(command + optimum_cli_args(request, settings), log_path=log,
+                      timeout_s=settings.timeout_s, env=child_env(untrusted_env(home=home), python),
+                      what=f"{request.role} export",  # never the internal name (draft-0): messages reach the report
+                      memory_budget_bytes=memory_budget_bytes)
+    return ExportResult(role=request.role, ir_dir=request.output, seconds=time.monotonic() - started, log=log,
+                        peak_rss_bytes=peak)

@@ -46,7 +46,8 @@ from bot.pipeline import (
     publish_jobs,
 )
 from bot.publish import refresh_cards
-from bot.recipe import Recipe, RunnerClass, RunnerSettings
+from bot.recipe import Recipe, RunnerSettings
+from bot.sizing import choose_runner
 from bot.record import PROVENANCE_FILE, BuildRecord, RecordError
 from bot.report import RunReport
 
@@ -71,7 +72,9 @@ class MatrixEntry(_Handoff):
     artifact: str
     runner: str
     runs_on: str | list[str]
-    peak_bytes: int
+    peak_bytes: int  # estimated peak memory (bot.sizing, fitted in docs/scale.md)
+    peak_disk_bytes: int = 0
+    parallel_exports: bool = True  # whether the draft and target exports fit the class's memory side by side
 
 
 class PlanReport(_Handoff):
@@ -107,14 +110,6 @@ class MatrixPlan(_Handoff):
                          dry_run=self.dry_run, deferred=list(self.report.deferred))
 
 
-def estimate_peak_bytes(weight_bytes: int, runners: RunnerSettings) -> int:
-    """Export peaks at about 2x the bf16 weights (DESIGN §8); safetensors bytes stand in for them."""
-    return int(weight_bytes * runners.peak_factor)
-
-
-def runner_for(peak_bytes: int, runners: RunnerSettings) -> RunnerClass | None:
-    """The smallest runner class that takes `peak_bytes`, or None when none does."""
-    return next((c for c in runners.classes if peak_bytes <= c.max_memory_bytes), None)
 
 
 def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
@@ -127,20 +122,17 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
     entries: list[MatrixEntry] = []
     for (target, _), members in group_jobs(jobs).items():
         for part, group in enumerate(_fit(members, recipe.runners)):
-            peak = estimate_peak_bytes(_group_bytes(group), recipe.runners)
-            runner = runner_for(peak, recipe.runners)
+            runner, estimate, why = choose_runner(*_group_bytes(group), recipe.runners)
             if runner is None:
-                largest = recipe.runners.classes[-1]
                 for job in group:
-                    report.add(Outcome(job.source, job.revision, Status.SKIPPED,
-                                       f"estimated export peak {_gb(peak)} is over the largest runner class "
-                                       f"'{largest.name}' ({_gb(largest.max_memory_bytes)}): add a larger class to "
-                                       "the recipe's runners.classes"))
+                    report.add(Outcome(job.source, job.revision, Status.SKIPPED, why))
                 continue
             suffix = f"-{part + 1}" if part else ""
             entries.append(MatrixEntry(jobs=group, name=target.split("/")[-1] + suffix,
                                        artifact=artifact_name(target) + suffix, runner=runner.name,
-                                       runs_on=runner.runs_on, peak_bytes=peak))
+                                       runs_on=runner.runs_on, peak_bytes=estimate.peak_memory_bytes,
+                                       peak_disk_bytes=estimate.peak_disk_bytes,
+                                       parallel_exports=estimate.parallel_exports))
     limit = recipe.runners.max_entries
     for entry in entries[limit:]:
         for job in entry.jobs:
@@ -340,17 +332,14 @@ def _card_refresh(report: RunReport, state: RunMemory, writer: Hub, recipe: Reci
     state.published[source] = (published, result.repos)
 
 
-def _group_bytes(jobs: list[plan.BuildJob]) -> int:
-    """Weights one build runner holds: the target once, and every draft."""
-    return jobs[0].target_bytes + sum(job.draft_bytes for job in jobs)
+def _group_bytes(jobs: list[plan.BuildJob]) -> tuple[int, int]:
+    """(draft bytes, target bytes) one build runner holds: every draft of the group, and the target once."""
+    return sum(job.draft_bytes for job in jobs), jobs[0].target_bytes
 
 
 def _fit(jobs: list[plan.BuildJob], runners: RunnerSettings) -> list[list[plan.BuildJob]]:
-    """The group as one entry when the largest runner class takes it, else one entry per draft."""
-    if runner_for(estimate_peak_bytes(_group_bytes(jobs), runners), runners) is not None or len(jobs) == 1:
+    """The group as one entry when a runner class takes it whole, else one entry per draft."""
+    if len(jobs) == 1 or choose_runner(*_group_bytes(jobs), runners)[0] is not None:
         return [jobs]
     return [[job] for job in jobs]
 
-
-def _gb(value: int) -> str:
-    return f"{value / 10**9:.1f} GB"

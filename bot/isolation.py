@@ -1,7 +1,9 @@
 """The trust boundary for the processes that touch untrusted checkpoints (DESIGN §3).
 
 Exports and GenAI runs happen in child processes that get an environment without any Hub token, run offline,
-have a wall-clock limit, and have their whole process group killed when they overrun.
+have a wall-clock limit and, optionally, a memory budget, and have their whole process group killed when they
+overrun either: a build that outgrows its runner class ends as a named failure, not as the kernel's OOM kill that
+takes the runner (and the report) down with it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from bot.confinement import NAMESPACE_PREFIX, confinement
 from bot.errors import Failure
+from bot.resources import PeakSampler
 
 # Anything that looks like a credential stays out of the build processes: they load untrusted files.
 SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|CREDENTIALS?|API_KEY|PRIVATE_KEY)(_|$)", re.IGNORECASE)
@@ -121,11 +124,20 @@ def tracked(process: subprocess.Popen) -> Iterator[subprocess.Popen]:
 
 
 def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Mapping[str, str],
-               what: str, cwd: Path | None = None) -> None:
-    """Run `cmd`, stdout and stderr into `log_path`, within `timeout_s`.
+               what: str, cwd: Path | None = None, memory_budget_bytes: int | None = None) -> int:
+    """Run `cmd`, stdout and stderr into `log_path`, within `timeout_s` and `memory_budget_bytes`.
+
+    The RSS of the child's whole process tree is sampled while it runs (`bot.resources.PeakSampler`).
+
+    Args:
+        memory_budget_bytes: when the tree's RSS goes over this, its process group is killed (None: no limit).
+
+    Returns:
+        The peak RSS of the child's process tree, in bytes.
 
     Raises:
-        Failure: non-zero exit (with the last meaningful log line) or timeout (the process group is killed).
+        Failure: non-zero exit (with the last meaningful log line), timeout, or the memory budget exceeded (naming
+            `what`, the measured peak and the budget); the process group is killed in the last two cases.
     """
     if _stopping.is_set():
         raise Failure(f"{what} not started: the bot is stopping")
@@ -135,8 +147,16 @@ def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Map
                                    start_new_session=True)
         with _children_lock:
             _children.add(process)
+        over_budget = threading.Event()
+
+        def guard(rss: int) -> None:
+            if memory_budget_bytes is not None and rss > memory_budget_bytes and not over_budget.is_set():
+                over_budget.set()
+                _kill_group(process, wait=False)
+
         try:
-            code = process.wait(timeout=timeout_s)
+            with PeakSampler(process.pid, on_sample=guard) as sampler:
+                code = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(process)
             raise Failure(f"{what} timed out after {timeout_s:.0f}s (log: {log_path.name})") from None
@@ -146,18 +166,29 @@ def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Map
         finally:
             with _children_lock:
                 _children.discard(process)
+    if over_budget.is_set():
+        raise Failure(f"{what} stopped: its processes reached {_gb(sampler.peak_rss_bytes)} of memory "
+                      f"({sampler.peak_rss_bytes} bytes), over the budget of {_gb(memory_budget_bytes or 0)} "
+                      f"({memory_budget_bytes} bytes); build it on a runner class with more memory "
+                      f"(log: {log_path.name})")
     if _stopping.is_set():
         raise Failure(f"{what} stopped: the bot is stopping")
     if code != 0:
         raise Failure(f"{what} failed (exit {code}): {last_error_line(log_path)}")
+    return sampler.peak_rss_bytes
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def _kill_group(process: subprocess.Popen, *, wait: bool = True) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    process.wait()
+    if wait:
+        process.wait()
 
 
 _NOISE = re.compile(r"^\s*(warnings\.warn|File \"|\^|~|$)")

@@ -91,6 +91,8 @@ class ValidationSettings(_Strict):
     num_assistant_tokens: list[int] = Field(default_factory=lambda: [3, 7, 15], min_length=1)
     min_accept_length: float = Field(1.5, ge=1.0)
     repeats: int = Field(2, ge=1, description="timed generations per setting; the best is kept")
+    min_speedup: float | None = Field(None, gt=0, description="when set, a pair whose best speed-up over plain "
+                                      "greedy is below this fails validation (default: no speed gate)")
     device: str = "CPU"
     timeout_s: int = Field(1800, ge=1)
 
@@ -155,24 +157,57 @@ class PublishSettings(_Strict):
 
 
 class RunnerClass(_Strict):
-    """One kind of GitHub Actions runner a build can be sent to, by the memory it has."""
+    """One kind of GitHub Actions runner a build can be sent to, by the memory and disk it has."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    max_memory_bytes: int = Field(ge=1, description="largest estimated export peak this runner takes")
+    max_memory_bytes: int = Field(ge=1, description="largest estimated build peak RSS this runner takes; also the "
+                                                    "memory guard's budget")
+    max_disk_bytes: int = Field(ge=1, description="largest estimated peak disk use (sources, IRs, bundle)")
     runs_on: str | list[str] = Field(description="the job's `runs-on`: a label or a list of labels")
+
+
+class LinearFit(_Strict):
+    """``a × bytes + b``: one stage's measured peak as a line in the bytes it reads."""
+
+    a: float = Field(ge=0)
+    b: int
+
+    def at(self, n_bytes: int) -> int:
+        return max(0, int(self.a * n_bytes + self.b))
+
+
+class SizingModel(_Strict):
+    """Peaks per stage, fitted by bench/scale.py on real-shape random-weight builds; see docs/scale.md.
+
+    `bytes` is the safetensors (bf16) size of what the stage reads: one model for an export and its IR, the target
+    for inspect, draft + target for validate. Memory is the RSS of the stage's whole process tree (the bot's own
+    process included); disk is bytes allocated under the work folder. Draft and target exports have lines of their
+    own: a draft export's memory is almost all fixed cost (optimum-intel's DFlash export path), a target's grows
+    with its weights.
+    """
+
+    # Fitted by bench/scale.py on Qwen3 0.6B, 1.7B and 4B shapes; the measurements are in docs/scale.md (2-core
+    # AMD EPYC, 24 GiB, optimum-intel 2.2.0, NNCF 3.4.0, OpenVINO 2026.4.1). Rerun the benchmark to refit.
+    draft_export_memory: LinearFit = LinearFit(a=0.6936, b=1_904_283_607)
+    target_export_memory: LinearFit = LinearFit(a=1.5525, b=800_308_070)
+    validate_memory: LinearFit = LinearFit(a=1.1497, b=1_722_096_303)
+    inspect_memory: LinearFit = LinearFit(a=0.001, b=139_658_150)
+    ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_212_313)
+    export_scratch_disk: LinearFit = LinearFit(a=1.0137, b=-38_757_520)
 
 
 class RunnerSettings(_Strict):
     """Runner classes for the GitHub Actions fan-out (`plan --matrix`); not part of the recipe fingerprint.
 
-    A build goes to the smallest class whose `max_memory_bytes` covers its estimated peak (about 2x the
-    safetensors bytes of draft + target); a build no class covers is skipped with a reason naming the fix.
+    A build goes to the smallest class whose memory and disk take its estimated peaks (`bot.sizing.choose_runner`,
+    from the fitted `sizing` model); a build no class covers is skipped with a reason naming the class to add.
     """
 
     classes: list[RunnerClass] = Field(
-        default_factory=lambda: [RunnerClass(name="standard", max_memory_bytes=14 * 10**9, runs_on="ubuntu-latest")],
+        default_factory=lambda: [RunnerClass(name="standard", max_memory_bytes=15 * 10**9,
+                                             max_disk_bytes=14 * 10**9, runs_on="ubuntu-latest")],
         min_length=1)
-    peak_factor: float = Field(2.0, gt=0, description="estimated peak memory / safetensors bytes")
+    sizing: SizingModel = Field(default_factory=SizingModel)
     max_entries: int = Field(256, ge=1, le=256, description="matrix entries per run (GitHub allows 256)")
 
     @field_validator("classes")
@@ -181,7 +216,7 @@ class RunnerSettings(_Strict):
         names = [c.name for c in classes]
         if len(set(names)) != len(names):
             raise ValueError(f"runner class names must be unique: {names}")
-        return sorted(classes, key=lambda c: c.max_memory_bytes)
+        return sorted(classes, key=lambda c: (c.max_memory_bytes, c.max_disk_bytes))
 
 
 class Recipe(_Strict):
@@ -196,8 +231,10 @@ class Recipe(_Strict):
 
     def fingerprint(self) -> str:
         """Hash of what changes the built files or their validation; a change here rebuilds everything."""
+        # An unset min_speedup stays out of the hash, so recipes that predate it keep their fingerprint.
+        validation_exclude = {"timeout_s"} | ({"min_speedup"} if self.validation.min_speedup is None else set())
         payload = {"export": self.export.model_dump(exclude={"timeout_s"}),
-                   "validation": self.validation.model_dump(exclude={"timeout_s"})}
+                   "validation": self.validation.model_dump(exclude=validation_exclude)}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 

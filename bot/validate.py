@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -27,6 +28,7 @@ from bot.errors import Failure
 from bot.isolation import run_logged, sandboxed, untrusted_env
 from bot.profiles import child_env
 from bot.recipe import ValidationSettings
+from bot.speedup import no_speedup_note, speedup_gate
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,22 @@ class ValidationReport:
     pipeline: str
     image_prompts: int = 0  # prompts of the lossless gate that carried an image (VLM targets)
     num_linear_attention_blocks: int | None = None  # the scheduler setting used for hybrid targets
+    cores: int | None = None  # logical cores of the validation machine
+    # "no speed-up on the validation machine: CPU, N cores" when no k beat plain greedy (`bot.speedup`); the card
+    # and the report show it instead of presenting the recommended k as a speed-up.
+    speedup_note: str | None = None
+    min_speedup: float | None = None  # the recipe's speed gate (None: no gate)
+    speedup_passed: bool = True
 
     @property
     def passed(self) -> bool:
-        return self.lossless and self.acceptance_passed
+        return self.lossless and self.acceptance_passed and self.speedup_passed
+
+    @property
+    def best_speedup(self) -> float:
+        """The speed-up at the recommended num_assistant_tokens."""
+        return next((run.speedup for run in self.runs
+                     if run.num_assistant_tokens == self.recommended_num_assistant_tokens), 0.0)
 
     def failed_gates(self) -> list[str]:
         failed = []
@@ -79,11 +93,15 @@ class ValidationReport:
             failed.append(f"acceptance gate: accept length {self.accept_length:.2f} at k="
                           f"{self.recommended_num_assistant_tokens} is below the recipe's minimum "
                           f"{self.min_accept_length:.2f}")
+        if not self.speedup_passed:
+            failed.append(speedup_gate(self.best_speedup, self.min_speedup) or "speed-up gate")
         return failed
 
     def as_provenance(self) -> dict:
         data = asdict(self)
         data["gates"] = {"lossless": self.lossless, "acceptance": self.acceptance_passed}
+        if self.min_speedup is not None:
+            data["gates"]["speedup"] = self.speedup_passed
         return data
 
     @classmethod
@@ -100,13 +118,16 @@ def aligned_new_tokens(max_new_tokens: int, k: int) -> int:
 
 
 def validate_pair(target_dir: Path, draft_dir: Path, settings: ValidationSettings, *, work: Path,
-                  is_vlm: bool = False, python: str | None = None) -> ValidationReport:
+                  is_vlm: bool = False, python: str | None = None,
+                  memory_budget_bytes: int | None = None) -> ValidationReport:
     """Run the GenAI validation of one pair in a time-limited child process without Hub credentials.
 
-    `is_vlm` runs it through `VLMPipeline`; `python` is the interpreter of the job's toolchain profile.
+    `is_vlm` runs it through `VLMPipeline`; `python` is the interpreter of the job's toolchain profile;
+    `memory_budget_bytes` stops the run when its process tree outgrows it (the runner class's memory).
 
     Raises:
-        Failure: GenAI could not load or run the pair, or the run exceeded `settings.timeout_s`.
+        Failure: GenAI could not load or run the pair, the run exceeded `settings.timeout_s`, or it went over the
+            memory budget.
     """
     out = work / "validation.json"
     cmd = [*sandboxed("validate", python, reads=[target_dir, draft_dir], writes=[work]),
@@ -114,7 +135,8 @@ def validate_pair(target_dir: Path, draft_dir: Path, settings: ValidationSetting
     if is_vlm:
         cmd.append("--vlm")
     run_logged(cmd, log_path=work / "validate.log", timeout_s=settings.timeout_s,
-               env=child_env(untrusted_env(home=work / "hf-home"), python), what="GenAI validation")
+               env=child_env(untrusted_env(home=work / "hf-home"), python), what="GenAI validation",
+               memory_budget_bytes=memory_budget_bytes)
     return ValidationReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
 
 
@@ -295,6 +317,7 @@ def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, v
                              accept_length=round(committed / max(steps, 1), 3), tokens_per_s=round(tokens_per_s, 2),
                              baseline_tokens_per_s=round(baseline, 2), speedup=round(tokens_per_s / baseline, 3)))
     best = max(runs, key=lambda run: run.tokens_per_s)
+    cores = os.cpu_count()
     return ValidationReport(
         lossless=not mismatches, mismatches=mismatches, prompts=list(settings.prompts), runs=runs,
         recommended_num_assistant_tokens=best.num_assistant_tokens, accept_length=best.accept_length,
@@ -302,7 +325,9 @@ def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, v
         acceptance_passed=best.accept_length >= settings.min_accept_length, device=settings.device,
         hardware=str(ov.Core().get_property(settings.device, "FULL_DEVICE_NAME")),
         pipeline="VLMPipeline" if vlm else "LLMPipeline", image_prompts=1 if vlm else 0,
-        num_linear_attention_blocks=linear_blocks,
+        num_linear_attention_blocks=linear_blocks, cores=cores,
+        speedup_note=no_speedup_note([run.speedup for run in runs], device=settings.device, cores=cores),
+        min_speedup=settings.min_speedup, speedup_passed=speedup_gate(best.speedup, settings.min_speedup) is None,
     )
 
 

@@ -22,7 +22,7 @@ import yaml
 
 from bot import demo
 from bot.actions import Actions, summary_markdown
-from bot.fanout import JobError, artifact_name, estimate_peak_bytes, parse_jobs, plan_matrix, runner_for
+from bot.fanout import JobError, artifact_name, parse_jobs, plan_matrix
 from bot.hub import Hub
 from bot.pipeline import RunOptions
 from bot.outcome import Outcome, Status
@@ -30,6 +30,7 @@ from bot.plan import BuildJob, draft_output_repo, target_output_repo
 from bot.recipe import RunnerSettings
 from bot.report import RunReport
 from bot.settings import Settings
+from bot.sizing import choose_runner
 from tests.conftest import fast_recipe
 
 TOKEN = "hf_actions_write_token_0123456789"
@@ -60,17 +61,19 @@ PROBE = textwrap.dedent("""
 
 def test_runner_class_is_the_smallest_that_fits_the_estimated_peak():
     runners = RunnerSettings.model_validate({"classes": [
-        {"name": "large", "max_memory_bytes": 64 * 10**9, "runs_on": ["self-hosted", "large"]},
-        {"name": "standard", "max_memory_bytes": 14 * 10**9, "runs_on": "ubuntu-latest"}]})
+        {"name": "large", "max_memory_bytes": 64 * 10**9, "max_disk_bytes": 200 * 10**9,
+         "runs_on": ["self-hosted", "large"]},
+        {"name": "standard", "max_memory_bytes": 15 * 10**9, "max_disk_bytes": 30 * 10**9,
+         "runs_on": "ubuntu-latest"}]})
     assert [c.name for c in runners.classes] == ["standard", "large"]
-    assert estimate_peak_bytes(5 * 10**9, runners) == 10 * 10**9
-    assert runner_for(10 * 10**9, runners).name == "standard"
-    assert runner_for(estimate_peak_bytes(16 * 10**9, runners), runners).runs_on == ["self-hosted", "large"]
-    assert runner_for(estimate_peak_bytes(40 * 10**9, runners), runners) is None
+    assert choose_runner(1 * 10**9, 8 * 10**9, runners)[0].name == "standard"
+    assert choose_runner(2 * 10**9, 16 * 10**9, runners)[0].runs_on == ["self-hosted", "large"]
+    assert choose_runner(5 * 10**9, 60 * 10**9, runners)[0] is None
     assert RECIPE.runners.classes[0].runs_on == "ubuntu-latest"  # the default recipe's one class
     with pytest.raises(ValueError, match="unique"):
-        RunnerSettings.model_validate({"classes": [{"name": "a", "max_memory_bytes": 1, "runs_on": "x"},
-                                                   {"name": "a", "max_memory_bytes": 2, "runs_on": "y"}]})
+        RunnerSettings.model_validate({"classes": [
+            {"name": "a", "max_memory_bytes": 1, "max_disk_bytes": 1, "runs_on": "x"},
+            {"name": "a", "max_memory_bytes": 2, "max_disk_bytes": 1, "runs_on": "y"}]})
     with pytest.raises(ValueError, match="256"):
         RunnerSettings.model_validate({"max_entries": 300})
 
@@ -232,7 +235,8 @@ def test_plan_job_emits_the_matrix_and_reports_what_it_will_not_build(workflow, 
     (job,) = entry["jobs"]
     assert (job["source"], job["revision"], job["target"]) == (demo.DRAFT_REPO, source_sha, demo.TARGET_REPO)
     assert (job["draft_repo"], job["target_repo"], job["reasons"]) == (DRAFT_OUT, TARGET_OUT, ["new"])
-    assert entry["peak_bytes"] == 2 * (job["draft_bytes"] + job["target_bytes"]) > 0
+    assert entry["peak_bytes"] == choose_runner(job["draft_bytes"], job["target_bytes"],
+                                                RECIPE.runners)[1].peak_memory_bytes > 0
     assert outputs["count"] == "1" and outputs["publish"] == "true"
     assert f"| {demo.BROKEN_REPO} |" in summary and "skipped" in summary
     assert all(not p["token_names"] and not p["secret_in_env"] for p in probes)
@@ -320,11 +324,11 @@ def test_card_only_refresh_is_planned_without_a_build_and_done_by_publish(workfl
 def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hubs):
     reader = Hub(hubs[0].url, READER)
     tiny_runners = RECIPE.model_copy(update={"runners": RunnerSettings.model_validate(
-        {"classes": [{"name": "tiny", "max_memory_bytes": 1, "runs_on": "ubuntu-latest"}]})})
+        {"classes": [{"name": "tiny", "max_memory_bytes": 1, "max_disk_bytes": 1, "runs_on": "ubuntu-latest"}]})})
     planned = plan_matrix(reader, tiny_runners, RunOptions(force=True))
     assert planned.entries == []
     outcome = {o.source: o for o in planned.report.outcomes}[demo.DRAFT_REPO]
-    assert outcome.status == "skipped" and "over the largest runner class 'tiny'" in outcome.reason
+    assert outcome.status == "skipped" and "do not fit the largest runner class 'tiny'" in outcome.reason
 
     from huggingface_hub import HfApi
 
@@ -332,7 +336,7 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     copy = demo.DRAFT_REPO + "-copy"
     api = HfApi(endpoint=hub_a.url, token=TOKEN)
     api.create_repo(copy)
-    api.upload_folder(repo_id=copy, folder_path=root / "seed-a" / "dflash" / "draft")
+    api.upload_folder(repo_id=copy, folder_path=root / "seed-a" / "dflash-deep" / "draft")
     # Two drafts of one target: one entry, one target download and export for both.
     planned = plan_matrix(reader, RECIPE, RunOptions(force=True))
     (entry,) = planned.entries
@@ -340,9 +344,10 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     # A runner class that takes one draft with the target but not both: the group is split, one entry per draft,
     # and over the entry limit the second is deferred.
     job = entry.jobs[0]
-    single = 2 * (job.target_bytes + job.draft_bytes)
-    narrow = RECIPE.model_copy(update={"runners": RunnerSettings.model_validate(
-        {"classes": [{"name": "narrow", "max_memory_bytes": single, "runs_on": "ubuntu-latest"}], "max_entries": 1})})
+    single = choose_runner(job.draft_bytes, job.target_bytes, RECIPE.runners)[1]
+    narrow = RECIPE.model_copy(update={"runners": RECIPE.runners.model_copy(update={"max_entries": 1, "classes": [
+        RECIPE.runners.classes[0].model_copy(update={"name": "narrow", "max_memory_bytes": single.peak_memory_bytes,
+                                                     "max_disk_bytes": single.peak_disk_bytes})]})})
     planned = plan_matrix(reader, narrow, RunOptions(force=True))
     assert len(planned.entries) == 1 and len(planned.entries[0].jobs) == 1 and len(planned.matrix()["include"]) == 1
     (deferred,) = planned.report.deferred

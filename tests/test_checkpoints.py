@@ -16,7 +16,7 @@ from tests.conftest import fast_recipe
 
 BROKEN = {
     "broken-llama": "model_type 'llama'",
-    "broken-layer-ids": "target_layer_ids [1, 9] reach beyond",
+    "broken-layer-ids": "target_layer_ids [1, 40] reach beyond",
     "broken-hidden-size": "hidden_size 256 differs",
     "broken-mask-token": "mask_token_id 5000 is outside",
     "broken-no-dflash-config": "has no dflash_config",

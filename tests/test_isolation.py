@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,3 +74,30 @@ def test_sigterm_during_a_build_removes_scratch_and_stops_the_exporters(tiny, tm
                               capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
     assert not Path(tmp_path / "out").exists()
+
+
+def test_a_child_tree_over_its_memory_budget_is_stopped_with_a_named_failure(tmp_path):
+    # The allocation happens in a grandchild: the guard sums the whole process tree, not just the direct child.
+    grow = ("import time; blocks = []\n"
+            "for _ in range(40):\n"
+            "    blocks.append(bytearray(50 * 2**20)); time.sleep(0.1)\n"
+            "time.sleep(30)")
+    script = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grow!r}])"
+    budget = 300 * 2**20
+    started = time.monotonic()
+    with pytest.raises(Failure) as caught:
+        run_logged([sys.executable, "-c", script], log_path=tmp_path / "log", timeout_s=60, env=untrusted_env(),
+                   what="target export", memory_budget_bytes=budget)
+    message = caught.value.message
+    assert message.startswith("target export stopped:"), message
+    assert f"over the budget of 0.31 GB ({budget} bytes)" in message
+    peak = int(re.search(r"\((\d+) bytes\), over", message).group(1))
+    assert budget < peak < 2 * budget  # sampled soon after it crossed, long before the 2 GB it was heading to
+    assert time.monotonic() - started < 20
+
+
+def test_a_child_within_its_memory_budget_runs_and_reports_its_peak(tmp_path):
+    script = "import time; block = bytearray(200 * 2**20); time.sleep(1)"
+    peak = run_logged([sys.executable, "-c", script], log_path=tmp_path / "log", timeout_s=60, env=untrusted_env(),
+                      what="small child", memory_budget_bytes=2 * 2**30)
+    assert 200 * 2**20 < peak < 400 * 2**20

@@ -41,7 +41,7 @@ def hub(tmp_path_factory):
         api = HfApi(endpoint=server.url, token=TOKEN)
         for repo, private in ((GATED_REPO, False), (PRIVATE_REPO, True)):
             api.create_repo(repo, private=private)
-            api.upload_folder(repo_id=repo, folder_path=root / "seed" / "dflash" / "draft")
+            api.upload_folder(repo_id=repo, folder_path=root / "seed" / "dflash-deep" / "draft")
         api.update_repo_settings(GATED_REPO, gated="auto")
         server.add_token(READER, "reader")
         yield server
@@ -92,7 +92,7 @@ def test_full_run_publishes_draft_and_target_with_card_and_provenance(hub, first
 def test_broken_unsupported_and_gated_sources_are_skipped_with_reasons(first_run):
     outcomes = _outcomes(first_run)
     assert outcomes[demo.BROKEN_REPO].status == "skipped"
-    assert "target_layer_ids [1, 9] reach beyond" in outcomes[demo.BROKEN_REPO].reason
+    assert "target_layer_ids [1, 40] reach beyond" in outcomes[demo.BROKEN_REPO].reason
     assert outcomes[demo.DSPARK_REPO].status == "skipped"
     assert "dflash-per-row" in outcomes[demo.DSPARK_REPO].reason
     assert outcomes[GATED_REPO].status == "skipped"

@@ -23,7 +23,7 @@ DFLASH_DRAFTS = ("dflash", "oracle", "random")
 QWEN3_KINDS = tuple(kind for kind in TINY_KINDS if not kind.endswith("-qwen3_5"))
 CONFIG_DEFECTS = {
     "broken-llama": {"model_type": ("qwen3", "llama")},
-    "broken-layer-ids": {"dflash_config.target_layer_ids": ([1, 2], [1, 9])},
+    "broken-layer-ids": {"dflash_config.target_layer_ids": ([1, 2], [1, 40])},
     "broken-mask-token": {"dflash_config.mask_token_id": (489, 5000)},
     "broken-no-dflash-config": {
         "dflash_config.mask_token_id": (489, None),
@@ -95,7 +95,7 @@ def test_kinds_have_one_line_descriptions():
     assert set(TINY_KINDS) == {
         "dflash", "oracle", "random", "dspark", "dspark-markov", "dflash2", "broken-llama", "broken-layer-ids",
         "broken-hidden-size", "broken-mask-token", "broken-no-dflash-config", "broken-config-json",
-        "broken-pickle", "broken-truncated", "dflash-qwen3_5", "oracle-qwen3_5", "partial-qwen3_5",
+        "broken-pickle", "broken-truncated", "dflash-qwen3_5", "oracle-qwen3_5", "partial-qwen3_5", "dflash-deep",
     }  # fmt: skip
     assert all(text and "\n" not in text for text in TINY_KINDS.values())
 
@@ -118,7 +118,7 @@ def test_target_is_a_qwen3_checkout(pairs, kind):
     weights = load_file(target / "model.safetensors")
     assert_bf16_with_shapes(weights, {name: tuple(t.shape) for name, t in model.state_dict().items()})
     dims = model.config.hidden_size, model.config.num_hidden_layers, model.config.intermediate_size
-    assert dims == (128, 4, 256)
+    assert dims == ((128, 32, 256) if kind == "dflash-deep" else (128, 4, 256))
 
     tokenizer = AutoTokenizer.from_pretrained(target)
     assert len(tokenizer) < config["vocab_size"] == 512
@@ -265,8 +265,9 @@ def word_ids(target: Path) -> tuple[int, int]:
     return predicted, follower
 
 
-def test_dflash_target_is_a_bigram_model(pairs):
-    target = pairs["dflash"].target
+@pytest.mark.parametrize("kind", ["dflash", "dflash-deep"])
+def test_dflash_target_is_a_bigram_model(pairs, kind):
+    target = pairs[kind].target
     predicted, follower = word_ids(target)
     following, gap = next_tokens(target)
     expected = torch.full_like(following, predicted)
@@ -302,7 +303,8 @@ def test_dflash_target_generates_the_demo_text(pairs):
     assert tokenizer.decode(output[0, prompt["input_ids"].shape[1] :]) == (PREDICTED_WORD + FOLLOWER_WORD) * 3
 
 
-@pytest.mark.parametrize(("kind", "quiet"), [("dflash", True), ("oracle", True), ("random", False)])
+@pytest.mark.parametrize(("kind", "quiet"), [("dflash", True), ("oracle", True), ("random", False),
+                                             ("dflash-deep", True)])
 def test_agreeing_drafts_propose_the_predicted_word(pairs, kind, quiet):
     """Quiet layers make the draft's output the normalised mask embedding, which GenAI scores with the
     target's lm_head; that proposal must be the predicted word for dflash and oracle, at every position."""

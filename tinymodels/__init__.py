@@ -23,7 +23,7 @@ from types import MappingProxyType
 
 from tinymodels import layouts, qwen3_5
 from tinymodels.tokenizer import FOLLOWER_WORD, PREDICTED_WORD, build_tokenizer, vocab_of
-from tinymodels.weights import WIDE_DRAFT_DIMS, TargetBehaviour, generator
+from tinymodels.weights import DEEP_TARGET_DIMS, TARGET_DIMS, WIDE_DRAFT_DIMS, Dims, TargetBehaviour, generator
 
 __all__ = ["DEFAULT_TARGET_REPO", "FOLLOWER_WORD", "PREDICTED_WORD", "TINY_KINDS", "TinyPair", "make_tiny"]
 
@@ -55,6 +55,7 @@ class _Kind:
     draft: layouts.DraftBuilder
     damage: Callable[[Path], None] | None = None
     family: str = "qwen3"  # the target's family: "qwen3" (Qwen3ForCausalLM) or "qwen3_5" (VLM, hybrid attention)
+    target_dims: Dims = TARGET_DIMS  # Qwen3 targets only
 
 
 _KINDS: dict[str, _Kind] = {
@@ -67,6 +68,13 @@ _KINDS: dict[str, _Kind] = {
         "DFlash pair whose draft is always right (num_assistant_tokens + 1 tokens per target step)",
         target="constant",
         draft=layouts.dflash_draft,
+    ),
+    "dflash-deep": _Kind(
+        "DFlash pair like dflash, but with a 32-layer target whose step dominates the draft's: faster than plain "
+        "greedy on CPU (the demo's pair)",
+        target="bigram",
+        draft=functools.partial(layouts.dflash_draft, num_target_layers=DEEP_TARGET_DIMS.layers),
+        target_dims=DEEP_TARGET_DIMS,
     ),
     "random": _Kind(
         "random-weight target and DFlash draft: lossless, almost nothing accepted",
@@ -94,7 +102,7 @@ _KINDS: dict[str, _Kind] = {
         draft=layouts.with_config_defect(layouts.set_model_type_llama),
     ),
     "broken-layer-ids": _Kind(
-        "dflash pair, but target_layer_ids [1, 9] on a 4-layer target",
+        "dflash pair, but target_layer_ids [1, 40] on a 4-layer target (and on the demo's 32-layer one)",
         target="bigram",
         draft=layouts.with_config_defect(layouts.set_layer_ids_beyond_target),
     ),
@@ -215,6 +223,7 @@ def make_tiny(kind: str, out: Path, *, target_repo: str | None = None, seed: int
             seed=seed,
             rng=generator(seed, stream=0),
             transformers_version=transformers.__version__,
+            dims=spec.target_dims,
         )
     context = layouts.BuildContext(
         kind=kind,

@@ -68,9 +68,10 @@ def target_checkpoint(
     seed: int,
     rng: torch.Generator,
     transformers_version: str,
+    dims: Dims = TARGET_DIMS,
 ) -> Checkpoint:
     """A Qwen3 checkout as the Qwen org ships it, including its sampling defaults in generation_config.json."""
-    config = _qwen3_config(TARGET_DIMS, vocab, transformers_version) | {
+    config = _qwen3_config(dims, vocab, transformers_version) | {
         "architectures": ["Qwen3ForCausalLM"],
         "tie_word_embeddings": False,
         "torch_dtype": "bfloat16",
@@ -92,7 +93,7 @@ def target_checkpoint(
     }
     return Checkpoint(
         config=config,
-        weights=target_weights(behaviour, vocab, rng),
+        weights=target_weights(behaviour, vocab, rng, dims),
         readme=readme,
         generation_config=generation_config,
     )
@@ -240,7 +241,7 @@ def set_model_type_llama(config: dict) -> None:
 
 
 def set_layer_ids_beyond_target(config: dict) -> None:
-    config["dflash_config"]["target_layer_ids"] = [1, 9]
+    config["dflash_config"]["target_layer_ids"] = [1, 40]
 
 
 def set_mask_token_beyond_vocab(config: dict) -> None:

@@ -46,6 +46,9 @@ class Dims:
 TARGET_DIMS = Dims(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, intermediate=256)
 DRAFT_DIMS = Dims(hidden=128, layers=2, heads=4, kv_heads=2, head_dim=32, intermediate=256)
 WIDE_DRAFT_DIMS = Dims(hidden=256, layers=2, heads=8, kv_heads=4, head_dim=32, intermediate=512)
+# The demo's target: deep enough that its step, not the draft's or GenAI's per-step overhead, dominates a speculative
+# step on CPU, so a draft accepted about half the time speeds decoding up (the 4-layer TARGET_DIMS slows it down).
+DEEP_TARGET_DIMS = Dims(hidden=128, layers=32, heads=4, kv_heads=2, head_dim=32, intermediate=256)
 
 
 def generator(seed: int, *, stream: int) -> torch.Generator:
@@ -57,9 +60,9 @@ def normal(rng: torch.Generator, *shape: int, std: float) -> torch.Tensor:
     return torch.randn(shape, generator=rng) * std
 
 
-def target_weights(behaviour: TargetBehaviour, vocab: Vocab, rng: torch.Generator) -> dict[str, torch.Tensor]:
-    """A Qwen3ForCausalLM state dict (float32; the writer casts to bf16)."""
-    dims = TARGET_DIMS
+def target_weights(behaviour: TargetBehaviour, vocab: Vocab, rng: torch.Generator,
+                   dims: Dims = TARGET_DIMS) -> dict[str, torch.Tensor]:
+    """A Qwen3ForCausalLM state dict (float32; the writer casts to bf16) with the decoder sizes `dims`."""
     quiet = behaviour != "random"
     weights: dict[str, torch.Tensor] = {}
     for i in range(dims.layers):
@@ -69,13 +72,14 @@ def target_weights(behaviour: TargetBehaviour, vocab: Vocab, rng: torch.Generato
         embed = normal(rng, VOCAB_SIZE, dims.hidden, std=INIT_STD)
         head = normal(rng, VOCAB_SIZE, dims.hidden, std=INIT_STD * _RANDOM_HEAD_GAIN)
     else:
-        embed, head = bigram_tables(vocab, rng, bigram=behaviour == "bigram")
+        embed, head = bigram_tables(vocab, rng, bigram=behaviour == "bigram", hidden=dims.hidden)
     weights["model.embed_tokens.weight"] = embed
     weights["lm_head.weight"] = head
     return weights
 
 
-def bigram_tables(vocab: Vocab, rng: torch.Generator, *, bigram: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def bigram_tables(vocab: Vocab, rng: torch.Generator, *, bigram: bool, hidden: int = TARGET_DIMS.hidden
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Embedding and lm_head of a model whose next token depends only on its current token.
 
     With quiet layers the final hidden state is the normalised embedding of the current token. Every
@@ -89,7 +93,6 @@ def bigram_tables(vocab: Vocab, rng: torch.Generator, *, bigram: bool) -> tuple[
     token, wrong after the predicted word itself. That gives about two tokens per target step for a bigram
     target and all of them for a constant one.
     """
-    hidden = TARGET_DIMS.hidden
     u = _unit(torch.randn(hidden, generator=rng))
     v = torch.randn(hidden, generator=rng)
     v = _unit(v - (v @ u) * u)

@@ -1,0 +1,104 @@
+"""Sizing from measurement: the export schedule, the runner class, early removal of sources, the skip reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.recipe import LinearFit, RunnerClass, RunnerSettings, SizingModel, load_recipe
+from bot.sizing import choose_runner, estimate_build, estimate_schedule, local_runner
+
+GB = 10**9
+# A model with round numbers, so the expected figures can be worked out by hand.
+MODEL = SizingModel(draft_export_memory=LinearFit(a=1.0, b=1 * GB),
+                    target_export_memory=LinearFit(a=1.0, b=1 * GB), validate_memory=LinearFit(a=0.5, b=0),
+                    inspect_memory=LinearFit(a=0.25, b=0), ir_bytes=LinearFit(a=0.25, b=0),
+                    export_scratch_disk=LinearFit(a=0.0, b=0))
+
+# Safetensors bytes of the real checkpoints (shapes from tinymodels.shapes, which reproduce the Hub's sizes).
+QWEN3_4B = 8_044_936_192
+QWEN3_4B_DFLASH = 1_074_854_400
+QWEN3_8B = 16_381_470_720
+QWEN3_8B_DFLASH = 2_097_259_104  # z-lab/Qwen3-8B-DFlash-b16, from its safetensors metadata
+# Qwen3.5-4B: about 4.66 B parameters with its vision tower, so ~9.3 GB of bf16; its draft has the 4B's width.
+QWEN3_5_4B = 9_300_000_000
+
+
+def runner(memory_gb: float, disk_gb: float, name: str = "r") -> RunnerClass:
+    return RunnerClass(name=name, max_memory_bytes=int(memory_gb * GB), max_disk_bytes=int(disk_gb * GB),
+                       runs_on="ubuntu-latest")
+
+
+def test_exports_run_in_parallel_only_when_both_fit_together():
+    # draft 1 GB -> export 2 GB; target 4 GB -> export 5 GB; together 7 GB; validate 2.5 GB, inspect 1 GB.
+    roomy = estimate_build(1 * GB, 4 * GB, runner(8, 100), MODEL)
+    assert roomy.parallel_exports and roomy.peak_memory_bytes == 7 * GB
+    tight = estimate_build(1 * GB, 4 * GB, runner(6, 100), MODEL)
+    assert not tight.parallel_exports and tight.peak_memory_bytes == 5 * GB
+    assert tight.fits(runner(6, 100)) and not roomy.fits(runner(6, 100))
+    assert not estimate_build(1 * GB, 4 * GB, runner(4, 100), MODEL).fits(runner(4, 100))
+
+
+def test_validation_can_be_the_peak():
+    heavy_validate = MODEL.model_copy(update={"validate_memory": LinearFit(a=2.0, b=0)})
+    estimate = estimate_schedule(1 * GB, 4 * GB, heavy_validate, parallel_exports=True, remove_sources=False)
+    assert estimate.peak_memory_bytes == 10 * GB
+
+
+def test_sources_are_removed_after_export_only_when_disk_is_tight():
+    # sources 5 GB, IRs 1.25 GB, bundle 1.25 GB: kept 7.5 GB; removed max(6.25, 2.5) = 6.25 GB.
+    kept = estimate_build(1 * GB, 4 * GB, runner(8, 10), MODEL)
+    assert not kept.remove_sources and kept.peak_disk_bytes == int(7.5 * GB)
+    removed = estimate_build(1 * GB, 4 * GB, runner(8, 7), MODEL)
+    assert removed.remove_sources and removed.peak_disk_bytes == int(6.25 * GB)
+    assert removed.fits(runner(8, 7))
+
+
+def test_the_smallest_class_that_fits_is_chosen():
+    runners = RunnerSettings(classes=[runner(64, 200, "large"), runner(15, 14, "standard")], sizing=MODEL)
+    chosen, estimate, reason = choose_runner(1 * GB, 4 * GB, runners)
+    assert chosen.name == "standard" and estimate.parallel_exports
+    assert reason.startswith("runner class 'standard': memory 7.0 GB, disk 7.5 GB (exports in parallel)")
+    chosen, estimate, _ = choose_runner(2 * GB, 16 * GB, runners)
+    assert chosen.name == "large"
+
+
+def test_a_real_qwen3_4b_pair_fits_the_standard_runners_memory_but_not_its_documented_disk():
+    """As measured (docs/scale.md): the exports run one after the other in 13.3 GB of the 15 GB; but optimum-cli
+    writes the bf16 IR to a temporary folder before compressing it, so the export holds sources + temporary IR + int4
+    IRs, about 19.9 GB, over the 14 GB GitHub documents for the hosted runner. With the disk a runner really has
+    (stated in the recipe), the pair plans onto it."""
+    runners = load_recipe().runners
+    chosen, estimate, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners)
+    standard = runners.classes[0]
+    assert not estimate.parallel_exports and estimate.peak_memory_bytes <= standard.max_memory_bytes
+    assert chosen is None and "disk 19.9 GB" in reason and "max_disk_bytes >= 20000000000" in reason
+    roomy = runners.model_copy(update={"classes": [standard.model_copy(update={"max_disk_bytes": 22 * GB})]})
+    chosen, estimate, _ = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, roomy)
+    assert chosen.name == "standard" and not estimate.parallel_exports
+
+
+def test_a_qwen3_5_4b_pair_is_just_over_the_standard_runner_by_the_qwen3_fit():
+    """Not what the issue hoped for, recorded as measured: the Qwen3 fit puts a ~9.3 GB target's export at
+    ~15.2 GB, over the 15 GB the standard class gives a build (its VLM export is not measured yet)."""
+    chosen, estimate, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_5_4B, load_recipe().runners)
+    assert chosen is None and 15 * GB < estimate.peak_memory_bytes < 16 * GB, reason
+
+
+def test_an_8b_pair_is_skipped_with_the_peaks_and_the_class_to_add():
+    runners = load_recipe().runners
+    chosen, estimate, reason = choose_runner(QWEN3_8B_DFLASH, QWEN3_8B, runners)
+    assert chosen is None
+    assert estimate.peak_memory_bytes > runners.classes[-1].max_memory_bytes
+    assert f"estimated peak memory {estimate.peak_memory_bytes / GB:.1f} GB" in reason
+    assert f"disk {estimate.peak_disk_bytes / GB:.1f} GB" in reason
+    assert "largest runner class 'standard'" in reason
+    assert "add a class to the recipe's runners.classes with max_memory_bytes >=" in reason
+    # The class the reason proposes takes the build.
+    proposed = runners.model_copy(update={"classes": [*runners.classes, runner(
+        -(-estimate.peak_memory_bytes // GB), -(-estimate.peak_disk_bytes // GB) + 1, "large")]})
+    assert choose_runner(QWEN3_8B_DFLASH, QWEN3_8B, proposed)[0].name == "large"
+
+
+def test_this_machine_as_a_runner_class(tmp_path):
+    here = local_runner(tmp_path)
+    assert here.name == "local" and 0 < here.max_memory_bytes and 0 < here.max_disk_bytes

@@ -1,0 +1,319 @@
+"""Random-weight checkpoints of real Qwen shapes, for measuring what a real build costs (bench/scale.py).
+
+A random checkpoint has the same tensors, dtypes and bytes as a trained one, so export memory, disk and time
+carry over (notes/scale-on-cpu.md); accept lengths do not. Tensor names and shapes come from transformers itself:
+the model is instantiated on the ``meta`` device (no memory, no time), and each tensor is then written as random
+bf16 values, shard by shard, so writing a 4B checkpoint never holds more than one shard in memory. Shards and
+``model.safetensors.index.json`` follow the layout the Qwen repos use.
+
+Drafts follow z-lab's DFlash-b16 checkpoints: the target's hidden size, 5 decoder layers, a fuser over 5 target
+layers spread from layer 1 to layer ``layers - 3`` (``[1, 9, 17, 25, 33]`` on a 36-layer target, as in
+z-lab/Qwen3-8B-DFlash-b16, whose 2,097,259,104 bytes this layout reproduces for the 8B shape).
+
+The tokenizer is the tiny pairs' 490-token one: the embedding keeps the real vocabulary (151,936 rows), as real
+Qwen checkpoints pad their embedding past the tokenizer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import MappingProxyType
+
+import torch
+from safetensors.torch import save_file
+
+from tinymodels import TinyPair, layouts, qwen3_5
+from tinymodels.tokenizer import build_tokenizer, vocab_of
+from tinymodels.weights import INIT_STD, Dims, generator
+
+QWEN3_VOCAB = 151936
+QWEN3_MASK_TOKEN = 151669  # z-lab's DFlash mask token for Qwen3 (an added token of the real tokenizer)
+QWEN3_5_VOCAB = 248320
+QWEN3_5_MASK_TOKEN = 248070
+DRAFT_LAYERS = 5
+DRAFT_TAPS = 5
+SHARD_BYTES = 2 * 10**9  # largest shard written; bounds the writer's memory
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """One real model shape: the target's decoder sizes and its family.
+
+    Attributes:
+        name: Short name (``qwen3-4b``) for `make_shape` and ``make-tiny --shape``.
+        target_repo: The real repo this shape copies (named in the draft's card).
+        family: ``qwen3`` (Qwen3ForCausalLM) or ``qwen3_5`` (VLM with hybrid linear/full attention).
+        dims: Decoder sizes of the target's text model.
+        tied: Whether the target ties its lm_head to its embedding (then no lm_head tensor is written).
+    """
+
+    name: str
+    target_repo: str
+    family: str
+    dims: Dims
+    tied: bool
+
+    @property
+    def target_layer_ids(self) -> tuple[int, ...]:
+        """z-lab's taps: DRAFT_TAPS layers evenly spread from 1 to layers - 3."""
+        last = self.dims.layers - 3
+        step = (last - 1) // (DRAFT_TAPS - 1)
+        return tuple(1 + i * step for i in range(DRAFT_TAPS))
+
+
+SHAPES: Mapping[str, Shape] = MappingProxyType({
+    "qwen3-0.6b": Shape("qwen3-0.6b", "Qwen/Qwen3-0.6B", "qwen3",
+                        Dims(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=3072), True),
+    "qwen3-1.7b": Shape("qwen3-1.7b", "Qwen/Qwen3-1.7B", "qwen3",
+                        Dims(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=6144), True),
+    "qwen3-4b": Shape("qwen3-4b", "Qwen/Qwen3-4B", "qwen3",
+                      Dims(hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=9728), True),
+    "qwen3-8b": Shape("qwen3-8b", "Qwen/Qwen3-8B", "qwen3",
+                      Dims(hidden=4096, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=12288), False),
+    # Text sizes of Qwen3.5-0.8B (24 layers, hidden 1024, MLP 3584, 8/2 heads of 256); the linear-attention head
+    # counts and the vision tower are transformers' defaults scaled to that width, so its bytes are approximate.
+    "qwen3.5-0.8b": Shape("qwen3.5-0.8b", "Qwen/Qwen3.5-0.8B", "qwen3_5",
+                          Dims(hidden=1024, layers=24, heads=8, kv_heads=2, head_dim=256, intermediate=3584), True),
+})
+"""Every shape `make_shape` writes; the 8B shape is for sizing (16 GB of weights), not for this machine."""
+
+
+def make_shape(name: str | Shape, out: Path, *, seed: int = 0) -> TinyPair:
+    """Write a random-weight target checkout to ``out/target`` and its DFlash draft to ``out/draft``.
+
+    Args:
+        name: One of `SHAPES` (or a `Shape`).
+        out: Parent directory; created if missing.
+        seed: Seed for every random weight.
+
+    Returns:
+        The two directories (`TinyPair.kind` is the shape's name).
+
+    Raises:
+        ValueError: Unknown shape (listing the known ones).
+        FileExistsError: ``out/target`` or ``out/draft`` exists and is not empty.
+    """
+    shape = name if isinstance(name, Shape) else SHAPES.get(name)
+    if shape is None:
+        raise ValueError(f"Unknown shape {name!r}; choose one of {', '.join(SHAPES)}.")
+    dirs = TinyPair(kind=shape.name, target=Path(out) / "target", draft=Path(out) / "draft")
+    for directory in (dirs.target, dirs.draft):
+        if directory.exists() and any(directory.iterdir()):
+            raise FileExistsError(f"{directory} is not empty; choose a fresh output directory.")
+    import transformers  # deferred: seconds to import
+
+    version = transformers.__version__
+    if shape.family == "qwen3_5":
+        tokenizer = qwen3_5.tokenizer()
+        target_config, model_class = _qwen3_5_target(shape, tokenizer, version)
+        mask_token, vocab_size = QWEN3_5_MASK_TOKEN, QWEN3_5_VOCAB
+        rope_theta = 10000000
+    else:
+        tokenizer = build_tokenizer()
+        target_config, model_class = _qwen3_target(shape, version)
+        mask_token, vocab_size = QWEN3_MASK_TOKEN, QWEN3_VOCAB
+        rope_theta = 1000000
+    vocab = vocab_of(tokenizer)
+    dirs.target.mkdir(parents=True, exist_ok=True)
+    _write_json(dirs.target / "config.json", target_config)
+    _write_json(dirs.target / "generation_config.json", {
+        "bos_token_id": vocab.endoftext, "do_sample": True, "eos_token_id": [vocab.im_end, vocab.endoftext],
+        "pad_token_id": vocab.endoftext, "temperature": 0.6, "top_k": 20, "top_p": 0.95,
+        "transformers_version": version})
+    (dirs.target / "README.md").write_text(layouts._card(
+        {"license": "apache-2.0", "library_name": "transformers",
+         "pipeline_tag": "image-text-to-text" if shape.family == "qwen3_5" else "text-generation"},
+        title=layouts._repo_name(shape.target_repo),
+        body=f"Random-weight checkpoint with the shape of {shape.target_repo} (seed {seed}), for scale benchmarks."))
+    if shape.family == "qwen3_5":
+        for file_name, text in qwen3_5._processor_files().items():
+            (dirs.target / file_name).write_text(text)
+    tokenizer.save_pretrained(dirs.target)
+    target_shapes = _state_shapes(model_class, target_config, tied=shape.tied)
+    write_random_weights(dirs.target, target_shapes, generator(seed, stream=0))
+
+    draft_config = layouts._qwen3_config(shape.dims, vocab, version) | {
+        "architectures": ["DFlashDraftModel"],
+        "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
+        "block_size": 16,
+        "dflash_config": {"mask_token_id": mask_token, "target_layer_ids": list(shape.target_layer_ids)},
+        "dtype": "bfloat16",
+        "layer_types": ["full_attention"] * DRAFT_LAYERS,
+        "max_window_layers": DRAFT_LAYERS,
+        "num_hidden_layers": DRAFT_LAYERS,
+        "num_target_layers": shape.dims.layers,
+        "rope_theta": rope_theta,
+        "tie_word_embeddings": True,
+        "vocab_size": vocab_size,
+    }
+    dirs.draft.mkdir(parents=True, exist_ok=True)
+    _write_json(dirs.draft / "config.json", draft_config)
+    _write_json(dirs.draft / "generation_config.json", {
+        "bos_token_id": vocab.endoftext, "eos_token_id": vocab.im_end, "transformers_version": version})
+    (dirs.draft / "README.md").write_text(layouts._card(
+        {"license": "mit", "library_name": "transformers", "pipeline_tag": "text-generation",
+         "tags": ["dflash", "speculative-decoding", "block-diffusion", "draft-model", "qwen3"]},
+        title=f"{layouts._repo_name(shape.target_repo)}-DFlash-b16",
+        body=(f"Random-weight DFlash drafter with the shape of z-lab's drafts (seed {seed}), for scale benchmarks.\n\n"
+              f"This drafter must be used in conjunction with the target model {shape.target_repo}.")))
+    (dirs.draft / "dflash.py").write_text(layouts._code_stub("DFlashDraftModel"))
+    write_random_weights(dirs.draft, draft_shapes(shape), generator(seed, stream=1))
+    return dirs
+
+
+def draft_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
+    """Tensor shapes of a z-lab DFlash draft for `shape`: no embedding, no lm_head (it uses the target's)."""
+    dims = dataclasses.replace(shape.dims, layers=DRAFT_LAYERS)
+    q_width, kv_width = dims.heads * dims.head_dim, dims.kv_heads * dims.head_dim
+    out: dict[str, tuple[int, ...]] = {}
+    for i in range(dims.layers):
+        p = f"layers.{i}"
+        out |= {
+            f"{p}.self_attn.q_proj.weight": (q_width, dims.hidden),
+            f"{p}.self_attn.k_proj.weight": (kv_width, dims.hidden),
+            f"{p}.self_attn.v_proj.weight": (kv_width, dims.hidden),
+            f"{p}.self_attn.o_proj.weight": (dims.hidden, q_width),
+            f"{p}.self_attn.q_norm.weight": (dims.head_dim,),
+            f"{p}.self_attn.k_norm.weight": (dims.head_dim,),
+            f"{p}.mlp.gate_proj.weight": (dims.intermediate, dims.hidden),
+            f"{p}.mlp.up_proj.weight": (dims.intermediate, dims.hidden),
+            f"{p}.mlp.down_proj.weight": (dims.hidden, dims.intermediate),
+            f"{p}.input_layernorm.weight": (dims.hidden,),
+            f"{p}.post_attention_layernorm.weight": (dims.hidden,),
+        }
+    out["norm.weight"] = (dims.hidden,)
+    out["fc.weight"] = (dims.hidden, DRAFT_TAPS * dims.hidden)
+    out["hidden_norm.weight"] = (dims.hidden,)
+    return out
+
+
+def checkpoint_bytes(tensor_shapes: Mapping[str, tuple[int, ...]]) -> int:
+    """bf16 bytes of these tensors (the safetensors data, without its header)."""
+    total = 0
+    for dims in tensor_shapes.values():
+        count = 1
+        for d in dims:
+            count *= d
+        total += 2 * count
+    return total
+
+
+def target_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
+    """Tensor names and shapes of the target, as transformers would save them."""
+    import transformers
+
+    if shape.family == "qwen3_5":
+        config, model_class = _qwen3_5_target(shape, qwen3_5.tokenizer(), transformers.__version__)
+    else:
+        config, model_class = _qwen3_target(shape, transformers.__version__)
+    return _state_shapes(model_class, config, tied=shape.tied)
+
+
+def write_random_weights(directory: Path, tensor_shapes: Mapping[str, tuple[int, ...]],
+                         rng: torch.Generator) -> None:
+    """Write bf16 random tensors (norms: ones) as Hub-style shards, one shard in memory at a time.
+
+    One shard is ``model.safetensors``; more are ``model-0000i-of-0000n.safetensors`` plus
+    ``model.safetensors.index.json``, as transformers' `save_pretrained` names them.
+    """
+    shards = list(_plan_shards(tensor_shapes))
+    total = checkpoint_bytes(tensor_shapes)
+    weight_map: dict[str, str] = {}
+    for index, names in enumerate(shards, start=1):
+        file_name = "model.safetensors" if len(shards) == 1 else f"model-{index:05d}-of-{len(shards):05d}.safetensors"
+        tensors = {name: _random_tensor(name, tensor_shapes[name], rng) for name in names}
+        save_file(tensors, directory / file_name, metadata={"format": "pt"})
+        del tensors
+        weight_map |= dict.fromkeys(names, file_name)
+    if len(shards) > 1:
+        _write_json(directory / "model.safetensors.index.json",
+                    {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))})
+
+
+def _plan_shards(tensor_shapes: Mapping[str, tuple[int, ...]]) -> Iterator[list[str]]:
+    shard: list[str] = []
+    size = 0
+    for name, dims in tensor_shapes.items():
+        nbytes = checkpoint_bytes({name: dims})
+        if shard and size + nbytes > SHARD_BYTES:
+            yield shard
+            shard, size = [], 0
+        shard.append(name)
+        size += nbytes
+    if shard:
+        yield shard
+
+
+def _random_tensor(name: str, dims: tuple[int, ...], rng: torch.Generator) -> torch.Tensor:
+    if name.endswith(("norm.weight", "layernorm.weight")):
+        return torch.ones(dims, dtype=torch.bfloat16)
+    out = torch.empty(dims, dtype=torch.bfloat16)
+    flat = out.view(-1)
+    chunk = 1 << 24  # float32 scratch of 64 MB at a time
+    for start in range(0, flat.numel(), chunk):
+        part = flat[start:start + chunk]
+        part.copy_(torch.randn(part.numel(), generator=rng) * INIT_STD)
+    return out
+
+
+def _state_shapes(model_class, config, *, tied: bool) -> dict[str, tuple[int, ...]]:
+    """Names and shapes of the model's state dict, from a meta-device instance (allocates nothing)."""
+    with torch.device("meta"):
+        model = model_class(config)
+    shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    if tied:
+        shapes.pop("lm_head.weight", None)  # save_pretrained drops the tied copy
+    return shapes
+
+
+def _qwen3_target(shape: Shape, version: str):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    vocab = vocab_of(build_tokenizer())
+    raw = layouts._qwen3_config(shape.dims, vocab, version) | {
+        "architectures": ["Qwen3ForCausalLM"], "max_position_embeddings": 40960,
+        "tie_word_embeddings": shape.tied, "torch_dtype": "bfloat16", "vocab_size": QWEN3_VOCAB,
+    }
+    config = Qwen3Config(**{k: v for k, v in raw.items() if k not in ("architectures", "transformers_version")})
+    return raw, lambda _: Qwen3ForCausalLM(config)
+
+
+def _qwen3_5_target(shape: Shape, tokenizer, version: str):
+    from transformers.models.qwen3_5 import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+    dims, ids = shape.dims, qwen3_5.special_ids(tokenizer)
+    vocab = vocab_of(tokenizer)
+    layer_types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(dims.layers)]
+    text = {
+        "vocab_size": QWEN3_5_VOCAB, "hidden_size": dims.hidden, "intermediate_size": dims.intermediate,
+        "num_hidden_layers": dims.layers, "layer_types": layer_types, "full_attention_interval": 4,
+        "num_attention_heads": dims.heads, "num_key_value_heads": dims.kv_heads, "head_dim": dims.head_dim,
+        "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": 16,
+        "linear_num_value_heads": 16, "linear_conv_kernel_dim": 4, "max_position_embeddings": 262144,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+                            "mrope_section": [11, 11, 10], "mrope_interleaved": True},
+        "tie_word_embeddings": shape.tied, "bos_token_id": None, "eos_token_id": vocab.im_end,
+        "pad_token_id": vocab.endoftext, "dtype": "bfloat16",
+    }  # fmt: skip
+    vision = {
+        "depth": 12, "hidden_size": 768, "intermediate_size": 3072, "num_heads": 12, "patch_size": 16,
+        "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": dims.hidden,
+        "num_position_embeddings": 2304,
+    }  # fmt: skip
+    config = Qwen3_5Config(
+        text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=shape.tied,
+    )
+    config.architectures = ["Qwen3_5ForConditionalGeneration"]
+    config.dtype = torch.bfloat16
+    raw = json.loads(config.to_json_string(use_diff=False))
+    raw["transformers_version"] = version
+    return raw, lambda _: Qwen3_5ForConditionalGeneration(config)
+
+
+def _write_json(path: Path, value: dict) -> None:
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
