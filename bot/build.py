@@ -11,9 +11,10 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot import __version__, log, record
@@ -26,6 +27,8 @@ from bot.export import TASK_LLM, TASK_VLM, ExportRequest, ExportResult, export_m
 from bot.fetch import safe_copy
 from bot.profiles import DEFAULT_PROFILE, toolchain_for
 from bot.recipe import Recipe
+from bot.resources import StageResources, measure
+from bot.sizing import estimate_build, gb, local_runner
 from bot.source_card import card_license
 from bot.toolchain import Toolchain
 from bot.validate import ValidationReport, validate_pair
@@ -123,14 +126,48 @@ def build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, *, w
         if toolchain.profile != DEFAULT_PROFILE:
             log.step("%s: toolchain profile %s (transformers %s)", target.name, toolchain.profile,
                      toolchain.versions.get("transformers"))
-        return _build_group(target, drafts, recipe, toolchain, scratch)
+        schedule = plan_schedule(drafts, recipe, scratch)
+        with measure(scratch) as whole:
+            outcomes = _build_group(target, drafts, recipe, toolchain, scratch, schedule)
+        return [_with_total(outcome, whole.result) for outcome in outcomes]
     finally:
         if not keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """How this machine runs the group (bot.sizing): exports side by side only when both fit its memory."""
+
+    parallel_exports: bool
+    memory_budget_bytes: int
+    estimate: str
+
+
+def plan_schedule(drafts: list[DraftBuild], recipe: Recipe, scratch: Path) -> Schedule:
+    """The export schedule and the memory budget of each child, from the fitted model and this machine."""
+    runner = local_runner(scratch)
+    estimate = estimate_build(sum(d.candidate.draft_bytes for d in drafts), drafts[0].candidate.target_bytes,
+                              runner, recipe.runners.sizing)
+    log.step("schedule: %s on this machine (%s memory available)", estimate.describe(),
+             gb(runner.max_memory_bytes))
+    return Schedule(estimate.parallel_exports, runner.max_memory_bytes, estimate.describe())
+
+
+def _with_total(outcome: DraftOutcome, whole: StageResources) -> DraftOutcome:
+    """Add the whole group build's cost (the exports, checks and validations of all its drafts) to a bundle."""
+    if outcome.bundle is None:
+        return outcome
+    built = outcome.bundle.record
+    resources = {**built.resources, "build": record.StageResources(
+        seconds=round(whole.seconds, 1), peak_rss_bytes=whole.peak_rss_bytes, peak_disk_bytes=whole.peak_disk_bytes)}
+    updated = built.model_copy(update={"resources": resources})
+    record.write(updated, outcome.bundle.root)
+    return DraftOutcome(outcome.candidate, replace(outcome.bundle, record=updated), outcome.error)
+
+
 def _build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, toolchain: Toolchain,
-                 scratch: Path) -> list[DraftOutcome]:
+                 scratch: Path, schedule: Schedule) -> list[DraftOutcome]:
     outcomes: dict[int, DraftOutcome] = {}
     verified: dict[int, VerifiedPair] = {}
     with log.group(f"verify {len(drafts)} draft(s) for {target.name}"):
@@ -152,11 +189,13 @@ def _build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, too
                                    trust_remote_code=False)
     # Exports are separate processes; on two cores a third one still overlaps Python start-up and I/O, and each
     # draft's validation starts as soon as its own export (and the target's) is done.
-    with ThreadPoolExecutor(max_workers=min(3, 1 + len(verified))) as exporters, \
+    workers = min(3, 1 + len(verified)) if schedule.parallel_exports else 1
+    with ThreadPoolExecutor(max_workers=workers) as exporters, \
             ThreadPoolExecutor(max_workers=len(verified)) as finishers, \
             log.group(f"build {target.name} and {len(verified)} draft(s): export, inspect, validate, bundle"):
         target_future = exporters.submit(export_model, target_request, recipe.export, log_dir=logs,
-                                         home=scratch / "hf", python=toolchain.python)
+                                         home=scratch / "hf", python=toolchain.python,
+                                         memory_budget_bytes=schedule.memory_budget_bytes)
         target_report = _Once()
         finishing: dict[int, Future[DraftOutcome]] = {}
         for index, pair in verified.items():
@@ -165,9 +204,9 @@ def _build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, too
             request = ExportRequest("draft", draft_src, ir_root / f"draft-{index}", TASK_LLM,
                                     trust_remote_code=True, name=f"draft-{index}")
             draft_future = exporters.submit(export_model, request, recipe.export, log_dir=logs, home=scratch / "hf",
-                                            python=toolchain.python)
+                                            python=toolchain.python, memory_budget_bytes=schedule.memory_budget_bytes)
             job = _DraftJob(index, draft, pair, draft_src, draft_future, target, src, target_request.task,
-                            target_future, target_report)
+                            target_future, target_report, schedule)
             finishing[index] = finishers.submit(_finish_draft, job, recipe, toolchain, scratch)
         for index, future in finishing.items():
             outcomes[index] = future.result()
@@ -200,6 +239,7 @@ class _DraftJob:
     target_task: str
     target_export: Future[ExportResult]
     target_report: _Once
+    schedule: Schedule
 
 
 def _step(stage: str, action: Callable[[], object]):
@@ -242,9 +282,14 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
             concurrent = _step("validate", lambda: validate_per_row_pair(
                 target_export.ir_dir, draft_export.ir_dir, recipe.validation,
                 work=scratch / f"validate-concurrent-{job.index}", python=toolchain.python))
+        validated_at = time.monotonic()
         validation: ValidationReport = _step("validate", lambda: validate_pair(
             target_export.ir_dir, draft_export.ir_dir, recipe.validation, work=scratch / f"validate-{job.index}",
-            is_vlm=pair.target.is_vlm, python=toolchain.python))
+            is_vlm=pair.target.is_vlm, python=toolchain.python,
+            memory_budget_bytes=job.schedule.memory_budget_bytes))
+        validate_seconds = time.monotonic() - validated_at
+        if validation.speedup_note:
+            log.step("%s: %s", name, validation.speedup_note)
         for run in validation.runs:
             log.step("%s: k=%-2d accept length %.2f  %.1f tok/s (plain %.1f, x%.2f)", name,
                      run.num_assistant_tokens, run.accept_length, run.tokens_per_s, run.baseline_tokens_per_s,
@@ -253,6 +298,12 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
                  validation.accept_length, validation.min_accept_length)
         built = build_record(job, recipe, toolchain, draft_report, target_report, validation,
                              draft_export.seconds, target_export.seconds, concurrent)
+        built = built.model_copy(update={"resources": {
+            "export-draft": record.StageResources(seconds=round(draft_export.seconds, 1),
+                                                  peak_rss_bytes=draft_export.peak_rss_bytes or None),
+            "export-target": record.StageResources(seconds=round(target_export.seconds, 1),
+                                                   peak_rss_bytes=target_export.peak_rss_bytes or None),
+            "validate": record.StageResources(seconds=round(validate_seconds, 1))}})
         bundle = _step("bundle", lambda: write_bundle(job.draft.out, draft_export.ir_dir, target_export.ir_dir,
                                                       job.draft_src, job.target_src, built, scratch,
                                                       *_environments(toolchain)))

@@ -34,11 +34,10 @@ from bot.bundle import Bundle
 from bot.publish import PublishResult, publish_group, refresh_cards
 from bot.recipe import Recipe
 from bot.record import BuildRecord, Repos
+from bot.sizing import estimate_build, gb, local_runner
 from bot.report import RunReport
 from bot.toolchain import Toolchain, detect
 
-# Downloaded weights, the int4 IRs and the bundle copies: about three times the source weights.
-DISK_FACTOR = 3
 
 
 @dataclass(frozen=True)
@@ -382,6 +381,10 @@ def publish_jobs(report: RunReport, writer: Hub, recipe: Recipe, ready: list[tup
         else:
             notes = [report_note(bundle.record.draft.format)] if bundle.record.draft.format == "per-row" else []
             notes += [f"card: {note}" for note in job.card_notes]  # what was dropped from the source card
+            cost = bundle.record.resources.get("build")
+            if cost is not None:
+                notes.append(f"built in {cost.seconds:.0f} s, peak {gb(cost.peak_rss_bytes or 0)} memory and "
+                             f"{gb(cost.peak_disk_bytes or 0)} disk")
             report.add_published(job.source, job.revision, result, "; ".join((*job.reasons, *notes)))
             state.published[job.source] = (bundle.record, job.repos)
 
@@ -400,8 +403,9 @@ def fetch_and_build(reader: Hub, recipe: Recipe, members: list[plan.BuildJob], s
     group_dir = scratch / _safe_name(first.target)
     with log.group(f"fetch {first.target} and {len(members)} draft(s)"):
         try:
-            needed = first.target_bytes + sum(j.download_bytes - j.target_bytes for j in members)
-            require_free_disk(scratch, DISK_FACTOR * needed, "download and export", subject=first.target)
+            estimate = estimate_build(sum(j.draft_bytes for j in members), first.target_bytes, local_runner(scratch),
+                                      recipe.runners.sizing)
+            require_free_disk(scratch, estimate.peak_disk_bytes, "download and export", subject=first.target)
             target_dir = reader.download(first.target, first.target_revision, group_dir / "target",
                                          first.target_files)
         except BotError as error:
