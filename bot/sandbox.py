@@ -29,7 +29,7 @@ def visible_credentials(env: dict[str, str] | None = None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
-        print("usage: python -m bot.sandbox {optimum-cli|validate} ARGS...", file=sys.stderr)
+        print("usage: python -m bot.sandbox {optimum-cli|validate|quality} ARGS...", file=sys.stderr)
         return 2
     leaked = visible_credentials()
     if leaked:
@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         from bot.validate import main as validate_main
 
         return validate_main(args)
+    if tool == "quality":
+        from bot.quality import main as quality_main
+
+        return quality_main(args)
     print(f"sandbox: unknown tool {tool}", file=sys.stderr)
     return 2
 
