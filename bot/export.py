@@ -8,6 +8,7 @@ process, inside the trust boundary of `bot.isolation`, so the draft and target e
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,15 +39,23 @@ class ExportResult:
     log: Path
 
 
-def optimum_cli_args(request: ExportRequest, settings: ExportSettings) -> list[str]:
-    """The optimum-cli arguments a user would type for this export."""
-    args = ["export", "openvino", "-m", str(request.source), "--task", request.task,
-            "--weight-format", settings.weight_format, "--group-size", str(settings.group_size),
-            "--ratio", str(settings.ratio), "--group-size-fallback", settings.group_size_fallback]
-    if settings.sym:
-        args.append("--sym")
-    if settings.backup_precision:
-        args += ["--backup-precision", settings.backup_precision]
+def optimum_cli_args(request: ExportRequest, settings: ExportSettings,
+                     quantization: Sequence[str] | None = None) -> list[str]:
+    """The optimum-cli arguments a user would type for this export.
+
+    `quantization` replaces the recipe's compression flags (`bot.quantization`: a recommended int4 config, or a
+    draft's weight format).
+    """
+    args = ["export", "openvino", "-m", str(request.source), "--task", request.task]
+    if quantization is not None:
+        args += list(quantization)
+    else:
+        args += ["--weight-format", settings.weight_format, "--group-size", str(settings.group_size),
+                 "--ratio", str(settings.ratio), "--group-size-fallback", settings.group_size_fallback]
+        if settings.sym:
+            args.append("--sym")
+        if settings.backup_precision:
+            args += ["--backup-precision", settings.backup_precision]
     if request.trust_remote_code:
         # Loads optimum-intel's own Qwen3DFlashForCausalLM: the source's auto_map and *.py never reach here.
         args += ["--trust-remote-code", "--disable-convert-tokenizer"]
@@ -55,17 +64,18 @@ def optimum_cli_args(request: ExportRequest, settings: ExportSettings) -> list[s
 
 
 def export_model(request: ExportRequest, settings: ExportSettings, *, log_dir: Path, home: Path,
-                 python: str | None = None) -> ExportResult:
+                 python: str | None = None, quantization: Sequence[str] | None = None) -> ExportResult:
     """Run one export in an untrusted-input subprocess.
 
-    `python` is the interpreter of the job's toolchain profile (None: this environment's).
+    `python` is the interpreter of the job's toolchain profile (None: this environment's); `quantization`
+    replaces the recipe's compression flags (see `optimum_cli_args`).
 
     Raises:
         Failure: optimum-cli failed or ran past the recipe's `export.timeout_s`.
     """
     started = time.monotonic()
     log = log_dir / f"export-{request.role}.log"
-    run_logged(sandboxed("optimum-cli", python) + optimum_cli_args(request, settings), log_path=log,
+    run_logged(sandboxed("optimum-cli", python) + optimum_cli_args(request, settings, quantization), log_path=log,
                timeout_s=settings.timeout_s, env=child_env(untrusted_env(home=home), python),
                what=f"{request.role} export")
     return ExportResult(role=request.role, ir_dir=request.output, seconds=time.monotonic() - started, log=log)
