@@ -1,0 +1,48 @@
+"""The draft weight-format chooser, on plain records."""
+
+from __future__ import annotations
+
+from bot.draft_formats import FormatResult, choose_draft_format
+
+
+def result(fmt: str, speedup: float, *, size: int, lossless: bool = True, accepted: bool = True,
+           k: int = 3, accept: float = 2.0) -> FormatResult:
+    return FormatResult(weight_format=fmt, lossless=lossless, acceptance_passed=accepted, accept_length=accept,
+                        num_assistant_tokens=k, speedup=speedup, ir_bytes=size)
+
+
+def test_the_best_speedup_wins():
+    choice = choose_draft_format([result("int4", 1.40, size=100), result("int8", 1.80, size=180, k=7)])
+    assert choice.chosen == "int8"
+    assert "×1.80 at num_assistant_tokens=7" in choice.reason and "int4 ×1.40" in choice.reason
+    assert [r["weight_format"] for r in choice.as_provenance()["formats"]] == ["int4", "int8"]
+
+
+def test_a_tie_goes_to_the_smaller_file():
+    choice = choose_draft_format([result("int8", 1.50, size=180), result("int4", 1.49, size=100)])
+    assert choice.chosen == "int4"
+    assert "smaller file wins the tie" in choice.reason
+
+
+def test_only_lossless_formats_are_eligible():
+    choice = choose_draft_format([result("int4", 3.0, size=100, lossless=False), result("int8", 1.2, size=180)])
+    assert choice.chosen == "int8"
+    assert "int4 (failed the lossless gate)" in choice.reason
+
+
+def test_a_format_that_passed_the_acceptance_gate_comes_first():
+    choice = choose_draft_format([result("int4", 1.3, size=100, accepted=False), result("int8", 1.1, size=180)])
+    assert choice.chosen == "int8"
+    assert "int4 (failed the acceptance gate" in choice.reason
+
+
+def test_no_lossless_format_means_no_choice():
+    choice = choose_draft_format([result("int4", 1.3, size=100, lossless=False),
+                                  result("int8", 1.1, size=180, lossless=False)])
+    assert choice.chosen is None and "no draft format passed the lossless gate (int4, int8)" in choice.reason
+
+
+def test_when_none_is_accepted_the_fastest_lossless_one_is_named():
+    choice = choose_draft_format([result("int4", 0.9, size=100, accepted=False),
+                                  result("int8", 0.7, size=180, accepted=False)])
+    assert choice.chosen == "int4" and "no format passed the acceptance gate" in choice.reason
