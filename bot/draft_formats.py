@@ -81,8 +81,8 @@ def choose_draft_format(results: list[FormatResult]) -> FormatChoice:
     reason = (f"{chosen.weight_format}: speed-up ×{chosen.speedup:.2f} at num_assistant_tokens="
               f"{chosen.num_assistant_tokens} (accept length {chosen.accept_length:.2f})")
     if len(tied) > 1:
-        reason += (f", within {TIE_TOLERANCE:.0%} of " + ", ".join(
-            f"{r.weight_format} ×{r.speedup:.2f}" for r in tied if r is not chosen) + "; the smaller file wins the tie")
+        rivals = ", ".join(f"{r.weight_format} ×{r.speedup:.2f}" for r in tied if r is not chosen)
+        reason += f", within {TIE_TOLERANCE:.0%} of {rivals}; the smaller file wins the tie"
     elif others:
         reason += ", ahead of " + ", ".join(_why_not(r, accepted) for r in others)
     if not accepted:
