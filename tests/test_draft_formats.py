@@ -80,3 +80,16 @@ def test_both_draft_formats_export_validate_against_one_baseline_and_one_is_chos
     assert json.loads(baseline.read_text())["plain_seconds"]
     choice = choose_draft_format([int4, int8])
     assert choice.chosen in ("int4", "int8") and choice.reason.startswith(choice.chosen)
+
+
+def test_the_card_section_lists_every_format_and_marks_the_published_one():
+    import jinja2
+
+    from bot.card import TEMPLATES
+
+    choice = choose_draft_format([result("int4", 1.40, size=100 << 20), result("int8", 1.80, size=180 << 20, k=7)])
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
+    text = env.get_template("_draft_formats.md.j2").render(formats=choice.as_provenance())
+    assert "| int4 | yes | 2.00 | 3 | 1.40× | 100.0 MiB |  |" in text
+    assert "| int8 | yes | 2.00 | 7 | 1.80× | 180.0 MiB | **published** |" in text
+    assert f"Why: {choice.reason}." in text

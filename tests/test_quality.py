@@ -151,3 +151,23 @@ def test_quality_child_refuses_to_run_with_a_token_in_reach(tmp_path):
     result = subprocess.run([sys.executable, "-m", "bot.sandbox", "quality", "--help"], env=env,
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     assert result.returncode == 70 and "HF_TOKEN" in result.stderr
+
+
+def render_partial(name: str, **values) -> str:
+    import jinja2
+
+    from bot.card import TEMPLATES
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
+    return env.get_template(name).render(**values)
+
+
+def test_the_card_section_shows_every_prompt_and_the_overall_figures(measured):
+    report, _ = measured["random-int4-per-channel"]
+    text = render_partial("_quality.md.j2", quality=json.loads(json.dumps(report.as_provenance())))
+    assert text.startswith("## Quality against the original weights")
+    assert f"over {report.tokens} generated tokens" in text
+    assert f"**{100 * report.top1_agreement:.1f} %**" in text
+    assert text.count("\n| ") == 2 + len(PROMPTS)  # the header, one row per prompt and the overall row
+    unmeasured = render_partial("_quality.md.j2", quality=QualityReport.not_measured("VLM target").as_provenance())
+    assert "Not measured: VLM target." in unmeasured

@@ -84,3 +84,18 @@ def test_the_ir_records_the_recommended_settings_it_was_exported_with(tiny, tmp_
     assert recorded["mode"] == "int4_sym"
     assert recorded["group_size"] == "64"
     assert recorded["awq"] == "True" and recorded["scale_estimation"] == "False"
+
+
+def test_the_card_line_names_the_settings_source_and_the_fallback():
+    import jinja2
+
+    from bot.card import TEMPLATES
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
+    settings = recommended_int4("Qwen/Qwen3-8B", RECIPE, defaults=optimum_default_4bit_configs())
+    fallback = with_calibration(settings, "the export runs offline")
+    text = env.get_template("_int4_settings.md.j2").render(int4=fallback.as_provenance())
+    assert "optimum-intel's default 4-bit configuration for `Qwen/Qwen3-8B` (int4_asym, group size 128" in text
+    assert "Note: data-free fallback: the export runs offline" in text
+    recipe_text = env.get_template("_int4_settings.md.j2").render(int4=recommended_int4(None, RECIPE).as_provenance())
+    assert "Settings: the recipe's (int4_asym, group size 128, ratio 1.0)." in recipe_text
