@@ -322,7 +322,9 @@ def run_quality(source: Path, ir_dir: Path, prompts: list[str], max_new_tokens: 
                 max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> QualityReport:
     """The measurement, in this process (called by the child)."""
     from transformers import AutoTokenizer
+    from transformers.utils import logging as transformers_logging
 
+    transformers_logging.disable_progress_bar()  # one bar update per tensor would bury the log's error line
     tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     prompt_ids = [_prompt_ids(tokenizer, prompt) for prompt in prompts]
 
