@@ -260,27 +260,28 @@ class _Reference:
         self.model = AutoModelForCausalLM.from_pretrained(source, use_safetensors=True, trust_remote_code=False,
                                                           dtype=dtype).eval()
 
-    def greedy(self, ids: list[int], new_tokens: int) -> list[int]:
-        """Greedy continuation with the KV cache; end-of-sequence does not stop it (GenAI's ignore_eos)."""
+    def greedy(self, ids: list[int], new_tokens: int):
+        """Greedy continuation with the KV cache; end-of-sequence does not stop it (GenAI's ignore_eos).
+
+        Returns:
+            (tokens, logits): the continuation and the [new_tokens, vocab] logits that chose it, which are the
+            teacher-forced logits over prompt + continuation at the generated positions (no second pass needed).
+        """
+        import numpy as np
         import torch
 
         generated: list[int] = []
+        rows = []
         with torch.no_grad():
             out = self.model(input_ids=torch.tensor([ids]), use_cache=True)
-            for _ in range(new_tokens):
-                token = int(out.logits[0, -1].argmax())
-                generated.append(token)
+            while True:
+                row = out.logits[0, -1].float()
+                rows.append(row.numpy().copy())
+                generated.append(int(row.argmax()))
                 if len(generated) == new_tokens:
-                    break
-                out = self.model(input_ids=torch.tensor([[token]]), past_key_values=out.past_key_values,
+                    return generated, np.stack(rows)
+                out = self.model(input_ids=torch.tensor([[generated[-1]]]), past_key_values=out.past_key_values,
                                  use_cache=True)
-        return generated
-
-    def logits(self, sequence: list[int]):
-        import torch
-
-        with torch.no_grad():
-            return self.model(input_ids=torch.tensor([sequence])).logits[0].float().numpy()
 
 
 class _Ir:
@@ -333,9 +334,9 @@ def run_quality(source: Path, ir_dir: Path, prompts: list[str], max_new_tokens: 
     dtype_name = reference.dtype_name
     continuations, reference_rows = [], []
     for ids in prompt_ids:
-        continuation = reference.greedy(ids, max_new_tokens)
+        continuation, rows = reference.greedy(ids, max_new_tokens)
         continuations.append(continuation)
-        reference_rows.append(reference.logits(ids + continuation)[len(ids) - 1:len(ids) + len(continuation) - 1])
+        reference_rows.append(rows)
     del reference
     gc.collect()
 
