@@ -171,3 +171,31 @@ def test_the_card_section_shows_every_prompt_and_the_overall_figures(measured):
     assert text.count("\n| ") == 2 + len(PROMPTS)  # the header, one row per prompt and the overall row
     unmeasured = render_partial("_quality.md.j2", quality=QualityReport.not_measured("VLM target").as_provenance())
     assert "Not measured: VLM target." in unmeasured
+
+
+def test_verified_greedy_equals_a_plain_greedy_loop_of_the_original(tiny, measured):
+    """The IR-proposed, batch-verified continuation is token for token the original's own greedy output."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from bot.quality import _Ir, _prompt_ids, _Reference, reference_greedy
+
+    source = tiny("random").target
+    _, ir_dir = measured["random-int4-per-channel"]  # disagrees often: many verification passes
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    reference, ir = _Reference(source, 10**9), _Ir(ir_dir / "openvino_model.xml")
+    for prompt in PROMPTS:
+        ids = _prompt_ids(tokenizer, prompt)
+        sequence, plain_rows = list(ids), []
+        with torch.no_grad():
+            for _ in range(MAX_NEW_TOKENS):
+                row = model(input_ids=torch.tensor([sequence])).logits[0, -1]
+                plain_rows.append(row.numpy())
+                sequence.append(int(row.argmax()))
+        continuation, rows, ir_continuation, passes = reference_greedy(reference, ir, ids, MAX_NEW_TOKENS)
+        assert continuation == sequence[len(ids):]
+        assert np.allclose(rows, np.stack(plain_rows), atol=1e-4)
+        assert ir_continuation == ir.greedy(ids, MAX_NEW_TOKENS)
+        assert 1 < passes <= MAX_NEW_TOKENS
