@@ -6,8 +6,8 @@ prompts (chat template applied, as GenAI does):
 
 - the original checkpoint (transformers, CPU, safetensors only, no remote code) gives its greedy continuation of
   `max_new_tokens` tokens (end-of-sequence ignored, like the validation runs), found by checking the int4 IR's
-  proposals with batched passes of the original (`reference_greedy`): exactly its greedy output, at a fraction of
-  a token-by-token loop's cost;
+  proposals with batched passes of the original (`reference_greedy`): exactly its greedy output, in about one
+  pass per prompt when the target agrees with its original (a token-by-token loop's cost when it never does);
 - both models are run teacher-forced over the same token sequence (prompt + that continuation); at each generated
   position we compare the next-token distributions: **top-1 agreement** (same argmax) and **KL divergence**
   KL(original ‖ int4) = Σ p_orig · (log p_orig − log p_int4), averaged over positions;
@@ -16,13 +16,13 @@ prompts (chat template applied, as GenAI does):
   over the token ids, **FDT** (first diverging token) is the size of the first matching block when it starts at 0 in
   both sequences, else 0 (so the length when the outputs are identical), and **SDT** is the number of int4 tokens
   outside any matching block; the *share* of diverging tokens is SDT / len(int4 output) ("SDT norm"). wwb re-encodes
-  decoded answers; here the token ids are compared directly, which is the same for one tokenizer.
+  decoded answers; here the generated token ids are compared directly (no decode/encode round trip).
 
 The IR runs with the exact CPU properties of the lossless gate (f32 inference, no dynamic quantization), so the
 figures measure the weight compression rather than the CPU's runtime precision. Everything that reads the
 checkpoint runs in a token-free child process (`python -m bot.sandbox quality ...`), started after the exports:
-the original (f32 up to `DEFAULT_MAX_F32_BYTES`, else its checkpoint dtype) and the int4 IR are loaded together,
-about 11 GB for a 4B target in bf16, below that target's export peak.
+the original (f32 up to `DEFAULT_MAX_F32_BYTES`, else its checkpoint dtype) and the int4 IR are loaded together
+(estimated 8 + 2.2 GB for a 4B target in bf16, not measured; its export peaks at 10.7 GB).
 """
 
 from __future__ import annotations
