@@ -303,8 +303,9 @@ def reference_greedy(reference: _Reference, ir: _Ir, ids: list[int], new_tokens:
     rows: list = []
     ir_continuation: list[int] | None = None
     passes = 0
+    proposal_length = new_tokens  # the first proposal is the IR's whole greedy continuation (for FDT and SDT)
     while len(accepted) < new_tokens:
-        tail = ir.greedy(ids + accepted, new_tokens - len(accepted))
+        tail = ir.greedy(ids + accepted, min(proposal_length, new_tokens - len(accepted)))
         if ir_continuation is None:
             ir_continuation = list(tail)
         cached = len(ids) - 1 + len(accepted)
@@ -316,8 +317,11 @@ def reference_greedy(reference: _Reference, ir: _Ir, ids: list[int], new_tokens:
         accepted += kept
         rows.extend(tail_rows[:len(kept)])
         if mismatch < len(tail):
-            cache.crop(cached + mismatch + 1)  # pending + the agreeing prefix; the new token becomes pending
-            pending = kept[-1]
+            cache.crop(cached + mismatch + 1)  # pending + the agreeing prefix; the original's token is next
+        pending = kept[-1]  # the cache holds everything before it
+        # Propose about twice what the last pass accepted: long runs stay cheap, frequent disagreement does not
+        # make the IR regenerate the whole remainder each time.
+        proposal_length = max(4, 2 * len(kept))
     return accepted, np.stack(rows), ir_continuation, passes
 
 

@@ -182,11 +182,13 @@ def test_verified_greedy_equals_a_plain_greedy_loop_of_the_original(tiny, measur
     from bot.quality import _Ir, _prompt_ids, _Reference, reference_greedy
 
     source = tiny("random").target
-    _, ir_dir = measured["random-int4-per-channel"]  # disagrees often: many verification passes
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(source)
-    reference, ir = _Reference(source, 10**9), _Ir(ir_dir / "openvino_model.xml")
-    for prompt in PROMPTS:
+    reference = _Reference(source, 10**9)
+    # The damaged IR disagrees often (many short passes), int8 rarely (long accepted runs).
+    cases = [(prompt, _Ir(measured[name][1] / "openvino_model.xml")) for prompt in PROMPTS
+             for name in ("random-int4-per-channel", "random-int8")]
+    for prompt, ir in cases:
         ids = _prompt_ids(tokenizer, prompt)
         sequence, plain_rows = list(ids), []
         with torch.no_grad():
@@ -198,4 +200,4 @@ def test_verified_greedy_equals_a_plain_greedy_loop_of_the_original(tiny, measur
         assert continuation == sequence[len(ids):]
         assert np.allclose(rows, np.stack(plain_rows), atol=1e-4)
         assert ir_continuation == ir.greedy(ids, MAX_NEW_TOKENS)
-        assert 1 < passes <= MAX_NEW_TOKENS
+        assert 1 <= passes <= MAX_NEW_TOKENS
