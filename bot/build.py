@@ -8,11 +8,13 @@ soon as its export is done. Each draft's outcome is independent: one broken draf
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from typing import Generic, TypeVar
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +28,8 @@ from bot.errors import BotError, Failure
 from bot.export import TASK_LLM, TASK_VLM, ExportRequest, ExportResult, export_model
 from bot.fetch import safe_copy
 from bot.profiles import DEFAULT_PROFILE, toolchain_for
+from bot.quality import QualityReport, measure_quality, quality_gate
+from bot.quantization import Int4Settings, calibration_unavailable, recommended_int4, weight_format_args, with_calibration
 from bot.recipe import Recipe
 from bot.resources import StageResources, measure
 from bot.sizing import estimate_build, gb, local_runner
@@ -33,6 +37,9 @@ from bot.source_card import card_license
 from bot.toolchain import Toolchain
 from bot.validate import ValidationReport, validate_pair
 from bot.validate_per_row import PerRowValidation, validate_per_row_pair
+from bot.weight_formats import FormatChoice, FormatResult, choose_draft_format
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -187,6 +194,8 @@ def _build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, too
     ir_root, logs = scratch / "ir", scratch / "logs"
     target_request = ExportRequest("target", src, ir_root / "target", TASK_VLM if target_spec.is_vlm else TASK_LLM,
                                    trust_remote_code=False)
+    int4 = target_int4(target, recipe, toolchain)
+    formats = list(recipe.export.draft_weight_formats)
     # Exports are separate processes; on two cores a third one still overlaps Python start-up and I/O, and each
     # draft's validation starts as soon as its own export (and the target's) is done.
     workers = min(3, 1 + len(verified)) if schedule.parallel_exports else 1
@@ -195,32 +204,40 @@ def _build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, too
             log.group(f"build {target.name} and {len(verified)} draft(s): export, inspect, validate, bundle"):
         target_future = exporters.submit(export_model, target_request, recipe.export, log_dir=logs,
                                          home=scratch / "hf", python=toolchain.python,
-                                         memory_budget_bytes=schedule.memory_budget_bytes)
-        target_report = _Once()
+                                         memory_budget_bytes=schedule.memory_budget_bytes,
+                                         quantization=int4.cli_args() if int4 else None)
+        target_report: _Once[TargetIrReport] = _Once()
+        target_quality: _Once[QualityReport] = _Once()
+        all_exports: list[Future[ExportResult]] = [target_future]
         finishing: dict[int, Future[DraftOutcome]] = {}
         for index, pair in verified.items():
             draft = drafts[index]
             draft_src = safe_copy(draft.checkout.path, scratch / "src" / f"draft-{index}", subject=draft.checkout.name)
-            request = ExportRequest("draft", draft_src, ir_root / f"draft-{index}", TASK_LLM,
-                                    trust_remote_code=True, name=f"draft-{index}")
-            draft_future = exporters.submit(export_model, request, recipe.export, log_dir=logs, home=scratch / "hf",
-                                            python=toolchain.python, memory_budget_bytes=schedule.memory_budget_bytes)
-            job = _DraftJob(index, draft, pair, draft_src, draft_future, target, src, target_request.task,
-                            target_future, target_report, schedule)
+            draft_futures = {}
+            for fmt in formats:  # each weight format of the draft (the recipe's draft_weight_formats)
+                request = ExportRequest("draft", draft_src, ir_root / f"draft-{index}-{fmt}", TASK_LLM,
+                                        trust_remote_code=True, name=f"draft-{index}-{fmt}")
+                draft_futures[fmt] = exporters.submit(
+                    export_model, request, recipe.export, log_dir=logs, home=scratch / "hf", python=toolchain.python,
+                    memory_budget_bytes=schedule.memory_budget_bytes,
+                    quantization=weight_format_args(fmt, recipe.export))
+            all_exports += draft_futures.values()
+            job = _DraftJob(index, draft, pair, draft_src, draft_futures, target, src, target_request.task,
+                            target_future, target_report, schedule, target_quality, all_exports, int4)
             finishing[index] = finishers.submit(_finish_draft, job, recipe, toolchain, scratch)
         for index, future in finishing.items():
             outcomes[index] = future.result()
     return [outcomes[i] for i in range(len(drafts))]
 
 
-class _Once:
-    """The target IR report, computed by whichever draft needs it first (the target is inspected once)."""
+class _Once(Generic[T]):
+    """A value computed by whichever draft needs it first (the target is inspected and measured once)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._value: TargetIrReport | None = None
+        self._value: T | None = None
 
-    def get(self, compute: Callable[[], TargetIrReport]) -> TargetIrReport:
+    def get(self, compute: Callable[[], T]) -> T:
         with self._lock:
             if self._value is None:
                 self._value = compute()
@@ -233,13 +250,16 @@ class _DraftJob:
     draft: DraftBuild
     pair: VerifiedPair
     draft_src: Path
-    draft_export: Future[ExportResult]
+    draft_exports: dict[str, Future[ExportResult]]  # weight format -> its export
     target: Checkout
     target_src: Path
     target_task: str
     target_export: Future[ExportResult]
-    target_report: _Once
+    target_report: _Once[TargetIrReport]
     schedule: Schedule
+    target_quality: _Once[QualityReport]
+    all_exports: list[Future[ExportResult]]
+    int4: Int4Settings | None
 
 
 def _step(stage: str, action: Callable[[], object]):
@@ -251,16 +271,26 @@ def _step(stage: str, action: Callable[[], object]):
         raise
 
 
+@dataclass(frozen=True)
+class _Measured:
+    """One weight format of a draft: its export, its IR check and its validation."""
+
+    weight_format: str
+    export: ExportResult
+    report: DraftIrReport
+    validation: ValidationReport
+    validate_seconds: float
+
+
 def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch: Path) -> DraftOutcome:
-    """Inspect, validate and bundle one draft once its export and the target's are done."""
+    """Inspect, measure and validate one draft once its exports and the target's are done; bundle the weight
+    format that measured best."""
     name, pair = job.draft.checkout.name, job.pair
     try:
         try:
             target_export: ExportResult = _step("export-target", job.target_export.result)
         except BotError as error:
             raise error.at(subject=job.target.name) from None
-        draft_export: ExportResult = _step("export-draft", job.draft_export.result)
-        log.step("%s: exported in %.1fs (target %.1fs)", name, draft_export.seconds, target_export.seconds)
 
         def inspect() -> TargetIrReport:
             report = inspect_target(target_export.ir_dir, pair.target, pair.draft)
@@ -272,47 +302,118 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
             return report
 
         target_report = _step("inspect-target", lambda: job.target_report.get(inspect))
-        draft_report: DraftIrReport = _step("inspect-draft", lambda: inspect_draft(draft_export.ir_dir, pair.draft))
-        log.step("%s: %s format, PagedAttention-ready: %s", name, draft_report.format,
-                 draft_report.paged_attention.ready)
+        quality = job.target_quality.get(lambda: _target_quality(job, target_export, recipe, toolchain, scratch))
+        measured = [m for fmt, future in job.draft_exports.items()
+                    if (m := _measure_format(job, fmt, future, target_export, recipe, toolchain, scratch))]
+        if not measured:
+            raise Failure("no weight format of the draft exported", subject=name, stage="export-draft")
+        chosen, choice = _choose(measured)
+        log.step("%s: %s", name, choice.reason if choice else f"{chosen.weight_format} draft")
         concurrent = None
-        if draft_report.format == "per-row":
+        if chosen.report.format == "per-row":
             # Continuous batching with several requests: what the per-row format is for (skipped, with the reason,
             # while the installed GenAI lacks per-row support).
             concurrent = _step("validate", lambda: validate_per_row_pair(
-                target_export.ir_dir, draft_export.ir_dir, recipe.validation,
+                target_export.ir_dir, chosen.export.ir_dir, recipe.validation,
                 work=scratch / f"validate-concurrent-{job.index}", python=toolchain.python))
-        validated_at = time.monotonic()
-        validation: ValidationReport = _step("validate", lambda: validate_pair(
-            target_export.ir_dir, draft_export.ir_dir, recipe.validation, work=scratch / f"validate-{job.index}",
-            is_vlm=pair.target.is_vlm, python=toolchain.python,
-            memory_budget_bytes=job.schedule.memory_budget_bytes))
-        validate_seconds = time.monotonic() - validated_at
-        if validation.speedup_note:
-            log.step("%s: %s", name, validation.speedup_note)
-        for run in validation.runs:
-            log.step("%s: k=%-2d accept length %.2f  %.1f tok/s (plain %.1f, x%.2f)", name,
-                     run.num_assistant_tokens, run.accept_length, run.tokens_per_s, run.baseline_tokens_per_s,
-                     run.speedup)
-        log.step("%s: lossless %s; accept length %.2f (minimum %.2f)", name, validation.lossless,
-                 validation.accept_length, validation.min_accept_length)
-        built = build_record(job, recipe, toolchain, draft_report, target_report, validation,
-                             draft_export.seconds, target_export.seconds, concurrent)
-        built = built.model_copy(update={"resources": {
-            "export-draft": record.StageResources(seconds=round(draft_export.seconds, 1),
-                                                  peak_rss_bytes=draft_export.peak_rss_bytes or None),
-            "export-target": record.StageResources(seconds=round(target_export.seconds, 1),
-                                                   peak_rss_bytes=target_export.peak_rss_bytes or None),
-            "validate": record.StageResources(seconds=round(validate_seconds, 1))}})
-        bundle = _step("bundle", lambda: write_bundle(job.draft.out, draft_export.ir_dir, target_export.ir_dir,
+        validation = chosen.validation
+        quality_failure = quality_gate(quality, recipe.validation.min_top1_agreement)
+        built = build_record(job, recipe, toolchain, chosen.report, target_report, validation,
+                             chosen.export.seconds, target_export.seconds, concurrent)
+        failed_gates = [*built.failed_gates, *([quality_failure] if quality_failure else [])]
+        built = built.model_copy(update={
+            "status": "failed" if failed_gates else built.status, "failed_gates": failed_gates,
+            "quality": record._Open(**quality.as_provenance(), gate={
+                "min_top1_agreement": recipe.validation.min_top1_agreement, "passed": quality_failure is None}),
+            "draft_formats": record._Open(**choice.as_provenance()) if choice else None,
+            "export": built.export.model_copy(update={
+                "draft_weight_format": chosen.weight_format,
+                "target_int4": record._Open(**job.int4.as_provenance()) if job.int4 else None}),
+            "resources": {
+                "export-draft": record.StageResources(seconds=round(chosen.export.seconds, 1),
+                                                      peak_rss_bytes=chosen.export.peak_rss_bytes or None),
+                "export-target": record.StageResources(seconds=round(target_export.seconds, 1),
+                                                       peak_rss_bytes=target_export.peak_rss_bytes or None),
+                "validate": record.StageResources(seconds=round(chosen.validate_seconds, 1)),
+                **({"quality": record.StageResources(seconds=quality.seconds)} if quality.seconds else {})}})
+        bundle = _step("bundle", lambda: write_bundle(job.draft.out, chosen.export.ir_dir, target_export.ir_dir,
                                                       job.draft_src, job.target_src, built, scratch,
                                                       *_environments(toolchain)))
         log.step("%s: bundle %s (%s)", name, job.draft.out, built.status)
         return DraftOutcome(job.draft.candidate, bundle, None if bundle.passed else Failure(
-            "; ".join(validation.failed_gates()), subject=name, stage="validate"))
+            "; ".join(failed_gates), subject=name, stage="quality" if failed_gates == [quality_failure] else
+            "validate"))
     except BotError as error:
         log.step("%s", error.one_line())
         return DraftOutcome(job.draft.candidate, None, error.at(subject=name, stage="build"))
+
+
+def _target_quality(job: _DraftJob, target_export: ExportResult, recipe: Recipe, toolchain: Toolchain,
+                    scratch: Path) -> QualityReport:
+    """The int4 target against its original weights, once per target, after every export of the group (the
+    original model is never loaded beside an exporter)."""
+    for future in job.all_exports:
+        with contextlib.suppress(BotError):
+            future.result()
+    try:
+        report = measure_quality(job.target_src, target_export.ir_dir, recipe.validation.prompts,
+                                 recipe.validation.max_new_tokens, work=scratch / "quality", python=toolchain.python,
+                                 timeout_s=recipe.validation.timeout_s)
+    except BotError as error:
+        report = QualityReport.not_measured(f"the measurement failed: {error.message}")
+    if report.measured:
+        log.step("%s: quality against the original: top-1 agreement %.3f, mean KL %.4g over %d tokens",
+                 job.target.name, report.top1_agreement, report.mean_kl, report.tokens)
+    else:
+        log.step("%s: quality not measured: %s", job.target.name, report.reason)
+    return report
+
+
+def _measure_format(job: _DraftJob, weight_format: str, future: Future[ExportResult], target_export: ExportResult,
+                    recipe: Recipe, toolchain: Toolchain, scratch: Path) -> _Measured | None:
+    """Inspect and validate one weight format of the draft; None when it did not export and another format may
+    stand in (the only format's failure is raised)."""
+    name = job.draft.checkout.name
+    try:
+        draft_export: ExportResult = _step("export-draft", future.result)
+    except BotError as error:
+        if len(job.draft_exports) == 1:
+            raise
+        log.step("%s: %s export failed, other formats go on: %s", name, weight_format, error.message)
+        return None
+    report: DraftIrReport = _step("inspect-draft", lambda: inspect_draft(draft_export.ir_dir, job.pair.draft))
+    log.step("%s: %s %s format, PagedAttention-ready: %s", name, weight_format, report.format,
+             report.paged_attention.ready)
+    started = time.monotonic()
+    validation: ValidationReport = _step("validate", lambda: validate_pair(
+        target_export.ir_dir, draft_export.ir_dir, recipe.validation,
+        work=scratch / f"validate-{job.index}-{weight_format}", is_vlm=job.pair.target.is_vlm, python=toolchain.python,
+        memory_budget_bytes=job.schedule.memory_budget_bytes,
+        baseline=_baseline(scratch, job.index)))  # plain greedy measured once for every format
+    for run in validation.runs:
+        log.step("%s: %s k=%-2d accept length %.2f  %.1f tok/s (plain %.1f, x%.2f)", name, weight_format,
+                 run.num_assistant_tokens, run.accept_length, run.tokens_per_s, run.baseline_tokens_per_s,
+                 run.speedup)
+    if validation.speedup_note:
+        log.step("%s: %s", name, validation.speedup_note)
+    return _Measured(weight_format, draft_export, report, validation, time.monotonic() - started)
+
+
+def _baseline(scratch: Path, index: int) -> Path:
+    folder = scratch / f"baseline-{index}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "baseline.json"
+
+
+def _choose(measured: list[_Measured]) -> tuple[_Measured, FormatChoice | None]:
+    """The format to publish: the best measured speed-up among those that passed the gates (bot.weight_formats);
+    with one format there is nothing to choose."""
+    if len(measured) == 1:
+        return measured[0], None
+    choice = choose_draft_format([FormatResult.from_validation(m.weight_format, m.validation, m.export.ir_dir)
+                                  for m in measured])
+    chosen = next((m for m in measured if m.weight_format == choice.chosen), measured[0])
+    return chosen, choice
 
 
 def build_record(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, draft_report: DraftIrReport,
@@ -334,7 +435,7 @@ def build_record(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, draft_rep
         toolchain=record.ToolchainInfo.model_validate({**toolchain.as_provenance(),
                                                        "draft_format": draft_report.format}),
         recipe=record.RecipeRef(name=recipe.name, fingerprint=recipe.fingerprint()),
-        export=record.ExportInfo(**recipe.export.model_dump(exclude={"timeout_s"}),
+        export=record.ExportInfo(**recipe.export.model_dump(exclude={"timeout_s", "draft_weight_formats"}),
                                  task=record.ExportTasks(draft=TASK_LLM, target=job.target_task),
                                  seconds=record.ExportSeconds(draft=round(draft_seconds, 1),
                                                               target=round(target_seconds, 1))),
@@ -343,6 +444,19 @@ def build_record(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, draft_rep
         validation=record.Validation.model_validate(
             {**validation.as_provenance(), "concurrent": concurrent.as_provenance() if concurrent else None}),
     )
+
+
+def target_int4(target: Checkout, recipe: Recipe, toolchain: Toolchain) -> Int4Settings | None:
+    """The target's int4 settings: optimum-intel's own default for the model id when it lists one, else the
+    recipe's; data-aware options fall back to data-free (with a note) when their calibration data is out of reach.
+    None when the recipe does not export int4."""
+    if recipe.export.weight_format != "int4":
+        return None
+    settings = recommended_int4(target.repo_id, recipe.export, python=toolchain.python)
+    settings = with_calibration(settings, calibration_unavailable(settings.dataset, python=toolchain.python))
+    log.step("%s: int4 settings from %s%s", target.name, settings.source, f" ({settings.note})" if settings.note
+             else "")
+    return settings
 
 
 def _environments(toolchain: Toolchain) -> list[Path]:

@@ -8,6 +8,7 @@ process, inside the trust boundary of `bot.isolation`, so the draft and target e
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,15 +41,23 @@ class ExportResult:
     peak_rss_bytes: int = 0  # of the exporter's whole process tree
 
 
-def optimum_cli_args(request: ExportRequest, settings: ExportSettings) -> list[str]:
-    """The optimum-cli arguments a user would type for this export."""
-    args = ["export", "openvino", "-m", str(request.source), "--task", request.task,
-            "--weight-format", settings.weight_format, "--group-size", str(settings.group_size),
-            "--ratio", str(settings.ratio), "--group-size-fallback", settings.group_size_fallback]
-    if settings.sym:
-        args.append("--sym")
-    if settings.backup_precision:
-        args += ["--backup-precision", settings.backup_precision]
+def optimum_cli_args(request: ExportRequest, settings: ExportSettings,
+                     quantization: Sequence[str] | None = None) -> list[str]:
+    """The optimum-cli arguments a user would type for this export.
+
+    `quantization` replaces the recipe's compression flags (`bot.quantization`: a recommended int4 config, or a
+    draft's weight format).
+    """
+    args = ["export", "openvino", "-m", str(request.source), "--task", request.task]
+    if quantization is not None:
+        args += list(quantization)
+    else:
+        args += ["--weight-format", settings.weight_format, "--group-size", str(settings.group_size),
+                 "--ratio", str(settings.ratio), "--group-size-fallback", settings.group_size_fallback]
+        if settings.sym:
+            args.append("--sym")
+        if settings.backup_precision:
+            args += ["--backup-precision", settings.backup_precision]
     if request.trust_remote_code:
         # Loads optimum-intel's own Qwen3DFlashForCausalLM: the source's auto_map and *.py never reach here.
         args += ["--trust-remote-code", "--disable-convert-tokenizer"]
@@ -57,11 +66,13 @@ def optimum_cli_args(request: ExportRequest, settings: ExportSettings) -> list[s
 
 
 def export_model(request: ExportRequest, settings: ExportSettings, *, log_dir: Path, home: Path,
-                 python: str | None = None, memory_budget_bytes: int | None = None) -> ExportResult:
+                 python: str | None = None, memory_budget_bytes: int | None = None,
+                 quantization: Sequence[str] | None = None) -> ExportResult:
     """Run one export in an untrusted-input subprocess.
 
     `python` is the interpreter of the job's toolchain profile (None: this environment's).
     `memory_budget_bytes` stops the export when its process tree outgrows it (the runner class's memory).
+    `quantization` replaces the recipe's compression flags (see `optimum_cli_args`).
 
     Raises:
         Failure: optimum-cli failed, ran past the recipe's `export.timeout_s`, or went over the memory budget.
@@ -70,7 +81,7 @@ def export_model(request: ExportRequest, settings: ExportSettings, *, log_dir: P
     log = log_dir / f"export-{request.name or request.role}.log"
     # The child may read its working copy and write its output and its private HOME/TMPDIR/HF cache, nothing else.
     command = sandboxed("optimum-cli", python, reads=[request.source], writes=[request.output, home])
-    peak = run_logged(command + optimum_cli_args(request, settings), log_path=log,
+    peak = run_logged(command + optimum_cli_args(request, settings, quantization), log_path=log,
                       timeout_s=settings.timeout_s, env=child_env(untrusted_env(home=home), python),
                       what=f"{request.role} export",  # never the internal name (draft-0): messages reach the report
                       memory_budget_bytes=memory_budget_bytes)

@@ -81,6 +81,14 @@ class ExportSettings(_Strict):
     group_size_fallback: Literal["error", "ignore", "adjust"] = "adjust"
     backup_precision: Literal["none", "int8_sym", "int8_asym"] | None = None
     timeout_s: int = Field(3600, ge=1)
+    draft_weight_formats: list[Literal["int4", "int8"]] = Field(
+        default_factory=lambda: ["int4", "int8"], min_length=1,
+        description="draft exported, gated and measured in each; the best measured speed-up is published")
+
+    @field_validator("draft_weight_formats")
+    @classmethod
+    def _unique_formats(cls, formats: list[str]) -> list[str]:
+        return list(dict.fromkeys(formats))
 
 
 class ValidationSettings(_Strict):
@@ -95,6 +103,9 @@ class ValidationSettings(_Strict):
                                       "greedy is below this fails validation (default: no speed gate)")
     device: str = "CPU"
     timeout_s: int = Field(1800, ge=1)
+    min_top1_agreement: float | None = Field(
+        None, ge=0, le=1, description="quality gate: the int4 target's top-1 agreement with the original weights "
+        "on the prompts (off when unset)")
 
     @field_validator("num_assistant_tokens")
     @classmethod

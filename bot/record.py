@@ -110,6 +110,9 @@ class ExportInfo(_Record):
     task: ExportTasks
     seconds: ExportSeconds
     target_reused_from: str | None = Field(None, description="the published target repo@sha whose IR was reused")
+    target_int4: _Open | None = Field(None, description="the target's int4 settings: optimum-intel's default for "
+                                      "the model id, or the recipe's (bot.quantization)")
+    draft_weight_format: str | None = Field(None, description="the draft's published weight format")
 
     def settings(self) -> tuple:
         """What changes the target IR's bytes: equal settings and inputs mean an equal export."""
@@ -277,6 +280,9 @@ class BuildRecord(_Record):
     inspect: Inspection
     validation: Validation
     resources: dict[str, StageResources] = Field(default_factory=dict, description="stage name -> cost")
+    quality: _Open | None = Field(None, description="the int4 target against its original weights (bot.quality)")
+    draft_formats: _Open | None = Field(None, description="each draft weight format measured, the one published "
+                                        "and why (bot.weight_formats)")
     card: CardInfo | None = Field(None, description="set when published: the card templates it was rendered with")
     repos: Repos | None = Field(None, description="set when published: the draft and target repos of the pair")
 
@@ -329,13 +335,14 @@ class TargetRecord(_Record):
     inspect: TargetInspection
     drafts: list[DraftSummary]
     card: CardInfo
+    quality: _Open | None = None
 
     @classmethod
     def from_build(cls, build: BuildRecord, drafts: list[DraftSummary], card_fingerprint: str) -> TargetRecord:
         return cls(schema_version=build.schema_version, bot_version=build.bot_version, built_at=build.built_at,
                    target=build.target, toolchain=build.toolchain, recipe=build.recipe, export=build.export,
                    inspect=TargetInspection(target=build.inspect.target), drafts=drafts,
-                   card=CardInfo(template_fingerprint=card_fingerprint))
+                   card=CardInfo(template_fingerprint=card_fingerprint), quality=build.quality)
 
     def target_inputs(self) -> tuple:
         """What makes two target IRs the same: the target revision, the export settings, the tracked toolchain."""

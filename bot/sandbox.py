@@ -21,7 +21,7 @@ from pathlib import Path
 from bot.isolation import SECRET_NAME
 
 REFUSED = 70  # EX_SOFTWARE: the parent built a wrong environment
-TOOLS = ("optimum-cli", "validate", "validate-per-row", "exec")
+TOOLS = ("optimum-cli", "validate", "validate-per-row", "quality", "exec")
 # System files a Python process and OpenVINO need; the rest of /etc (keys, shadow, machine ids) stays closed.
 _SYSTEM_READS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/sys", "/etc/ld.so.cache",
                  "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/timezone", "/etc/nsswitch.conf",
@@ -118,6 +118,10 @@ def _run(tool: str, args: list[str]) -> int:
         from bot.validate import main as validate_main
 
         return validate_main(args)
+    if tool == "quality":
+        from bot.quality import main as quality_main
+
+        return quality_main(args)
     if tool == "validate-per-row":
         from bot.validate_per_row import main as validate_per_row_main
 

@@ -119,21 +119,27 @@ def aligned_new_tokens(max_new_tokens: int, k: int) -> int:
 
 def validate_pair(target_dir: Path, draft_dir: Path, settings: ValidationSettings, *, work: Path,
                   is_vlm: bool = False, python: str | None = None,
-                  memory_budget_bytes: int | None = None) -> ValidationReport:
+                  memory_budget_bytes: int | None = None, baseline: Path | None = None) -> ValidationReport:
     """Run the GenAI validation of one pair in a time-limited child process without Hub credentials.
 
     `is_vlm` runs it through `VLMPipeline`; `python` is the interpreter of the job's toolchain profile;
     `memory_budget_bytes` stops the run when its process tree outgrows it (the runner class's memory).
+    `baseline` is a file shared by several drafts (or draft formats) of one target: the first validation writes
+    the target's plain greedy outputs and timings there, later ones with the same target and settings reuse them,
+    so every draft's speed-up is measured against the same baseline, measured once.
 
     Raises:
         Failure: GenAI could not load or run the pair, the run exceeded `settings.timeout_s`, or it went over the
             memory budget.
     """
     out = work / "validation.json"
-    cmd = [*sandboxed("validate", python, reads=[target_dir, draft_dir], writes=[work]),
+    writes = [work, baseline.parent] if baseline is not None else [work]  # the shared baseline has its own folder
+    cmd = [*sandboxed("validate", python, reads=[target_dir, draft_dir], writes=writes),
            "--target", str(target_dir), "--draft", str(draft_dir), "--settings", settings.model_dump_json(), "--out", str(out)]
     if is_vlm:
         cmd.append("--vlm")
+    if baseline is not None:
+        cmd += ["--baseline", str(baseline)]
     run_logged(cmd, log_path=work / "validate.log", timeout_s=settings.timeout_s,
                env=child_env(untrusted_env(home=work / "hf-home"), python), what="GenAI validation",
                memory_budget_bytes=memory_budget_bytes)
@@ -257,14 +263,27 @@ def _first_difference(a: list[int], b: list[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, vlm: bool = False
-                   ) -> ValidationReport:
+def _load_baseline(baseline: Path | None, key: dict) -> dict | None:
+    """The plain greedy outputs and timings a sibling validation wrote for the same target and settings."""
+    if baseline is None or not baseline.is_file():
+        return None
+    data = json.loads(baseline.read_text(encoding="utf-8"))
+    return data if data.get("key") == key else None
+
+
+def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, vlm: bool = False,
+                   baseline_file: Path | None = None) -> ValidationReport:
     """The gates and the sweep, in this process (called by the child).
 
     For a VLM target the lossless gate runs the text prompts and, in addition, the first prompt with a generated
-    image (its index is `len(prompts)` in a mismatch); the sweep uses the text prompts.
+    image (its index is `len(prompts)` in a mismatch); the sweep uses the text prompts. With `baseline_file`, the
+    plain greedy outputs and timings are read from that file when it holds this target's, else measured and
+    written there.
     """
     import openvino as ov
+
+    key = {"target": str(target.resolve()), "settings": settings.model_dump(exclude={"timeout_s"}), "vlm": vlm}
+    known = _load_baseline(baseline_file, key)
 
     linear_blocks = linear_attention_blocks(settings.num_assistant_tokens) if vlm else None
     cases = [(prompt, None) for prompt in settings.prompts]
@@ -272,7 +291,8 @@ def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, v
         cases.append((settings.prompts[0], generated_image()))
     mismatches: list[Mismatch] = []
     exact = _Pair(target, draft, settings.device, _exact_properties(), vlm=vlm, linear_blocks=linear_blocks)
-    expected_by_case = [exact.tokens(prompt, settings.max_new_tokens, None, image)[0] for prompt, image in cases]
+    expected_by_case = known["expected"] if known else [
+        exact.tokens(prompt, settings.max_new_tokens, None, image)[0] for prompt, image in cases]
     for k in settings.num_assistant_tokens:
         for index, (prompt, image) in enumerate(cases):
             got, _, _ = exact.tokens(prompt, settings.max_new_tokens, k, image)
@@ -281,7 +301,8 @@ def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, v
     del exact
 
     default = _Pair(target, draft, settings.device, {}, vlm=vlm, linear_blocks=linear_blocks)
-    plain_seconds_by_case: dict[tuple[str, int], float] = {}
+    plain_seconds_by_case: dict[tuple[str, int], float] = {
+        (prompt, new_tokens): seconds for prompt, new_tokens, seconds in (known or {}).get("plain_seconds", [])}
 
     def plain_best(prompt: str, new_tokens: int) -> float:
         """Plain greedy speed does not depend on k: measured once per prompt and length, after a warm-up."""
@@ -316,6 +337,10 @@ def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, v
         runs.append(SpeedRun(num_assistant_tokens=k, max_new_tokens=new_tokens,
                              accept_length=round(committed / max(steps, 1), 3), tokens_per_s=round(tokens_per_s, 2),
                              baseline_tokens_per_s=round(baseline, 2), speedup=round(tokens_per_s / baseline, 3)))
+    if baseline_file is not None and known is None:
+        baseline_file.write_text(json.dumps({"key": key, "expected": expected_by_case, "plain_seconds": [
+            [prompt, new_tokens, seconds] for (prompt, new_tokens), seconds in plain_seconds_by_case.items()]}),
+            encoding="utf-8")
     best = max(runs, key=lambda run: run.tokens_per_s)
     cores = os.cpu_count()
     return ValidationReport(
@@ -338,9 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", required=True, help="ValidationSettings as JSON")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--vlm", action="store_true")
+    parser.add_argument("--baseline", type=Path, help="plain greedy outputs and timings shared across drafts")
     args = parser.parse_args(argv)
     settings = ValidationSettings.model_validate_json(args.settings)
-    report = run_validation(args.target, args.draft, settings, vlm=args.vlm)
+    report = run_validation(args.target, args.draft, settings, vlm=args.vlm, baseline_file=args.baseline)
     args.out.write_text(json.dumps(asdict(report), indent=2), encoding="utf-8")
     return 0
 

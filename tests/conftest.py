@@ -28,7 +28,9 @@ def fast_recipe(**validation) -> Recipe:
     """The default recipe with a shorter sweep, so each build stays a few seconds."""
     recipe = load_recipe()
     settings = {"num_assistant_tokens": [3, 7], "repeats": 1, **validation}
-    return recipe.model_copy(update={"validation": recipe.validation.model_copy(update=settings)})
+    # One draft weight format: the int4/int8 choice is exercised by its own tests, not by every build.
+    return recipe.model_copy(update={"validation": recipe.validation.model_copy(update=settings),
+                                     "export": recipe.export.model_copy(update={"draft_weight_formats": ["int4"]})})
 
 
 @pytest.fixture(scope="session")

@@ -104,3 +104,30 @@ def test_cli_build_failure_is_one_line_with_stage_and_cause(tiny, tmp_path):
     assert len(errors) == 1 and "[cross-check]" in errors[0] and "hidden_size 256" in errors[0]
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_both_draft_weight_formats_are_measured_and_the_faster_one_is_published(tiny, tmp_path):
+    """The recipe's draft_weight_formats [int4, int8]: each exported and validated against one baseline, the choice
+    recorded with the reason, and the target measured against its original weights once."""
+    from bot.build import Checkout, build_folders
+    from bot.card import render_draft_card, render_target_card
+    from bot.record import Repos, TargetRecord
+    from tests.conftest import fast_recipe
+
+    recipe = fast_recipe(num_assistant_tokens=[3])
+    recipe = recipe.model_copy(update={"export": recipe.export.model_copy(
+        update={"draft_weight_formats": ["int4", "int8"]})})
+    pair = tiny("oracle")
+    outcome = build_folders(Checkout(pair.draft), Checkout(pair.target), tmp_path / "bundle", recipe)
+    assert outcome.bundle is not None and outcome.error is None, outcome.error and outcome.error.one_line()
+    built = outcome.bundle.record
+    formats = built.draft_formats.model_dump()
+    assert {f["weight_format"] for f in formats["formats"]} == {"int4", "int8"}
+    assert formats["chosen"] == built.export.draft_weight_format in ("int4", "int8") and formats["reason"]
+    quality = built.quality.model_dump()
+    assert quality["measured"] and quality["top1_agreement"] > 0.95 and quality["tokens"] > 0
+    repos = Repos(draft="ns/Oracle-DFlash-int4-ov", target="ns/Oracle-int4-ov")
+    draft_card = render_draft_card(built.published_as(repos, "fp"))
+    assert "## Weight format" in draft_card and "**published**" in draft_card
+    target_card = render_target_card(TargetRecord.from_build(built, [], "fp"), target_repo=repos.target)
+    assert "## Quality against the original weights" in target_card and "top-1 agreement" in target_card

@@ -1,0 +1,411 @@
+"""What int4 cost in quality: the target's int4 IR measured against its original weights (DESIGN §9).
+
+who-what-benchmark (openvino.genai `tools/who_what_benchmark`) is not on the package index and its similarity needs
+an embedding model from the Hub, so the bot measures what the two models alone give, on the recipe's validation
+prompts (chat template applied, as GenAI does):
+
+- the original checkpoint (transformers, CPU, safetensors only, no remote code) gives its greedy continuation of
+  `max_new_tokens` tokens (end-of-sequence ignored, like the validation runs), found by checking the int4 IR's
+  proposals with batched passes of the original (`reference_greedy`): exactly its greedy output, in about one
+  pass per prompt when the target agrees with its original (a token-by-token loop's cost when it never does);
+- both models are run teacher-forced over the same token sequence (prompt + that continuation); at each generated
+  position we compare the next-token distributions: **top-1 agreement** (same argmax) and **KL divergence**
+  KL(original ‖ int4) = Σ p_orig · (log p_orig − log p_int4), averaged over positions;
+- the int4 IR generates its own greedy continuation of the prompt, and the two greedy outputs give
+  who-what-benchmark's divergence figures (`whowhat_metrics.evaluate_divergency`): with `difflib.SequenceMatcher`
+  over the token ids, **FDT** (first diverging token) is the size of the first matching block when it starts at 0 in
+  both sequences, else 0 (so the length when the outputs are identical), and **SDT** is the number of int4 tokens
+  outside any matching block; the *share* of diverging tokens is SDT / len(int4 output) ("SDT norm"). wwb re-encodes
+  decoded answers; here the generated token ids are compared directly (no decode/encode round trip).
+
+The IR runs with the exact CPU properties of the lossless gate (f32 inference, no dynamic quantization), so the
+figures measure the weight compression rather than the CPU's runtime precision. Everything that reads the
+checkpoint runs in a token-free child process (`python -m bot.sandbox quality ...`), started after the exports:
+the original (f32 up to `DEFAULT_MAX_F32_BYTES`, else its checkpoint dtype) and the int4 IR are loaded together
+(estimated 8 + 2.2 GB for a 4B target in bf16, not measured; its export peaks at 10.7 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from difflib import SequenceMatcher
+from pathlib import Path
+
+from bot.isolation import run_logged, sandboxed, untrusted_env
+from bot.profiles import child_env
+
+# The reference runs in f32 when its f32 weights fit this many bytes (about 1.5B parameters), else in the
+# checkpoint's dtype: a 4B target in f32 (16 GB) would not fit the 16 GB runner class.
+DEFAULT_MAX_F32_BYTES = 6 * 10**9
+METHOD = ("teacher-forced over the prompt + the original's greedy continuation (chat template applied); "
+          "top-1 agreement and mean KL(original || int4) per generated position; FDT and SDT "
+          "(who-what-benchmark's definitions) between the two models' greedy outputs; IR on CPU with f32 "
+          "inference and no dynamic quantization")
+
+
+@dataclass(frozen=True)
+class PromptQuality:
+    """The figures for one prompt.
+
+    Attributes:
+        prompt_index: position of the prompt in the recipe's `validation.prompts`.
+        tokens: generated positions compared teacher-forced (the original's greedy continuation length).
+        top1_agreement: share of those positions where both models' most likely next token is the same.
+        mean_kl: mean KL(original ‖ int4) of the next-token distributions, in nats.
+        first_diverging_token: wwb FDT: tokens before the greedy outputs first differ (`tokens` when identical).
+        diverging_tokens: wwb SDT: int4 greedy tokens outside the matching blocks of the two outputs.
+        share_diverging_tokens: wwb "SDT norm": `diverging_tokens` / length of the int4 greedy output.
+    """
+
+    prompt_index: int
+    tokens: int
+    top1_agreement: float
+    mean_kl: float
+    first_diverging_token: int
+    diverging_tokens: int
+    share_diverging_tokens: float
+
+
+@dataclass(frozen=True)
+class QualityReport:
+    """Target quality against the original weights; `measured` is False (with `reason`) when it could not be run.
+
+    The overall figures weigh every generated position equally (top-1 agreement, mean KL) and average the
+    per-prompt divergence figures (FDT, share of diverging tokens) as who-what-benchmark does.
+    """
+
+    measured: bool
+    reason: str | None = None
+    prompts: tuple[PromptQuality, ...] = ()
+    tokens: int = 0
+    top1_agreement: float | None = None
+    mean_kl: float | None = None
+    first_diverging_token: float | None = None
+    share_diverging_tokens: float | None = None
+    max_new_tokens: int = 0
+    reference_dtype: str | None = None
+    ir_file: str | None = None
+    method: str = METHOD
+    seconds: float | None = None
+    ir_properties: dict = field(default_factory=dict)
+    reference_passes: int = 0  # forward passes of the original (see `reference_greedy`)
+
+    @classmethod
+    def not_measured(cls, reason: str) -> QualityReport:
+        return cls(measured=False, reason=reason)
+
+    @classmethod
+    def from_prompts(cls, prompts: list[PromptQuality], **details) -> QualityReport:
+        """The overall figures from the per-prompt ones."""
+        tokens = sum(p.tokens for p in prompts)
+        if not prompts or not tokens:
+            return cls.not_measured("no generated tokens to compare")
+        return cls(
+            measured=True, prompts=tuple(prompts), tokens=tokens,
+            top1_agreement=round(sum(p.top1_agreement * p.tokens for p in prompts) / tokens, 4),
+            mean_kl=_significant(sum(p.mean_kl * p.tokens for p in prompts) / tokens),
+            first_diverging_token=round(sum(p.first_diverging_token for p in prompts) / len(prompts), 2),
+            share_diverging_tokens=round(sum(p.share_diverging_tokens for p in prompts) / len(prompts), 4),
+            **details)
+
+    def as_provenance(self) -> dict:
+        """The `openvino_export.json` / run report form (plain JSON types)."""
+        data = asdict(self)
+        data["prompts"] = [asdict(p) for p in self.prompts]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> QualityReport:
+        data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        data["prompts"] = tuple(PromptQuality(**p) for p in data.get("prompts", ()))
+        return cls(**data)
+
+
+def quality_gate(report: QualityReport, min_top1_agreement: float | None) -> str | None:
+    """The recipe's quality gate (`validation.min_top1_agreement`, off when None).
+
+    A gate that is on and could not be measured fails too: publishing an unmeasured target would defeat it.
+
+    Returns:
+        None when the target may be published, else the failed gate's reason naming the measured figure.
+    """
+    if min_top1_agreement is None:
+        return None
+    if not report.measured or report.top1_agreement is None:
+        return (f"quality gate: top-1 agreement with the original weights was not measured ({report.reason}); "
+                f"the recipe requires at least {min_top1_agreement:.2%}")
+    if report.top1_agreement < min_top1_agreement:
+        return (f"quality gate: top-1 agreement with the original weights is {report.top1_agreement:.2%} over "
+                f"{report.tokens} tokens, below the recipe's minimum {min_top1_agreement:.2%} "
+                f"(mean KL {report.mean_kl:.4f})")
+    return None
+
+
+def measure_quality(source_dir: Path, ir_dir: Path, prompts: list[str], max_new_tokens: int, *, work: Path,
+                    python: str | None = None, timeout_s: float = 1800,
+                    max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> QualityReport:
+    """Measure the int4 target IR against its original checkpoint in a time-limited child without Hub credentials.
+
+    Args:
+        source_dir: the sanitised working copy of the target checkpoint (safetensors, configs, tokenizer).
+        ir_dir: the exported target IR folder.
+        prompts: the recipe's validation prompts.
+        max_new_tokens: length of the greedy continuations compared.
+        work: scratch folder for the child's log, its private HF home and the result file.
+        python: the interpreter of the job's toolchain profile (None: this environment's).
+        timeout_s: wall-clock limit of the child.
+        max_f32_bytes: run the reference in f32 when its f32 weights fit this many bytes, else in its dtype.
+
+    Returns:
+        The report; `measured` is False with a reason for a target the measurement does not cover (VLM IRs).
+
+    Raises:
+        Failure: the child failed (its last error line) or ran past `timeout_s`.
+    """
+    if not (ir_dir / "openvino_model.xml").is_file():
+        language = ir_dir / "openvino_language_model.xml"
+        return QualityReport.not_measured(
+            "VLM target (openvino_language_model.xml): the text model takes inputs_embeds from a separate "
+            "embeddings IR, which this measurement does not drive yet" if language.is_file()
+            else "the target IR has no openvino_model.xml")
+    out = work / "quality.json"
+    cmd = [*sandboxed("quality", python, reads=[source_dir, ir_dir], writes=[work]), "--source", str(source_dir),
+           "--ir", str(ir_dir),
+           "--prompts", json.dumps(list(prompts)), "--max-new-tokens", str(max_new_tokens),
+           "--max-f32-bytes", str(max_f32_bytes), "--out", str(out)]
+    started = time.monotonic()
+    run_logged(cmd, log_path=work / "quality.log", timeout_s=timeout_s,
+               env=child_env(untrusted_env(home=work / "hf-home"), python), what="quality measurement")
+    report = QualityReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
+    return replace(report, seconds=round(time.monotonic() - started, 1))
+
+
+# ---- pure metrics (also used by the child) ----
+
+def _significant(value: float) -> float:
+    """Four significant digits: a KL of 3e-9 (a near-perfect target) stays distinguishable from 0."""
+    return float(f"{value:.4g}")
+
+
+def divergence(reference: list[int], candidate: list[int]) -> tuple[int, int, float]:
+    """who-what-benchmark's (FDT, SDT, SDT norm) between a reference and a candidate token sequence."""
+    if not reference and not candidate:
+        return 0, 0, 0.0
+    if not candidate:
+        return 0, len(reference), 1.0
+    if not reference:
+        return 0, len(candidate), 1.0
+    blocks = SequenceMatcher(None, reference, candidate).get_matching_blocks()
+    first = blocks[0]
+    fdt = first.size if first.a == 0 and first.b == 0 else 0
+    sdt = len(candidate) - sum(block.size for block in blocks)
+    return fdt, sdt, sdt / len(candidate)
+
+
+def compare_logits(reference_logits, candidate_logits) -> tuple[float, float]:
+    """(top-1 agreement, mean KL(reference ‖ candidate)) over positions of two [positions, vocab] arrays."""
+    import numpy as np
+
+    ref = np.asarray(reference_logits, dtype=np.float64)
+    cand = np.asarray(candidate_logits, dtype=np.float64)
+    if ref.shape != cand.shape or ref.ndim != 2 or not len(ref):
+        raise ValueError(f"logits shapes differ or are empty: {ref.shape} vs {cand.shape}")
+    agreement = float(np.mean(ref.argmax(axis=-1) == cand.argmax(axis=-1)))
+    log_p, log_q = _log_softmax(ref), _log_softmax(cand)
+    kl = np.sum(np.exp(log_p) * (log_p - log_q), axis=-1)
+    return agreement, float(np.mean(np.maximum(kl, 0.0)))
+
+
+def _log_softmax(logits):
+    import numpy as np
+
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+# ---- everything below runs inside the child process ----
+
+# The lossless gate's CPU properties, as OpenVINO accepts them from strings (recorded in the report as they are).
+EXACT_PROPERTIES = {"KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
+                    "INFERENCE_PRECISION_HINT": "f32"}
+
+
+def _prompt_ids(tokenizer, prompt: str) -> list[int]:
+    text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                         add_generation_prompt=True)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _reference_dtype(source: Path, max_f32_bytes: int):
+    """f32 when the f32 weights fit `max_f32_bytes`, else the checkpoint's dtype ("auto")."""
+    import torch
+
+    config = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    name = str(config.get("dtype") or config.get("torch_dtype") or "float32")
+    element = {"float32": 4, "bfloat16": 2, "float16": 2}.get(name, 4)
+    weights = sum(p.stat().st_size for p in source.glob("*.safetensors"))
+    if weights * 4 / element <= max_f32_bytes:
+        return torch.float32, "float32"
+    return "auto", name
+
+
+class _Reference:
+    """The original checkpoint in transformers: greedy continuations and teacher-forced logits."""
+
+    def __init__(self, source: Path, max_f32_bytes: int):
+        from transformers import AutoModelForCausalLM
+
+        dtype, self.dtype_name = _reference_dtype(source, max_f32_bytes)
+        # safetensors only and no remote code: the folder is the fetch stage's sanitised copy.
+        self.model = AutoModelForCausalLM.from_pretrained(source, use_safetensors=True, trust_remote_code=False,
+                                                          dtype=dtype).eval()
+
+    def logits(self, sequence: list[int]):
+        """Logits at every position of `sequence`, as float32 numpy [len, vocab]."""
+        import torch
+
+        with torch.no_grad():
+            return self.model(input_ids=torch.tensor([sequence])).logits[0].float().numpy()
+
+    def extend(self, cache, tokens: list[int]):
+        """Feed `tokens` after the cached sequence; returns (logits rows for them as numpy, the cache)."""
+        import torch
+
+        with torch.no_grad():
+            out = self.model(input_ids=torch.tensor([tokens]), past_key_values=cache, use_cache=True)
+        return out.logits[0].float().numpy(), out.past_key_values
+
+
+def reference_greedy(reference: _Reference, ir: _Ir, ids: list[int], new_tokens: int):
+    """The original's greedy continuation, found by verifying the IR's proposals (as speculative decoding does).
+
+    A greedy loop in transformers on CPU costs one memory-bound pass over all weights per token. Here the int4 IR
+    proposes the rest of the continuation, and one batched pass of the original (on its KV cache) checks every
+    proposed position at once; the agreeing prefix plus the original's own token at the first disagreement is
+    kept, the cache is cropped to it, and the IR proposes again from there. The result is exactly the original's
+    greedy output; a target that agrees with its original costs about one pass per prompt, one that never agrees
+    about as many passes as a plain loop.
+
+    Returns:
+        (continuation, rows, ir_continuation, passes): the original's greedy tokens, the original's teacher-forced
+        logits at those positions ([new_tokens, vocab]), the IR's own greedy continuation of the prompt (its
+        first proposal), and the number of reference passes.
+    """
+    import numpy as np
+
+    # The cache always holds the prompt and the accepted tokens except the last one, `pending`, fed next.
+    _, cache = reference.extend(None, ids[:-1]) if len(ids) > 1 else (None, None)
+    pending = ids[-1]
+    accepted: list[int] = []
+    rows: list = []
+    ir_continuation: list[int] | None = None
+    passes = 0
+    proposal_length = new_tokens  # the first proposal is the IR's whole greedy continuation (for FDT and SDT)
+    while len(accepted) < new_tokens:
+        tail = ir.greedy(ids + accepted, min(proposal_length, new_tokens - len(accepted)))
+        if ir_continuation is None:
+            ir_continuation = list(tail)
+        cached = len(ids) - 1 + len(accepted)
+        tail_rows, cache = reference.extend(cache, [pending, *tail[:-1]])
+        passes += 1
+        chosen = tail_rows.argmax(axis=-1)
+        mismatch = next((i for i, token in enumerate(tail) if int(chosen[i]) != token), len(tail))
+        kept = tail[:mismatch] + ([int(chosen[mismatch])] if mismatch < len(tail) else [])
+        accepted += kept
+        rows.extend(tail_rows[:len(kept)])
+        if mismatch < len(tail):
+            cache.crop(cached + mismatch + 1)  # pending + the agreeing prefix; the original's token is next
+        pending = kept[-1]  # the cache holds everything before it
+        # Propose about twice what the last pass accepted: long runs stay cheap, frequent disagreement does not
+        # make the IR regenerate the whole remainder each time.
+        proposal_length = max(4, 2 * len(kept))
+    return accepted, np.stack(rows), ir_continuation, passes
+
+
+class _Ir:
+    """The stateful target IR on the raw OpenVINO runtime (inputs: input_ids, attention_mask, position_ids,
+    beam_idx; output: logits over every input position)."""
+
+    def __init__(self, xml: Path):
+        import openvino as ov
+
+        self.request = ov.Core().compile_model(xml, "CPU", dict(EXACT_PROPERTIES)).create_infer_request()
+
+    def _run(self, ids: list[int], past: int):
+        import numpy as np
+
+        self.request.infer({
+            "input_ids": np.array([ids], dtype=np.int64),
+            "attention_mask": np.ones((1, past + len(ids)), dtype=np.int64),
+            "position_ids": np.arange(past, past + len(ids), dtype=np.int64)[None],
+            "beam_idx": np.zeros(1, dtype=np.int32),
+        })
+        return self.request.get_tensor("logits").data[0]
+
+    def greedy(self, ids: list[int], new_tokens: int) -> list[int]:
+        self.request.reset_state()
+        logits = self._run(ids, 0)
+        generated: list[int] = []
+        while True:
+            generated.append(int(logits[-1].argmax()))
+            if len(generated) == new_tokens:
+                return generated
+            logits = self._run([generated[-1]], len(ids) + len(generated) - 1)
+
+    def logits(self, sequence: list[int]):
+        self.request.reset_state()
+        return self._run(sequence, 0).copy()
+
+
+def run_quality(source: Path, ir_dir: Path, prompts: list[str], max_new_tokens: int, *,
+                max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> QualityReport:
+    """The measurement, in this process (called by the child)."""
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # one bar update per tensor would bury the log's error line
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+    prompt_ids = [_prompt_ids(tokenizer, prompt) for prompt in prompts]
+
+    ir = _Ir(ir_dir / "openvino_model.xml")
+    reference = _Reference(source, max_f32_bytes)
+    results, passes = [], 0
+    for index, ids in enumerate(prompt_ids):
+        continuation, ref_rows, ir_continuation, prompt_passes = reference_greedy(reference, ir, ids,
+                                                                                  max_new_tokens)
+        passes += prompt_passes
+        ir_rows = ir.logits(ids + continuation)[len(ids) - 1:len(ids) - 1 + len(continuation)]
+        agreement, kl = compare_logits(ref_rows, ir_rows)
+        fdt, sdt, share = divergence(continuation, ir_continuation)
+        results.append(PromptQuality(prompt_index=index, tokens=len(continuation),
+                                     top1_agreement=round(agreement, 4), mean_kl=_significant(kl),
+                                     first_diverging_token=fdt, diverging_tokens=sdt,
+                                     share_diverging_tokens=round(share, 4)))
+    return QualityReport.from_prompts(results, max_new_tokens=max_new_tokens, reference_dtype=reference.dtype_name,
+                                      ir_file="openvino_model.xml", ir_properties=dict(EXACT_PROPERTIES),
+                                      reference_passes=passes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bot.sandbox quality", description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, required=True, help="the sanitised target checkpoint folder")
+    parser.add_argument("--ir", type=Path, required=True, help="the exported target IR folder")
+    parser.add_argument("--prompts", required=True, help="JSON list of prompts")
+    parser.add_argument("--max-new-tokens", type=int, required=True)
+    parser.add_argument("--max-f32-bytes", type=int, default=DEFAULT_MAX_F32_BYTES)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    prompts = json.loads(args.prompts)
+    if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
+        parser.error("--prompts must be a JSON list of strings")
+    report = run_quality(args.source, args.ir, prompts, args.max_new_tokens, max_f32_bytes=args.max_f32_bytes)
+    args.out.write_text(json.dumps(report.as_provenance(), indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The draft weight-format chooser, on plain records."""
+
+from __future__ import annotations
+
+from bot.weight_formats import FormatResult, choose_draft_format
+
+
+def result(fmt: str, speedup: float, *, size: int, lossless: bool = True, accepted: bool = True,
+           k: int = 3, accept: float = 2.0) -> FormatResult:
+    return FormatResult(weight_format=fmt, lossless=lossless, acceptance_passed=accepted, accept_length=accept,
+                        num_assistant_tokens=k, speedup=speedup, ir_bytes=size)
+
+
+def test_the_best_speedup_wins():
+    choice = choose_draft_format([result("int4", 1.40, size=100), result("int8", 1.80, size=180, k=7)])
+    assert choice.chosen == "int8"
+    assert "×1.80 at num_assistant_tokens=7" in choice.reason and "int4 ×1.40" in choice.reason
+    assert [r["weight_format"] for r in choice.as_provenance()["formats"]] == ["int4", "int8"]
+
+
+def test_a_tie_goes_to_the_smaller_file():
+    choice = choose_draft_format([result("int8", 1.50, size=180), result("int4", 1.49, size=100)])
+    assert choice.chosen == "int4"
+    assert "smaller file wins the tie" in choice.reason
+
+
+def test_only_lossless_formats_are_eligible():
+    choice = choose_draft_format([result("int4", 3.0, size=100, lossless=False), result("int8", 1.2, size=180)])
+    assert choice.chosen == "int8"
+    assert "int4 (failed the lossless gate)" in choice.reason
+
+
+def test_a_format_that_passed_the_acceptance_gate_comes_first():
+    choice = choose_draft_format([result("int4", 1.3, size=100, accepted=False), result("int8", 1.1, size=180)])
+    assert choice.chosen == "int8"
+    assert "int4 (failed the acceptance gate" in choice.reason
+
+
+def test_no_lossless_format_means_no_choice():
+    choice = choose_draft_format([result("int4", 1.3, size=100, lossless=False),
+                                  result("int8", 1.1, size=180, lossless=False)])
+    assert choice.chosen is None and "no draft format passed the lossless gate (int4, int8)" in choice.reason
+
+
+def test_when_none_is_accepted_the_fastest_lossless_one_is_named():
+    choice = choose_draft_format([result("int4", 0.9, size=100, accepted=False),
+                                  result("int8", 0.7, size=180, accepted=False)])
+    assert choice.chosen == "int4" and "no format passed the acceptance gate" in choice.reason
+
+
+def test_both_draft_formats_export_validate_against_one_baseline_and_one_is_chosen(tiny, tmp_path):
+    """Real exports of the oracle draft in int4 and int8, validated with GenAI against one plain baseline."""
+    import json
+
+    from bot.export import TASK_LLM, ExportRequest, export_model
+    from bot.fetch import safe_copy
+    from bot.quantization import weight_format_args
+    from bot.validate import validate_pair
+    from tests.conftest import fast_recipe
+
+    recipe = fast_recipe(num_assistant_tokens=[3])
+    pair = tiny("oracle")
+    target = export_model(ExportRequest("target", pair.target, tmp_path / "ir-target", TASK_LLM, False),
+                          recipe.export, log_dir=tmp_path / "logs", home=tmp_path / "hf")
+    draft_src = safe_copy(pair.draft, tmp_path / "src-draft")
+    baseline = tmp_path / "baseline.json"
+    results = []
+    for fmt in recipe.export.draft_weight_formats:
+        draft = export_model(ExportRequest(f"draft-{fmt}", draft_src, tmp_path / f"ir-draft-{fmt}", TASK_LLM, True),
+                             recipe.export, log_dir=tmp_path / "logs", home=tmp_path / "hf",
+                             quantization=weight_format_args(fmt, recipe.export))
+        report = validate_pair(target.ir_dir, draft.ir_dir, recipe.validation, work=tmp_path / f"validate-{fmt}",
+                               baseline=baseline)
+        assert report.lossless and report.accept_length == 4.0  # the oracle: k + 1, in either format
+        results.append((FormatResult.from_validation(fmt, report, draft.ir_dir), report))
+    (int4, int4_report), (int8, int8_report) = results
+    assert int8.ir_bytes > int4.ir_bytes
+    # The plain baseline was measured once: the second format's runs reuse the first one's timings.
+    assert [r.baseline_tokens_per_s for r in int8_report.runs] == [r.baseline_tokens_per_s for r in int4_report.runs]
+    assert json.loads(baseline.read_text())["plain_seconds"]
+    choice = choose_draft_format([int4, int8])
+    assert choice.chosen in ("int4", "int8") and choice.reason.startswith(choice.chosen)
+
+
+def test_the_card_section_lists_every_format_and_marks_the_published_one():
+    import jinja2
+
+    from bot.card import TEMPLATES
+
+    choice = choose_draft_format([result("int4", 1.40, size=100 << 20), result("int8", 1.80, size=180 << 20, k=7)])
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
+    text = env.get_template("_draft_formats.md.j2").render(formats=choice.as_provenance())
+    assert "| int4 | yes | 2.00 | 3 | 1.40× | 100.0 MiB |  |" in text
+    assert "| int8 | yes | 2.00 | 7 | 1.80× | 180.0 MiB | **published** |" in text
+    assert f"Why: {choice.reason}." in text
