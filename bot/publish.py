@@ -32,7 +32,7 @@ _RACE_ATTEMPTS = 6  # another publisher of the same group makes up to three comm
 class PublishResult:
     status: Status  # PUBLISHED (something was committed) or UP_TO_DATE
     repos: Repos
-    commits: dict[str, str] = field(default_factory=dict)  # repo -> new commit id
+    commits: list[tuple[str, str]] = field(default_factory=list)  # (repo, new commit id), in commit order
 
 
 def publish_bundle(hub: Hub, bundle: Bundle, repos: Repos, *, private: bool) -> PublishResult:
@@ -92,7 +92,7 @@ def _publish_once(hub: Hub, members: list[tuple[Bundle, Repos]], pending: list[i
                 ready.append(i)
         except BotError as error:
             results[i] = error
-    commits: dict[int, dict[str, str]] = {i: {} for i in ready + current}
+    commits: dict[int, list[tuple[str, str]]] = {i: [] for i in ready + current}
     published: list[int] = []
     if ready:
         try:
@@ -153,7 +153,7 @@ def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) 
     return False
 
 
-def _publish_target(hub: Hub, members: list[tuple[Bundle, Repos]], card_fp: str, commits: dict[str, str],
+def _publish_target(hub: Hub, members: list[tuple[Bundle, Repos]], card_fp: str, commits: list[tuple[str, str]],
                     private: bool, *, list_new: bool) -> None:
     """One commit to the target repo, or none when it is current.
 
@@ -187,14 +187,14 @@ def _publish_target(hub: Hub, members: list[tuple[Bundle, Repos]], card_fp: str,
     result = hub.publish_folder(repos.target, folder, message=message, private=private,
                                 only=_CARD_FILES if weights_current else None)
     if result.commit:
-        commits[repos.target] = result.commit
+        commits.append((repos.target, result.commit))
         log.step("%s: commit %s (%s)", repos.target, result.commit[:7],
                  "card and record" if weights_current else f"{len(result.files)} files")
     if not weights_current:
         hub.tag(repos.target, f"src-{str(built.target.revision)[:7]}", result.commit)
 
 
-def _publish_draft(hub: Hub, bundle: Bundle, repos: Repos, card_fp: str, commits: dict[str, str],
+def _publish_draft(hub: Hub, bundle: Bundle, repos: Repos, card_fp: str, commits: list[tuple[str, str]],
                    private: bool) -> None:
     built = bundle.record.published_as(repos, card_fp)
     folder = bundle.draft_dir
@@ -203,7 +203,7 @@ def _publish_draft(hub: Hub, bundle: Bundle, repos: Repos, card_fp: str, commits
     (folder / "README.md").write_text(render_draft_card(built), encoding="utf-8")
     result = hub.publish_folder(repos.draft, folder, message=_message("draft", built.source), private=private)
     if result.commit:
-        commits[repos.draft] = result.commit
+        commits.append((repos.draft, result.commit))
         log.step("%s: commit %s (%d files)", repos.draft, result.commit[:7], len(result.files))
     hub.tag(repos.draft, f"src-{str(built.source.revision)[:7]}", result.commit)
 
@@ -219,7 +219,7 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
                       stage="publish")
     repos, card_fp = published.repos, template_fingerprint()
     refreshed = published.published_as(repos, card_fp)
-    commits: dict[str, str] = {}
+    commits: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="dflash-bot-card-") as tmp:
         folder = Path(tmp)
         record.write(refreshed, folder)
@@ -228,7 +228,7 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
         result = hub.publish_folder(repos.draft, folder, message="Update model card", private=private,
                                     only=(*_CARD_FILES, ACCEPTANCE_CHART))
         if result.commit:
-            commits[repos.draft] = result.commit
+            commits.append((repos.draft, result.commit))
         target = hub.target_record(repos.target)
         if target is not None and target.card.template_fingerprint != card_fp:
             (folder / ACCEPTANCE_CHART).unlink()
@@ -238,7 +238,7 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
             result = hub.publish_folder(repos.target, folder, message="Update model card", private=private,
                                         only=_CARD_FILES)
             if result.commit:
-                commits[repos.target] = result.commit
+                commits.append((repos.target, result.commit))
     return PublishResult(Status.PUBLISHED if commits else Status.UP_TO_DATE, repos, commits)
 
 

@@ -29,7 +29,7 @@ class RunReport:
 
     def add_published(self, source: str, revision: str | None, result: PublishResult, reason: str) -> None:
         """A publish or card refresh: its commits, and PUBLISHED or UP_TO_DATE as the result says."""
-        for repo, commit in result.commits.items():
+        for repo, commit in result.commits:
             self.commits.append({"repo": repo, "commit": commit})
         self.add(Outcome(source, revision, result.status, reason, [result.repos.draft, result.repos.target]))
 

@@ -183,6 +183,9 @@ def _job(workspace: Path, job: str, endpoint: str, args: list[str], secrets: dic
     env = {**clean, **secrets, "GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(folder / "output"),
            "GITHUB_STEP_SUMMARY": str(folder / "summary.md"), "HF_ENDPOINT": endpoint, "HF_HUB_DISABLE_XET": "1",
            "HF_HOME": str(folder / "hf-home"), "PYTHONPATH": str(workspace / "probe-lib"),
+           # The probe writes its record from inside every child; Landlock (tested in test_security) would refuse
+           # that write, so these jobs run the children in their namespaces alone.
+           "DFLASH_BOT_SANDBOX": "namespaces",
            "DFLASH_PROBE_DIR": str(folder / "probe"), "DFLASH_PROBE_SECRET": TOKEN}
     done = subprocess.run([sys.executable, "-m", "bot.cli", *args, "--recipe", str(workspace / "recipe.yaml")],
                           env=env, capture_output=True, text=True, timeout=timeout, cwd=workspace)
@@ -345,9 +348,12 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     # and over the entry limit the second is deferred.
     job = entry.jobs[0]
     single = choose_runner(job.draft_bytes, job.target_bytes, RECIPE.runners)[1]
+    both = choose_runner(sum(j.draft_bytes for j in entry.jobs), job.target_bytes, RECIPE.runners)[1]
+    assert both.peak_disk_bytes > single.peak_disk_bytes  # every draft's IR and export scratch take disk
     narrow = RECIPE.model_copy(update={"runners": RECIPE.runners.model_copy(update={"max_entries": 1, "classes": [
-        RECIPE.runners.classes[0].model_copy(update={"name": "narrow", "max_memory_bytes": single.peak_memory_bytes,
-                                                     "max_disk_bytes": single.peak_disk_bytes})]})})
+        RECIPE.runners.classes[0].model_copy(update={
+            "name": "narrow", "max_memory_bytes": max(single.peak_memory_bytes, both.peak_memory_bytes),
+            "max_disk_bytes": single.peak_disk_bytes})]})})
     planned = plan_matrix(reader, narrow, RunOptions(force=True))
     assert len(planned.entries) == 1 and len(planned.entries[0].jobs) == 1 and len(planned.matrix()["include"]) == 1
     (deferred,) = planned.report.deferred

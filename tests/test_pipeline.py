@@ -156,7 +156,8 @@ def test_card_template_change_alone_re_renders_only_the_card(hub, first_run, tmp
     # No weight moves: the chart (deterministic bytes) is only negotiated, never uploaded again.
     assert not [r for r in hub.requests() if r["path"].startswith("/_lfs/upload/") or r["path"].endswith(".safetensors")]
     after = {f.path: f for f in api.list_repo_tree(DRAFT_OUT, recursive=True)}
-    changed = sorted(p for p in after if getattr(after[p], "blob_id", None) != getattr(before.get(p), "blob_id", 0))
+    changed = sorted(p for p in after if hasattr(after[p], "blob_id")  # files only, not folder entries
+                     and after[p].blob_id != getattr(before.get(p), "blob_id", None))
     assert changed == ["README.md", "openvino_export.json"]
     assert "## Usage (updated)" in Hub(hub.url).read_file(DRAFT_OUT, "README.md").decode()
     again = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path / "w2"))

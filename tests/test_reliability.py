@@ -102,7 +102,7 @@ def publish_under_fault(hub, bundle, tmp_path, namespace: str, rules: list[dict]
                       target=target_output_repo(recipe.publish, demo.TARGET_REPO))
         result = publish_bundle(Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05), Bundle.read(copy), repos,
                                 private=False)
-        outcome = f"published ({', '.join(f'{r}@{c[:7]}' for r, c in result.commits.items())})"
+        outcome = f"published ({', '.join(f'{r}@{c[:7]}' for r, c in result.commits)})"
         error = None
     except BotError as exc:
         outcome, error = f"{type(exc).__name__}: {exc.message}", exc
