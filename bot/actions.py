@@ -18,6 +18,7 @@ import github_action_utils as gha
 from bot.outcome import Status
 from bot.report import RunReport
 from bot.settings import Settings
+
 # The runner's command files; github-action-utils reads their paths from os.environ.
 _FILE_VARIABLES = ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")
 

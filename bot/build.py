@@ -14,10 +14,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from bot import __version__, log, record
 from bot.bundle import Bundle, write_bundle
@@ -29,7 +29,13 @@ from bot.export import TASK_LLM, TASK_VLM, ExportRequest, ExportResult, export_m
 from bot.fetch import safe_copy
 from bot.profiles import DEFAULT_PROFILE, toolchain_for
 from bot.quality import QualityReport, measure_quality, quality_gate
-from bot.quantization import Int4Settings, calibration_unavailable, recommended_int4, weight_format_args, with_calibration
+from bot.quantization import (
+    Int4Settings,
+    calibration_unavailable,
+    recommended_int4,
+    weight_format_args,
+    with_calibration,
+)
 from bot.recipe import Recipe
 from bot.resources import StageResources, measure
 from bot.sizing import estimate_build, gb, local_runner
@@ -95,21 +101,36 @@ def verify_pair(candidate: Candidate, draft: Checkout, target: Checkout) -> Veri
     """
     draft_spec = classify_draft(load_config(draft.path, subject=draft.name), subject=draft.name)
     target_spec = read_target(load_config(target.path, subject=target.name), subject=target.name)
-    seen = {"draft kind": (candidate.kind, draft_spec.kind),
-            "target model_type": (candidate.target_model_type, target_spec.model_type),
-            "target is a VLM": (candidate.target_is_vlm, target_spec.is_vlm),
-            "draft weight bytes": (candidate.draft_bytes, check_weights(draft.path, subject=draft.name)),
-            "target weight bytes": (candidate.target_bytes, check_weights(target.path, subject=target.name))}
-    differ = [f"{what}: discovery saw {before}, the download has {after}" for what, (before, after) in seen.items()
-              if before != after]
+    seen = {
+        "draft kind": (candidate.kind, draft_spec.kind),
+        "target model_type": (candidate.target_model_type, target_spec.model_type),
+        "target is a VLM": (candidate.target_is_vlm, target_spec.is_vlm),
+        "draft weight bytes": (candidate.draft_bytes, check_weights(draft.path, subject=draft.name)),
+        "target weight bytes": (candidate.target_bytes, check_weights(target.path, subject=target.name)),
+    }
+    differ = [
+        f"{what}: discovery saw {before}, the download has {after}"
+        for what, (before, after) in seen.items()
+        if before != after
+    ]
     if differ:
-        raise Failure("downloaded files differ from what discovery saw (" + "; ".join(differ) + ")",
-                      subject=draft.name, stage="verify")
+        raise Failure(
+            "downloaded files differ from what discovery saw (" + "; ".join(differ) + ")",
+            subject=draft.name,
+            stage="verify",
+        )
     return VerifiedPair(draft_spec, target_spec)
 
 
-def build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, *, work: Path | None = None,
-                keep_work: bool = False, toolchain: Toolchain | None = None) -> list[DraftOutcome]:
+def build_group(
+    target: Checkout,
+    drafts: list[DraftBuild],
+    recipe: Recipe,
+    *,
+    work: Path | None = None,
+    keep_work: bool = False,
+    toolchain: Toolchain | None = None,
+) -> list[DraftOutcome]:
     """Build every draft of one target into its own bundle folder, exporting the target once.
 
     Args:
@@ -131,8 +152,12 @@ def build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, *, w
             log.step("%s", failure.one_line())
             return [DraftOutcome(d.candidate, None, failure) for d in drafts]
         if toolchain.profile != DEFAULT_PROFILE:
-            log.step("%s: toolchain profile %s (transformers %s)", target.name, toolchain.profile,
-                     toolchain.versions.get("transformers"))
+            log.step(
+                "%s: toolchain profile %s (transformers %s)",
+                target.name,
+                toolchain.profile,
+                toolchain.versions.get("transformers"),
+            )
         schedule = plan_schedule(drafts, recipe, scratch)
         with measure(scratch) as whole:
             outcomes = _build_group(target, drafts, recipe, toolchain, scratch, schedule)
@@ -154,10 +179,10 @@ class Schedule:
 def plan_schedule(drafts: list[DraftBuild], recipe: Recipe, scratch: Path) -> Schedule:
     """The export schedule and the memory budget of each child, from the fitted model and this machine."""
     runner = local_runner(scratch)
-    estimate = estimate_build(sum(d.candidate.draft_bytes for d in drafts), drafts[0].candidate.target_bytes,
-                              runner, recipe.runners.sizing)
-    log.step("schedule: %s on this machine (%s memory available)", estimate.describe(),
-             gb(runner.max_memory_bytes))
+    estimate = estimate_build(
+        sum(d.candidate.draft_bytes for d in drafts), drafts[0].candidate.target_bytes, runner, recipe.runners.sizing
+    )
+    log.step("schedule: %s on this machine (%s memory available)", estimate.describe(), gb(runner.max_memory_bytes))
     return Schedule(estimate.parallel_exports, runner.max_memory_bytes, estimate.describe())
 
 
@@ -166,23 +191,34 @@ def _with_total(outcome: DraftOutcome, whole: StageResources) -> DraftOutcome:
     if outcome.bundle is None:
         return outcome
     built = outcome.bundle.record
-    resources = {**built.resources, "build": record.StageResources(
-        seconds=round(whole.seconds, 1), peak_rss_bytes=whole.peak_rss_bytes, peak_disk_bytes=whole.peak_disk_bytes)}
+    resources = {
+        **built.resources,
+        "build": record.StageResources(
+            seconds=round(whole.seconds, 1), peak_rss_bytes=whole.peak_rss_bytes, peak_disk_bytes=whole.peak_disk_bytes
+        ),
+    }
     updated = built.model_copy(update={"resources": resources})
     record.write(updated, outcome.bundle.root)
     return DraftOutcome(outcome.candidate, replace(outcome.bundle, record=updated), outcome.error)
 
 
-def _build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, toolchain: Toolchain,
-                 scratch: Path, schedule: Schedule) -> list[DraftOutcome]:
+def _build_group(
+    target: Checkout, drafts: list[DraftBuild], recipe: Recipe, toolchain: Toolchain, scratch: Path, schedule: Schedule
+) -> list[DraftOutcome]:
     outcomes: dict[int, DraftOutcome] = {}
     verified: dict[int, VerifiedPair] = {}
     with log.group(f"verify {len(drafts)} draft(s) for {target.name}"):
         for index, draft in enumerate(drafts):
             try:
                 verified[index] = pair = verify_pair(draft.candidate, draft.checkout, target)
-                log.step("%s: %s draft (%s format), target %s %s", draft.checkout.name, pair.draft.kind,
-                         draft.candidate.draft_format, pair.target.model_type, "VLM" if pair.target.is_vlm else "LLM")
+                log.step(
+                    "%s: %s draft (%s format), target %s %s",
+                    draft.checkout.name,
+                    pair.draft.kind,
+                    draft.candidate.draft_format,
+                    pair.target.model_type,
+                    "VLM" if pair.target.is_vlm else "LLM",
+                )
             except BotError as error:
                 outcomes[index] = DraftOutcome(draft.candidate, None, error.at(subject=draft.checkout.name))
                 log.step("%s", error.one_line())
@@ -192,20 +228,29 @@ def _build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, too
     target_spec = next(iter(verified.values())).target
     src = safe_copy(target.path, scratch / "src" / "target", subject=target.name)
     ir_root, logs = scratch / "ir", scratch / "logs"
-    target_request = ExportRequest("target", src, ir_root / "target", TASK_VLM if target_spec.is_vlm else TASK_LLM,
-                                   trust_remote_code=False)
+    target_request = ExportRequest(
+        "target", src, ir_root / "target", TASK_VLM if target_spec.is_vlm else TASK_LLM, trust_remote_code=False
+    )
     int4 = target_int4(target, recipe, toolchain)
     formats = list(recipe.export.draft_weight_formats)
     # Exports are separate processes; on two cores a third one still overlaps Python start-up and I/O, and each
     # draft's validation starts as soon as its own export (and the target's) is done.
     workers = min(3, 1 + len(verified)) if schedule.parallel_exports else 1
-    with ThreadPoolExecutor(max_workers=workers) as exporters, \
-            ThreadPoolExecutor(max_workers=len(verified)) as finishers, \
-            log.group(f"build {target.name} and {len(verified)} draft(s): export, inspect, validate, bundle"):
-        target_future = exporters.submit(export_model, target_request, recipe.export, log_dir=logs,
-                                         home=scratch / "hf", python=toolchain.python,
-                                         memory_budget_bytes=schedule.memory_budget_bytes,
-                                         quantization=int4.cli_args() if int4 else None)
+    with (
+        ThreadPoolExecutor(max_workers=workers) as exporters,
+        ThreadPoolExecutor(max_workers=len(verified)) as finishers,
+        log.group(f"build {target.name} and {len(verified)} draft(s): export, inspect, validate, bundle"),
+    ):
+        target_future = exporters.submit(
+            export_model,
+            target_request,
+            recipe.export,
+            log_dir=logs,
+            home=scratch / "hf",
+            python=toolchain.python,
+            memory_budget_bytes=schedule.memory_budget_bytes,
+            quantization=int4.cli_args() if int4 else None,
+        )
         target_report: _Once[TargetIrReport] = _Once()
         target_quality: _Once[QualityReport] = _Once()
         all_exports: list[Future[ExportResult]] = [target_future]
@@ -215,15 +260,41 @@ def _build_group(target: Checkout, drafts: list[DraftBuild], recipe: Recipe, too
             draft_src = safe_copy(draft.checkout.path, scratch / "src" / f"draft-{index}", subject=draft.checkout.name)
             draft_futures = {}
             for fmt in formats:  # each weight format of the draft (the recipe's draft_weight_formats)
-                request = ExportRequest("draft", draft_src, ir_root / f"draft-{index}-{fmt}", TASK_LLM,
-                                        trust_remote_code=True, name=f"draft-{index}-{fmt}")
+                request = ExportRequest(
+                    "draft",
+                    draft_src,
+                    ir_root / f"draft-{index}-{fmt}",
+                    TASK_LLM,
+                    trust_remote_code=True,
+                    name=f"draft-{index}-{fmt}",
+                )
                 draft_futures[fmt] = exporters.submit(
-                    export_model, request, recipe.export, log_dir=logs, home=scratch / "hf", python=toolchain.python,
+                    export_model,
+                    request,
+                    recipe.export,
+                    log_dir=logs,
+                    home=scratch / "hf",
+                    python=toolchain.python,
                     memory_budget_bytes=schedule.memory_budget_bytes,
-                    quantization=weight_format_args(fmt, recipe.export))
+                    quantization=weight_format_args(fmt, recipe.export),
+                )
             all_exports += draft_futures.values()
-            job = _DraftJob(index, draft, pair, draft_src, draft_futures, target, src, target_request.task,
-                            target_future, target_report, schedule, target_quality, all_exports, int4)
+            job = _DraftJob(
+                index,
+                draft,
+                pair,
+                draft_src,
+                draft_futures,
+                target,
+                src,
+                target_request.task,
+                target_future,
+                target_report,
+                schedule,
+                target_quality,
+                all_exports,
+                int4,
+            )
             finishing[index] = finishers.submit(_finish_draft, job, recipe, toolchain, scratch)
         for index, future in finishing.items():
             outcomes[index] = future.result()
@@ -294,17 +365,28 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
 
         def inspect() -> TargetIrReport:
             report = inspect_target(target_export.ir_dir, pair.target, pair.draft)
-            log.step("%s: %d attention layers -> %d PagedAttention ops", job.target.name, report.attention_layers,
-                     report.paged_attention.paged_attention_ops)
+            log.step(
+                "%s: %d attention layers -> %d PagedAttention ops",
+                job.target.name,
+                report.attention_layers,
+                report.paged_attention.paged_attention_ops,
+            )
             if report.linear_attention_state:
-                log.step("%s: %d linear-attention layers, state %s", job.target.name, report.linear_attention_layers,
-                         report.linear_attention_state)
+                log.step(
+                    "%s: %d linear-attention layers, state %s",
+                    job.target.name,
+                    report.linear_attention_layers,
+                    report.linear_attention_state,
+                )
             return report
 
         target_report = _step("inspect-target", lambda: job.target_report.get(inspect))
         quality = job.target_quality.get(lambda: _target_quality(job, target_export, recipe, toolchain, scratch))
-        measured = [m for fmt, future in job.draft_exports.items()
-                    if (m := _measure_format(job, fmt, future, target_export, recipe, toolchain, scratch))]
+        measured = [
+            m
+            for fmt, future in job.draft_exports.items()
+            if (m := _measure_format(job, fmt, future, target_export, recipe, toolchain, scratch))
+        ]
         if not measured:
             raise Failure("no weight format of the draft exported", subject=name, stage="export-draft")
         chosen, choice = _choose(measured)
@@ -313,64 +395,132 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
         if chosen.report.format == "per-row":
             # Continuous batching with several requests: what the per-row format is for (skipped, with the reason,
             # while the installed GenAI lacks per-row support).
-            concurrent = _step("validate", lambda: validate_per_row_pair(
-                target_export.ir_dir, chosen.export.ir_dir, recipe.validation,
-                work=scratch / f"validate-concurrent-{job.index}", python=toolchain.python))
+            concurrent = _step(
+                "validate",
+                lambda: validate_per_row_pair(
+                    target_export.ir_dir,
+                    chosen.export.ir_dir,
+                    recipe.validation,
+                    work=scratch / f"validate-concurrent-{job.index}",
+                    python=toolchain.python,
+                ),
+            )
         validation = chosen.validation
         quality_failure = quality_gate(quality, recipe.validation.min_top1_agreement)
-        built = build_record(job, recipe, toolchain, chosen.report, target_report, validation,
-                             chosen.export.seconds, target_export.seconds, concurrent)
+        built = build_record(
+            job,
+            recipe,
+            toolchain,
+            chosen.report,
+            target_report,
+            validation,
+            chosen.export.seconds,
+            target_export.seconds,
+            concurrent,
+        )
         failed_gates = [*built.failed_gates, *([quality_failure] if quality_failure else [])]
-        built = built.model_copy(update={
-            "status": "failed" if failed_gates else built.status, "failed_gates": failed_gates,
-            "quality": record._Open(**quality.as_provenance(), gate={
-                "min_top1_agreement": recipe.validation.min_top1_agreement, "passed": quality_failure is None}),
-            "draft_formats": record._Open(**choice.as_provenance()) if choice else None,
-            "export": built.export.model_copy(update={
-                "draft_weight_format": chosen.weight_format,
-                "target_int4": record._Open(**job.int4.as_provenance()) if job.int4 else None}),
-            "resources": {
-                "export-draft": record.StageResources(seconds=round(chosen.export.seconds, 1),
-                                                      peak_rss_bytes=chosen.export.peak_rss_bytes or None),
-                "export-target": record.StageResources(seconds=round(target_export.seconds, 1),
-                                                       peak_rss_bytes=target_export.peak_rss_bytes or None),
-                "validate": record.StageResources(seconds=round(chosen.validate_seconds, 1)),
-                **({"quality": record.StageResources(seconds=quality.seconds)} if quality.seconds else {})}})
-        bundle = _step("bundle", lambda: write_bundle(job.draft.out, chosen.export.ir_dir, target_export.ir_dir,
-                                                      job.draft_src, job.target_src, built, scratch,
-                                                      *_environments(toolchain)))
+        built = built.model_copy(
+            update={
+                "status": "failed" if failed_gates else built.status,
+                "failed_gates": failed_gates,
+                "quality": record._Open(
+                    **quality.as_provenance(),
+                    gate={
+                        "min_top1_agreement": recipe.validation.min_top1_agreement,
+                        "passed": quality_failure is None,
+                    },
+                ),
+                "draft_formats": record._Open(**choice.as_provenance()) if choice else None,
+                "export": built.export.model_copy(
+                    update={
+                        "draft_weight_format": chosen.weight_format,
+                        "target_int4": record._Open(**job.int4.as_provenance()) if job.int4 else None,
+                    }
+                ),
+                "resources": {
+                    "export-draft": record.StageResources(
+                        seconds=round(chosen.export.seconds, 1), peak_rss_bytes=chosen.export.peak_rss_bytes or None
+                    ),
+                    "export-target": record.StageResources(
+                        seconds=round(target_export.seconds, 1), peak_rss_bytes=target_export.peak_rss_bytes or None
+                    ),
+                    "validate": record.StageResources(seconds=round(chosen.validate_seconds, 1)),
+                    **({"quality": record.StageResources(seconds=quality.seconds)} if quality.seconds else {}),
+                },
+            }
+        )
+        bundle = _step(
+            "bundle",
+            lambda: write_bundle(
+                job.draft.out,
+                chosen.export.ir_dir,
+                target_export.ir_dir,
+                job.draft_src,
+                job.target_src,
+                built,
+                scratch,
+                *_environments(toolchain),
+            ),
+        )
         log.step("%s: bundle %s (%s)", name, job.draft.out, built.status)
-        return DraftOutcome(job.draft.candidate, bundle, None if bundle.passed else Failure(
-            "; ".join(failed_gates), subject=name, stage="quality" if failed_gates == [quality_failure] else
-            "validate"))
+        return DraftOutcome(
+            job.draft.candidate,
+            bundle,
+            None
+            if bundle.passed
+            else Failure(
+                "; ".join(failed_gates),
+                subject=name,
+                stage="quality" if failed_gates == [quality_failure] else "validate",
+            ),
+        )
     except BotError as error:
         log.step("%s", error.one_line())
         return DraftOutcome(job.draft.candidate, None, error.at(subject=name, stage="build"))
 
 
-def _target_quality(job: _DraftJob, target_export: ExportResult, recipe: Recipe, toolchain: Toolchain,
-                    scratch: Path) -> QualityReport:
+def _target_quality(
+    job: _DraftJob, target_export: ExportResult, recipe: Recipe, toolchain: Toolchain, scratch: Path
+) -> QualityReport:
     """The int4 target against its original weights, once per target, after every export of the group (the
     original model is never loaded beside an exporter)."""
     for future in job.all_exports:
         with contextlib.suppress(BotError):
             future.result()
     try:
-        report = measure_quality(job.target_src, target_export.ir_dir, recipe.validation.prompts,
-                                 recipe.validation.max_new_tokens, work=scratch / "quality", python=toolchain.python,
-                                 timeout_s=recipe.validation.timeout_s)
+        report = measure_quality(
+            job.target_src,
+            target_export.ir_dir,
+            recipe.validation.prompts,
+            recipe.validation.max_new_tokens,
+            work=scratch / "quality",
+            python=toolchain.python,
+            timeout_s=recipe.validation.timeout_s,
+        )
     except BotError as error:
         report = QualityReport.not_measured(f"the measurement failed: {error.message}")
     if report.measured:
-        log.step("%s: quality against the original: top-1 agreement %.3f, mean KL %.4g over %d tokens",
-                 job.target.name, report.top1_agreement, report.mean_kl, report.tokens)
+        log.step(
+            "%s: quality against the original: top-1 agreement %.3f, mean KL %.4g over %d tokens",
+            job.target.name,
+            report.top1_agreement,
+            report.mean_kl,
+            report.tokens,
+        )
     else:
         log.step("%s: quality not measured: %s", job.target.name, report.reason)
     return report
 
 
-def _measure_format(job: _DraftJob, weight_format: str, future: Future[ExportResult], target_export: ExportResult,
-                    recipe: Recipe, toolchain: Toolchain, scratch: Path) -> _Measured | None:
+def _measure_format(
+    job: _DraftJob,
+    weight_format: str,
+    future: Future[ExportResult],
+    target_export: ExportResult,
+    recipe: Recipe,
+    toolchain: Toolchain,
+    scratch: Path,
+) -> _Measured | None:
     """Inspect and validate one weight format of the draft; None when it did not export and another format may
     stand in (the only format's failure is raised)."""
     name = job.draft.checkout.name
@@ -382,18 +532,34 @@ def _measure_format(job: _DraftJob, weight_format: str, future: Future[ExportRes
         log.step("%s: %s export failed, other formats go on: %s", name, weight_format, error.message)
         return None
     report: DraftIrReport = _step("inspect-draft", lambda: inspect_draft(draft_export.ir_dir, job.pair.draft))
-    log.step("%s: %s %s format, PagedAttention-ready: %s", name, weight_format, report.format,
-             report.paged_attention.ready)
+    log.step(
+        "%s: %s %s format, PagedAttention-ready: %s", name, weight_format, report.format, report.paged_attention.ready
+    )
     started = time.monotonic()
-    validation: ValidationReport = _step("validate", lambda: validate_pair(
-        target_export.ir_dir, draft_export.ir_dir, recipe.validation,
-        work=scratch / f"validate-{job.index}-{weight_format}", is_vlm=job.pair.target.is_vlm, python=toolchain.python,
-        memory_budget_bytes=job.schedule.memory_budget_bytes,
-        baseline=_baseline(scratch, job.index)))  # plain greedy measured once for every format
+    validation: ValidationReport = _step(
+        "validate",
+        lambda: validate_pair(
+            target_export.ir_dir,
+            draft_export.ir_dir,
+            recipe.validation,
+            work=scratch / f"validate-{job.index}-{weight_format}",
+            is_vlm=job.pair.target.is_vlm,
+            python=toolchain.python,
+            memory_budget_bytes=job.schedule.memory_budget_bytes,
+            baseline=_baseline(scratch, job.index),
+        ),
+    )  # plain greedy measured once for every format
     for run in validation.runs:
-        log.step("%s: %s k=%-2d accept length %.2f  %.1f tok/s (plain %.1f, x%.2f)", name, weight_format,
-                 run.num_assistant_tokens, run.accept_length, run.tokens_per_s, run.baseline_tokens_per_s,
-                 run.speedup)
+        log.step(
+            "%s: %s k=%-2d accept length %.2f  %.1f tok/s (plain %.1f, x%.2f)",
+            name,
+            weight_format,
+            run.num_assistant_tokens,
+            run.accept_length,
+            run.tokens_per_s,
+            run.baseline_tokens_per_s,
+            run.speedup,
+        )
     if validation.speedup_note:
         log.step("%s: %s", name, validation.speedup_note)
     return _Measured(weight_format, draft_export, report, validation, time.monotonic() - started)
@@ -410,39 +576,65 @@ def _choose(measured: list[_Measured]) -> tuple[_Measured, FormatChoice | None]:
     with one format there is nothing to choose."""
     if len(measured) == 1:
         return measured[0], None
-    choice = choose_draft_format([FormatResult.from_validation(m.weight_format, m.validation, m.export.ir_dir)
-                                  for m in measured])
+    choice = choose_draft_format(
+        [FormatResult.from_validation(m.weight_format, m.validation, m.export.ir_dir) for m in measured]
+    )
     chosen = next((m for m in measured if m.weight_format == choice.chosen), measured[0])
     return chosen, choice
 
 
-def build_record(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, draft_report: DraftIrReport,
-                 target_report: TargetIrReport, validation: ValidationReport, draft_seconds: float,
-                 target_seconds: float, concurrent: PerRowValidation | None = None) -> record.BuildRecord:
+def build_record(
+    job: _DraftJob,
+    recipe: Recipe,
+    toolchain: Toolchain,
+    draft_report: DraftIrReport,
+    target_report: TargetIrReport,
+    validation: ValidationReport,
+    draft_seconds: float,
+    target_seconds: float,
+    concurrent: PerRowValidation | None = None,
+) -> record.BuildRecord:
     """The build's `openvino_export.json`, written whether or not the gates passed (a failed build is worth
     reading)."""
     checkout, target, pair = job.draft.checkout, job.target, job.pair
     return record.BuildRecord(
-        bot_version=__version__, built_at=record.now(),
+        bot_version=__version__,
+        built_at=record.now(),
         status="validated" if validation.passed else "failed",
         failed_gates=validation.failed_gates(),
-        draft=record.DraftInfo(kind=pair.draft.kind, format=draft_report.format,
-                               architecture=pair.draft.architecture, base_model_type=pair.draft.model_type),
-        source=record.SourceRef(repo=checkout.repo_id, revision=checkout.revision, **_license(job.draft_src, checkout.repo_id)),
-        target=record.TargetRef(repo=target.repo_id, revision=target.revision, **_license(job.target_src, target.repo_id),
-                                model_type=pair.target.model_type, architecture=pair.target.architecture,
-                                is_vlm=pair.target.is_vlm),
-        toolchain=record.ToolchainInfo.model_validate({**toolchain.as_provenance(),
-                                                       "draft_format": draft_report.format}),
+        draft=record.DraftInfo(
+            kind=pair.draft.kind,
+            format=draft_report.format,
+            architecture=pair.draft.architecture,
+            base_model_type=pair.draft.model_type,
+        ),
+        source=record.SourceRef(
+            repo=checkout.repo_id, revision=checkout.revision, **_license(job.draft_src, checkout.repo_id)
+        ),
+        target=record.TargetRef(
+            repo=target.repo_id,
+            revision=target.revision,
+            **_license(job.target_src, target.repo_id),
+            model_type=pair.target.model_type,
+            architecture=pair.target.architecture,
+            is_vlm=pair.target.is_vlm,
+        ),
+        toolchain=record.ToolchainInfo.model_validate(
+            {**toolchain.as_provenance(), "draft_format": draft_report.format}
+        ),
         recipe=record.RecipeRef(name=recipe.name, fingerprint=recipe.fingerprint()),
-        export=record.ExportInfo(**recipe.export.model_dump(exclude={"timeout_s", "draft_weight_formats"}),
-                                 task=record.ExportTasks(draft=TASK_LLM, target=job.target_task),
-                                 seconds=record.ExportSeconds(draft=round(draft_seconds, 1),
-                                                              target=round(target_seconds, 1))),
-        inspect=record.Inspection(target=record.TargetInspect.model_validate(target_report.as_provenance()),
-                                  draft=record.DraftInspect.model_validate(draft_report.as_provenance())),
+        export=record.ExportInfo(
+            **recipe.export.model_dump(exclude={"timeout_s", "draft_weight_formats"}),
+            task=record.ExportTasks(draft=TASK_LLM, target=job.target_task),
+            seconds=record.ExportSeconds(draft=round(draft_seconds, 1), target=round(target_seconds, 1)),
+        ),
+        inspect=record.Inspection(
+            target=record.TargetInspect.model_validate(target_report.as_provenance()),
+            draft=record.DraftInspect.model_validate(draft_report.as_provenance()),
+        ),
         validation=record.Validation.model_validate(
-            {**validation.as_provenance(), "concurrent": concurrent.as_provenance() if concurrent else None}),
+            {**validation.as_provenance(), "concurrent": concurrent.as_provenance() if concurrent else None}
+        ),
     )
 
 
@@ -454,8 +646,9 @@ def target_int4(target: Checkout, recipe: Recipe, toolchain: Toolchain) -> Int4S
         return None
     settings = recommended_int4(target.repo_id, recipe.export, python=toolchain.python)
     settings = with_calibration(settings, calibration_unavailable(settings.dataset, python=toolchain.python))
-    log.step("%s: int4 settings from %s%s", target.name, settings.source, f" ({settings.note})" if settings.note
-             else "")
+    log.step(
+        "%s: int4 settings from %s%s", target.name, settings.source, f" ({settings.note})" if settings.note else ""
+    )
     return settings
 
 
@@ -466,12 +659,14 @@ def _environments(toolchain: Toolchain) -> list[Path]:
 
 def _license(folder: Path, repo_id: str | None) -> dict[str, str | None]:
     """The source card's license fields, validated by `bot.source_card` (anything else is dropped)."""
-    return {key: value if isinstance(value, str) else None
-            for key, value in card_license(folder, repo_id=repo_id).items()}
+    return {
+        key: value if isinstance(value, str) else None for key, value in card_license(folder, repo_id=repo_id).items()
+    }
 
 
-def build_folders(draft: Checkout, target: Checkout, out: Path, recipe: Recipe, *,
-                  keep_work: bool = False) -> DraftOutcome | BotError:
+def build_folders(
+    draft: Checkout, target: Checkout, out: Path, recipe: Recipe, *, keep_work: bool = False
+) -> DraftOutcome | BotError:
     """Classify a pair of local folders the way discovery does, then build it; a defect found before the build
     is returned as the error."""
     from bot.discover import classify_folders

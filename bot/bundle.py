@@ -47,8 +47,16 @@ class Bundle:
         return cls(root=root, draft_dir=root / "draft", target_dir=root / "target", record=read_bundle_record(root))
 
 
-def write_bundle(out: Path, draft_ir: Path, target_ir: Path, draft_source: Path, target_source: Path,
-                 built: BuildRecord, scratch: Path, *environments: Path) -> Bundle:
+def write_bundle(
+    out: Path,
+    draft_ir: Path,
+    target_ir: Path,
+    draft_source: Path,
+    target_source: Path,
+    built: BuildRecord,
+    scratch: Path,
+    *environments: Path,
+) -> Bundle:
     """Write `out/draft`, `out/target` and the record; refuse a bundle that would publish a local path.
 
     Raises:
@@ -130,4 +138,4 @@ def assert_no_local_paths(root: Path, *work_dirs: Path) -> None:
         raise Failure(f"bundle would publish local paths: {'; '.join(leaks[:5])}", stage="bundle")
 
 
-__all__ = ["Bundle", "PROVENANCE_FILE", "write_bundle", "assert_no_local_paths"]
+__all__ = ["PROVENANCE_FILE", "Bundle", "assert_no_local_paths", "write_bundle"]

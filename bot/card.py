@@ -29,16 +29,28 @@ def template_fingerprint(folder: Path | None = None) -> str:
 
 
 def _environment(folder: Path | None) -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(folder or TEMPLATES), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, autoescape=False)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(folder or TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
 
 
-def _metadata(*, base_model: str, license_: str | None, license_link: str | None, tags: list[str],
-              pipeline_tag: str) -> str:
+def _metadata(
+    *, base_model: str, license_: str | None, license_link: str | None, tags: list[str], pipeline_tag: str
+) -> str:
     from huggingface_hub import ModelCardData
 
-    data = ModelCardData(base_model=base_model, base_model_relation="quantized", license=license_,
-                         license_link=license_link, library_name="openvino", pipeline_tag=pipeline_tag, tags=tags)
+    data = ModelCardData(
+        base_model=base_model,
+        base_model_relation="quantized",
+        license=license_,
+        license_link=license_link,
+        library_name="openvino",
+        pipeline_tag=pipeline_tag,
+        tags=tags,
+    )
     return data.to_yaml()
 
 
@@ -47,20 +59,40 @@ def render_draft_card(built: BuildRecord, *, folder: Path | None = None) -> str:
     if built.repos is None:
         raise ValueError("a draft card needs the record's repos (BuildRecord.published_as)")
     family = "dspark" if built.draft.kind == "dspark" else "dflash"
-    metadata = _metadata(base_model=built.source.repo or "local", license_=built.source.license,
-                         license_link=built.source.license_link,
-                         tags=["openvino", "nncf", "int4", family, "speculative-decoding"],
-                         pipeline_tag="text-generation")
-    return _environment(folder).get_template(DRAFT_TEMPLATE).render(
-        metadata=metadata, p=built, draft_repo=built.repos.draft, target_repo=built.repos.target, family=family,
-        best=built.validation.best_run, speeds_up=built.validation.speeds_up, facts=facts(built.draft.format))
+    metadata = _metadata(
+        base_model=built.source.repo or "local",
+        license_=built.source.license,
+        license_link=built.source.license_link,
+        tags=["openvino", "nncf", "int4", family, "speculative-decoding"],
+        pipeline_tag="text-generation",
+    )
+    return (
+        _environment(folder)
+        .get_template(DRAFT_TEMPLATE)
+        .render(
+            metadata=metadata,
+            p=built,
+            draft_repo=built.repos.draft,
+            target_repo=built.repos.target,
+            family=family,
+            best=built.validation.best_run,
+            speeds_up=built.validation.speeds_up,
+            facts=facts(built.draft.format),
+        )
+    )
 
 
 def render_target_card(target: TargetRecord, *, target_repo: str, folder: Path | None = None) -> str:
     """The target repo's README.md; `target.drafts` lists the draft repos validated against it, with figures."""
-    metadata = _metadata(base_model=target.target.repo or "local", license_=target.target.license,
-                         license_link=target.target.license_link,
-                         tags=["openvino", "nncf", "int4", "speculative-decoding"],
-                         pipeline_tag="image-text-to-text" if target.target.is_vlm else "text-generation")
-    return _environment(folder).get_template(TARGET_TEMPLATE).render(
-        metadata=metadata, p=target, target_repo=target_repo, drafts=target.drafts)
+    metadata = _metadata(
+        base_model=target.target.repo or "local",
+        license_=target.target.license,
+        license_link=target.target.license_link,
+        tags=["openvino", "nncf", "int4", "speculative-decoding"],
+        pipeline_tag="image-text-to-text" if target.target.is_vlm else "text-generation",
+    )
+    return (
+        _environment(folder)
+        .get_template(TARGET_TEMPLATE)
+        .render(metadata=metadata, p=target, target_repo=target_repo, drafts=target.drafts)
+    )

@@ -9,7 +9,7 @@ directly, without pyplot's global figure registry, so it is safe in any process.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -49,15 +49,20 @@ class TargetIrReport:
     linear_attention_state: str | None = None  # how the transformation handled it, for hybrid targets
 
     def as_provenance(self) -> dict:
-        return {"ir_file": self.ir_file, "attention_layers": self.attention_layers,
-                "paged_attention_ops": self.paged_attention.paged_attention_ops,
-                "paged_attention_ready": self.paged_attention.ready,
-                "sdpa_left": self.paged_attention.sdpa_left, "state_ops_left": self.paged_attention.state_ops_left,
-                "linear_attention_layers": self.linear_attention_layers,
-                "linear_attention_ops": dict(self.paged_attention.linear_attention_ops),
-                "linear_attention_state_tables": self.paged_attention.state_tables,
-                "linear_attention_state": self.linear_attention_state,
-                "hidden_state_layers": list(self.hidden_state_layers), "quantization": self.quantization}
+        return {
+            "ir_file": self.ir_file,
+            "attention_layers": self.attention_layers,
+            "paged_attention_ops": self.paged_attention.paged_attention_ops,
+            "paged_attention_ready": self.paged_attention.ready,
+            "sdpa_left": self.paged_attention.sdpa_left,
+            "state_ops_left": self.paged_attention.state_ops_left,
+            "linear_attention_layers": self.linear_attention_layers,
+            "linear_attention_ops": dict(self.paged_attention.linear_attention_ops),
+            "linear_attention_state_tables": self.paged_attention.state_tables,
+            "linear_attention_state": self.linear_attention_state,
+            "hidden_state_layers": list(self.hidden_state_layers),
+            "quantization": self.quantization,
+        }
 
 
 @dataclass(frozen=True)
@@ -74,20 +79,27 @@ class DraftIrReport:
     layer_windows: tuple[int, ...] = ()  # per-row: each PagedAttention op's sliding window, in layer order
 
     def as_provenance(self) -> dict:
-        extra = {"rules": [asdict(r) for r in self.rules], "layer_windows": list(self.layer_windows)} \
-            if self.rules else {}
-        return extra | {"format": self.format, "inputs": list(self.inputs), "outputs": list(self.outputs),
-                "mask_token_id": self.mask_token_id, "target_layer_ids": list(self.target_layer_ids),
-                "candidate_position_offset": self.candidate_position_offset,
-                "paged_attention_ready": self.paged_attention.ready, "reason": self.paged_attention.reason,
-                "paged_attention_ops": self.paged_attention.paged_attention_ops,
-                "quantization": self.quantization}
+        extra = (
+            {"rules": [asdict(r) for r in self.rules], "layer_windows": list(self.layer_windows)} if self.rules else {}
+        )
+        return extra | {
+            "format": self.format,
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+            "mask_token_id": self.mask_token_id,
+            "target_layer_ids": list(self.target_layer_ids),
+            "candidate_position_offset": self.candidate_position_offset,
+            "paged_attention_ready": self.paged_attention.ready,
+            "reason": self.paged_attention.reason,
+            "paged_attention_ops": self.paged_attention.paged_attention_ops,
+            "quantization": self.quantization,
+        }
 
 
 def read_rt_info(model) -> dict:
     """The model's rt_info as plain nested dicts of strings."""
     rt = model.get_rt_info()
-    return {key: _to_python(rt[key]) for key in rt.keys()}
+    return {key: _to_python(rt[key]) for key in rt}
 
 
 def _to_python(value):
@@ -96,7 +108,7 @@ def _to_python(value):
     if hasattr(value, "astype"):
         try:
             return _to_python(value.astype(dict))
-        except Exception:  # noqa: BLE001 - OVAny offers no type query; a scalar refuses the dict cast
+        except Exception:
             return value.astype(str)
     return value
 
@@ -104,8 +116,17 @@ def _to_python(value):
 def quantization_parameters(rt_info: dict) -> dict:
     """NNCF's record of how the weights were compressed (the card's Quantization Parameters)."""
     compression = rt_info.get("nncf", {}).get("weight_compression", {})
-    keys = ("mode", "group_size", "ratio", "all_layers", "awq", "scale_estimation", "gptq", "backup_mode",
-            "sensitivity_metric")
+    keys = (
+        "mode",
+        "group_size",
+        "ratio",
+        "all_layers",
+        "awq",
+        "scale_estimation",
+        "gptq",
+        "backup_mode",
+        "sensitivity_metric",
+    )
     return {k: compression[k] for k in keys if k in compression}
 
 
@@ -127,11 +148,14 @@ def _paged_attention_counts(model, expected_layers: int) -> PagedAttentionCheck:
     except RuntimeError as exc:
         # The pass rewrites the graph before it validates it, so the counts say how far it got.
         after = Counter(op.get_type_name() for op in model.get_ops())
-        return PagedAttentionCheck(ready=False, reason=_first_lines(str(exc)),
-                                   sdpa_before=before["ScaledDotProductAttention"],
-                                   paged_attention_ops=after["PagedAttentionExtension"],
-                                   sdpa_left=after["ScaledDotProductAttention"],
-                                   state_ops_left=sum(after[o] for o in _STATE_OPS))
+        return PagedAttentionCheck(
+            ready=False,
+            reason=_first_lines(str(exc)),
+            sdpa_before=before["ScaledDotProductAttention"],
+            paged_attention_ops=after["PagedAttentionExtension"],
+            sdpa_left=after["ScaledDotProductAttention"],
+            state_ops_left=sum(after[o] for o in _STATE_OPS),
+        )
     after = Counter(op.get_type_name() for op in model.get_ops())
     pa_ops, sdpa_left = after["PagedAttentionExtension"], after["ScaledDotProductAttention"]
     state_left = sum(after[o] for o in _STATE_OPS)
@@ -143,12 +167,17 @@ def _paged_attention_counts(model, expected_layers: int) -> PagedAttentionCheck:
     if state_left:
         problems.append(f"{state_left} ReadValue/Assign ops left")
     tables = sum(1 for i in model.inputs if i.get_any_name().split(".")[0] in _STATE_TABLE_SUFFIXES)
-    return PagedAttentionCheck(ready=not problems, reason="; ".join(problems) or None,
-                               sdpa_before=before["ScaledDotProductAttention"], paged_attention_ops=pa_ops,
-                               sdpa_left=sdpa_left, state_ops_left=state_left,
-                               linear_attention_ops={op: after[op] for op in LINEAR_ATTENTION_OPS if after[op]},
-                               state_tables=tables,
-                               linear_before={op: before[op] for op in ("Loop", "GroupConvolution") if before[op]})
+    return PagedAttentionCheck(
+        ready=not problems,
+        reason="; ".join(problems) or None,
+        sdpa_before=before["ScaledDotProductAttention"],
+        paged_attention_ops=pa_ops,
+        sdpa_left=sdpa_left,
+        state_ops_left=state_left,
+        linear_attention_ops={op: after[op] for op in LINEAR_ATTENTION_OPS if after[op]},
+        state_tables=tables,
+        linear_before={op: before[op] for op in ("Loop", "GroupConvolution") if before[op]},
+    )
 
 
 def inspect_target(ir_dir: Path, target: TargetSpec, draft: DraftSpec) -> TargetIrReport:
@@ -170,21 +199,29 @@ def inspect_target(ir_dir: Path, target: TargetSpec, draft: DraftSpec) -> Target
         raise Failure(f"target IR fails the SDPA→PagedAttention check: {check.reason}", stage="inspect")
     annotation = rt_info.get("hidden_states_decoder_layers")
     if not annotation:
-        raise Failure("target IR has no hidden_states_decoder_layers rt_info (export with optimum-intel >= 2.2.0)",
-                      stage="inspect")
+        raise Failure(
+            "target IR has no hidden_states_decoder_layers rt_info (export with optimum-intel >= 2.2.0)",
+            stage="inspect",
+        )
     try:
         layers = tuple(sorted(int(k) for k in json.loads(annotation)["layers"]))
     except (ValueError, KeyError, TypeError):
         raise Failure("target IR's hidden_states_decoder_layers rt_info is malformed", stage="inspect") from None
     untapped = [i for i in draft.target_layer_ids if i not in layers]
     if untapped:
-        raise Failure(f"target IR annotates hidden states of layers {list(layers)}, not the draft's {untapped}",
-                      stage="inspect")
+        raise Failure(
+            f"target IR annotates hidden states of layers {list(layers)}, not the draft's {untapped}", stage="inspect"
+        )
     linear_layers = target.num_hidden_layers - target.full_attention_layers
-    return TargetIrReport(ir_file=ir_file, attention_layers=target.full_attention_layers, paged_attention=check,
-                          hidden_state_layers=layers, quantization=quantization_parameters(rt_info),
-                          linear_attention_layers=linear_layers,
-                          linear_attention_state=linear_attention_state(check, linear_layers))
+    return TargetIrReport(
+        ir_file=ir_file,
+        attention_layers=target.full_attention_layers,
+        paged_attention=check,
+        hidden_state_layers=layers,
+        quantization=quantization_parameters(rt_info),
+        linear_attention_layers=linear_layers,
+        linear_attention_state=linear_attention_state(check, linear_layers),
+    )
 
 
 def linear_attention_state(check: PagedAttentionCheck, linear_layers: int) -> str | None:
@@ -202,13 +239,18 @@ def linear_attention_state(check: PagedAttentionCheck, linear_layers: int) -> st
     ops = check.linear_attention_ops
     expected = {op: linear_layers for op in LINEAR_ATTENTION_OPS}
     if ops != expected or check.state_tables != 2 * linear_layers:
-        raise Failure(f"target IR has {linear_layers} linear-attention layers but SDPA→PagedAttention made "
-                      f"{ops or 'no paged linear-attention ops'} and {check.state_tables} state tables (expected "
-                      f"{expected} and {2 * linear_layers})", stage="inspect")
-    return (f"paged: {linear_layers} PagedGatedDeltaNet + {linear_layers} PagedCausalConv1D ops (from "
-            f"{check.linear_before}); recurrent and convolution state moved from ReadValue/Assign into "
-            f"{check.state_tables} block tables (gated_delta_state_table.N, conv_state_table.N), none left as "
-            "model state")
+        raise Failure(
+            f"target IR has {linear_layers} linear-attention layers but SDPA→PagedAttention made "
+            f"{ops or 'no paged linear-attention ops'} and {check.state_tables} state tables (expected "
+            f"{expected} and {2 * linear_layers})",
+            stage="inspect",
+        )
+    return (
+        f"paged: {linear_layers} PagedGatedDeltaNet + {linear_layers} PagedCausalConv1D ops (from "
+        f"{check.linear_before}); recurrent and convolution state moved from ReadValue/Assign into "
+        f"{check.state_tables} block tables (gated_delta_state_table.N, conv_state_table.N), none left as "
+        "model state"
+    )
 
 
 def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
@@ -233,8 +275,10 @@ def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
     elif {"inputs_embeds", "hidden_states", "beam_idx"} <= set(inputs) and model.get_variables():
         draft_format = "stateful"
     else:
-        raise Failure(f"draft IR has neither the stateful nor the per-row DFlash signature (inputs: {list(inputs)})",
-                      stage="inspect")
+        raise Failure(
+            f"draft IR has neither the stateful nor the per-row DFlash signature (inputs: {list(inputs)})",
+            stage="inspect",
+        )
     if str(rt_info.get("dflash_mode", "")).lower() != "true":
         raise Failure("draft IR lacks rt_info dflash_mode=True, so GenAI would not run it as DFlash", stage="inspect")
     dflash = rt_info.get("dflash", {}) if isinstance(rt_info.get("dflash"), dict) else {}
@@ -242,35 +286,58 @@ def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
         mask_token_id = int(dflash["mask_token_id"])
         layer_ids = tuple(int(x) for x in str(dflash["target_layer_ids"]).split(","))
     except (KeyError, ValueError):
-        raise Failure("draft IR rt_info dflash/mask_token_id or dflash/target_layer_ids is missing or malformed",
-                      stage="inspect") from None
+        raise Failure(
+            "draft IR rt_info dflash/mask_token_id or dflash/target_layer_ids is missing or malformed", stage="inspect"
+        ) from None
     if mask_token_id != draft.mask_token_id or layer_ids != draft.target_layer_ids:
-        raise Failure(f"draft IR rt_info (mask {mask_token_id}, layers {list(layer_ids)}) disagrees with the "
-                      f"source config (mask {draft.mask_token_id}, layers {list(draft.target_layer_ids)})",
-                      stage="inspect")
+        raise Failure(
+            f"draft IR rt_info (mask {mask_token_id}, layers {list(layer_ids)}) disagrees with the "
+            f"source config (mask {draft.mask_token_id}, layers {list(draft.target_layer_ids)})",
+            stage="inspect",
+        )
     offset = dflash.get("candidate_position_offset")
     if draft_format == "per-row":
         report = check_per_row(path, DraftLayout.read(ir_dir, draft.num_layers))
         if not report.passed:
             raise Failure(f"per-row draft IR breaks the per-row rules: {report.failure_reason()}", stage="inspect")
-        return DraftIrReport(format=draft_format, inputs=inputs, outputs=outputs, mask_token_id=mask_token_id,
-                             target_layer_ids=layer_ids, candidate_position_offset=int(offset),
-                             paged_attention=report.paged_attention, quantization=quantization_parameters(rt_info),
-                             rules=report.rules, layer_windows=report.layer_windows)
+        return DraftIrReport(
+            format=draft_format,
+            inputs=inputs,
+            outputs=outputs,
+            mask_token_id=mask_token_id,
+            target_layer_ids=layer_ids,
+            candidate_position_offset=int(offset),
+            paged_attention=report.paged_attention,
+            quantization=quantization_parameters(rt_info),
+            rules=report.rules,
+            layer_windows=report.layer_windows,
+        )
     check = paged_attention_check(path, draft.num_layers or check_layers_from_sdpa(model))
     if draft_format == "stateful":
         if not model.get_variables():
             raise Failure("stateful draft IR has no KV-cache state", stage="inspect")
         if not check.ready:
             check = PagedAttentionCheck(
-                False, "stateful DFlash draft (optimum-intel 2.2.0 format): SDPAToPagedAttention refuses it "
+                False,
+                "stateful DFlash draft (optimum-intel 2.2.0 format): SDPAToPagedAttention refuses it "
                 f"({check.reason}); GenAI runs it as a stateful model beside the PagedAttention target",
-                check.sdpa_before, 0, check.sdpa_left, check.state_ops_left)
+                check.sdpa_before,
+                0,
+                check.sdpa_left,
+                check.state_ops_left,
+            )
     elif not check.ready:
         raise Failure(f"per-row draft IR fails the SDPA→PagedAttention check: {check.reason}", stage="inspect")
-    return DraftIrReport(format=draft_format, inputs=inputs, outputs=outputs, mask_token_id=mask_token_id,
-                         target_layer_ids=layer_ids, candidate_position_offset=int(offset) if offset else None,
-                         paged_attention=check, quantization=quantization_parameters(rt_info))
+    return DraftIrReport(
+        format=draft_format,
+        inputs=inputs,
+        outputs=outputs,
+        mask_token_id=mask_token_id,
+        target_layer_ids=layer_ids,
+        candidate_position_offset=int(offset) if offset else None,
+        paged_attention=check,
+        quantization=quantization_parameters(rt_info),
+    )
 
 
 def check_layers_from_sdpa(model) -> int:
@@ -347,7 +414,8 @@ def is_per_row(inputs: tuple[str, ...] | set[str], rt_info: dict) -> bool:
     """A per-row draft has the `token_type_ids` input or the per-row rt_info key (a broken one may lack one)."""
     dflash = rt_info.get("dflash") if isinstance(rt_info.get("dflash"), dict) else {}
     return ("token_type_ids" in inputs and {"inputs_embeds", "hidden_states"} <= set(inputs)) or (
-        "candidate_position_offset" in dflash)
+        "candidate_position_offset" in dflash
+    )
 
 
 def check_per_row(model_path: Path, layout: DraftLayout | None) -> PerRowReport:
@@ -384,10 +452,21 @@ def check_per_row(model_path: Path, layout: DraftLayout | None) -> PerRowReport:
     if check.reason and not problems:
         problems.append(check.reason)
     converted = not problems
-    rules.append(RuleResult("paged_attention", converted, "; ".join(problems) or
-                            f"{check.paged_attention_ops} PagedAttention ops, no SDPA and no state left"))
-    check = PagedAttentionCheck(converted, "; ".join(problems) or None, check.sdpa_before,
-                                check.paged_attention_ops, check.sdpa_left, check.state_ops_left)
+    rules.append(
+        RuleResult(
+            "paged_attention",
+            converted,
+            "; ".join(problems) or f"{check.paged_attention_ops} PagedAttention ops, no SDPA and no state left",
+        )
+    )
+    check = PagedAttentionCheck(
+        converted,
+        "; ".join(problems) or None,
+        check.sdpa_before,
+        check.paged_attention_ops,
+        check.sdpa_left,
+        check.state_ops_left,
+    )
 
     windows: tuple[int, ...] = ()
     if not converted:
@@ -397,22 +476,38 @@ def check_per_row(model_path: Path, layout: DraftLayout | None) -> PerRowReport:
     manager = Manager()
     manager.register_pass(ConstantFolding())  # the window arrives as `-offset`: fold it into a number
     manager.run_passes(model)
-    ops = sorted((op for op in model.get_ops() if op.get_type_name() == "PagedAttentionExtension"),
-                 key=_cache_index)
+    ops = sorted((op for op in model.get_ops() if op.get_type_name() == "PagedAttentionExtension"), key=_cache_index)
     reached = [_reads_parameter(op, "token_type_ids") for op in ops]
     missing = [i for i, ok in enumerate(reached) if not ok]
-    rules.append(RuleResult("token_type_ids", not missing,
-                            f"token_type_ids does not reach the PagedAttention op of layer(s) {missing}" if missing
-                            else f"token_type_ids reaches all {len(ops)} PagedAttention ops"))
+    rules.append(
+        RuleResult(
+            "token_type_ids",
+            not missing,
+            f"token_type_ids does not reach the PagedAttention op of layer(s) {missing}"
+            if missing
+            else f"token_type_ids reaches all {len(ops)} PagedAttention ops",
+        )
+    )
     windows = tuple(_constant_int(op.input_value(_PA_SLIDING_WINDOW)) for op in ops)
     if layout is None:
-        rules.append(RuleResult("sliding_window", None, f"not checked: no config.json beside the IR names the layer "
-                                                        f"kinds (per-layer windows {list(windows)})"))
+        rules.append(
+            RuleResult(
+                "sliding_window",
+                None,
+                f"not checked: no config.json beside the IR names the layer kinds (per-layer windows {list(windows)})",
+            )
+        )
         return PerRowReport(tuple(rules), check, windows)
-    wrong = [f"layer {i} ({layout.layer_types[i]}) has window {got}, expected {layout.window(i)}"
-             for i, got in enumerate(windows) if got != layout.window(i)]
-    rules.append(RuleResult("sliding_window", not wrong, "; ".join(wrong) or
-                            f"per-layer windows {list(windows)} match the config"))
+    wrong = [
+        f"layer {i} ({layout.layer_types[i]}) has window {got}, expected {layout.window(i)}"
+        for i, got in enumerate(windows)
+        if got != layout.window(i)
+    ]
+    rules.append(
+        RuleResult(
+            "sliding_window", not wrong, "; ".join(wrong) or f"per-layer windows {list(windows)} match the config"
+        )
+    )
     return PerRowReport(tuple(rules), check, windows)
 
 
@@ -423,8 +518,9 @@ def _input_rule(inputs: set[str], outputs: set[str]) -> RuleResult:
         problems.append("an attention_mask input (the per-row mask is built from token_type_ids)")
     if "last_hidden_state" not in outputs:
         problems.append("no last_hidden_state output")
-    return RuleResult("signature", not problems, "; ".join(problems) or
-                      f"inputs {list(PER_ROW_INPUTS)} and output last_hidden_state")
+    return RuleResult(
+        "signature", not problems, "; ".join(problems) or f"inputs {list(PER_ROW_INPUTS)} and output last_hidden_state"
+    )
 
 
 def _rt_info_rule(rt_info: dict) -> RuleResult:
@@ -434,8 +530,9 @@ def _rt_info_rule(rt_info: dict) -> RuleResult:
     offset = dflash.get("candidate_position_offset")
     if offset is not None and str(offset) not in ("0", "1"):
         problems.append(f"dflash/candidate_position_offset is {offset!r}, not 0 or 1")
-    return RuleResult("rt_info", not problems, "; ".join(problems) or
-                      "dflash_mode, dflash/" + ", dflash/".join(PER_ROW_RT_INFO))
+    return RuleResult(
+        "rt_info", not problems, "; ".join(problems) or "dflash_mode, dflash/" + ", dflash/".join(PER_ROW_RT_INFO)
+    )
 
 
 def _cache_index(op) -> int:
@@ -471,48 +568,73 @@ def inspect_folder(ir_dir: Path) -> dict:
     """
     import openvino as ov
 
-    path = next((ir_dir / n for n in ("openvino_model.xml", "openvino_language_model.xml") if (ir_dir / n).is_file()),
-                None)
+    path = next(
+        (ir_dir / n for n in ("openvino_model.xml", "openvino_language_model.xml") if (ir_dir / n).is_file()), None
+    )
     if path is None:
         raise Failure(f"{ir_dir} holds no openvino_model.xml or openvino_language_model.xml", stage="inspect")
     model = ov.Core().read_model(path)
     inputs = tuple(sorted(i.get_any_name() for i in model.inputs))
     rt_info = read_rt_info(model)
-    record = {"path": str(path), "inputs": list(inputs),
-              "outputs": sorted(o.get_any_name() for o in model.outputs),
-              "dflash_rt_info": {k: v for k, v in rt_info.items() if k in ("dflash_mode", "dflash")}}
+    record = {
+        "path": str(path),
+        "inputs": list(inputs),
+        "outputs": sorted(o.get_any_name() for o in model.outputs),
+        "dflash_rt_info": {k: v for k, v in rt_info.items() if k in ("dflash_mode", "dflash")},
+    }
     required = [True]
     if str(rt_info.get("dflash_mode", "")).lower() != "true":
         check = paged_attention_check(path, check_layers_from_sdpa(model))
-        rules = [RuleResult("paged_attention", check.ready, check.reason or
-                            f"{check.paged_attention_ops} PagedAttention ops, no state left"),
-                 RuleResult("hidden_states_decoder_layers", bool(rt_info.get("hidden_states_decoder_layers")),
-                            str(rt_info.get("hidden_states_decoder_layers") or "missing (export with optimum-intel "
-                                                                              ">= 2.2.0)"))]
+        rules = [
+            RuleResult(
+                "paged_attention",
+                check.ready,
+                check.reason or f"{check.paged_attention_ops} PagedAttention ops, no state left",
+            ),
+            RuleResult(
+                "hidden_states_decoder_layers",
+                bool(rt_info.get("hidden_states_decoder_layers")),
+                str(rt_info.get("hidden_states_decoder_layers") or "missing (export with optimum-intel >= 2.2.0)"),
+            ),
+        ]
         record |= {"role": "target", "format": "decoder"}
     elif is_per_row(inputs, rt_info):
         report = check_per_row(path, DraftLayout.read(ir_dir))
         rules = list(report.rules)
-        record |= {"role": "draft", "format": "per-row", "paged_attention_ready": report.passed,
-                   "layer_windows": list(report.layer_windows)}
+        record |= {
+            "role": "draft",
+            "format": "per-row",
+            "paged_attention_ready": report.passed,
+            "layer_windows": list(report.layer_windows),
+        }
     else:
         check = paged_attention_check(path, check_layers_from_sdpa(model))
         stateful = {"inputs_embeds", "hidden_states", "beam_idx"} <= set(inputs)
-        rules = [RuleResult("signature", stateful, "inputs_embeds, hidden_states, beam_idx" if stateful else
-                            f"neither the stateful nor the per-row signature: {list(inputs)}"),
-                 _stateful_rt_info_rule(rt_info),
-                 RuleResult("kv_cache_state", bool(model.get_variables()), f"{len(model.get_variables())} variables"),
-                 RuleResult("paged_attention", check.ready, check.reason or "converted")]
+        rules = [
+            RuleResult(
+                "signature",
+                stateful,
+                "inputs_embeds, hidden_states, beam_idx"
+                if stateful
+                else f"neither the stateful nor the per-row signature: {list(inputs)}",
+            ),
+            _stateful_rt_info_rule(rt_info),
+            RuleResult("kv_cache_state", bool(model.get_variables()), f"{len(model.get_variables())} variables"),
+            RuleResult("paged_attention", check.ready, check.reason or "converted"),
+        ]
         required = [True, True, True, False]
         record |= {"role": "draft", "format": "stateful", "paged_attention_ready": False}
     required += [True] * (len(rules) - len(required))
-    record["rules"] = [asdict(r) | {"required": need} for r, need in zip(rules, required)]
-    record["passed"] = not any(r.passed is False for r, need in zip(rules, required) if need)
+    record["rules"] = [asdict(r) | {"required": need} for r, need in zip(rules, required, strict=False)]
+    record["passed"] = not any(r.passed is False for r, need in zip(rules, required, strict=False) if need)
     return record
 
 
 def _stateful_rt_info_rule(rt_info: dict) -> RuleResult:
     dflash = rt_info.get("dflash") if isinstance(rt_info.get("dflash"), dict) else {}
     missing = [f"dflash/{k}" for k in ("mask_token_id", "target_layer_ids") if k not in dflash]
-    return RuleResult("rt_info", not missing, f"missing {missing}" if missing else
-                      "dflash_mode, dflash/mask_token_id, dflash/target_layer_ids")
+    return RuleResult(
+        "rt_info",
+        not missing,
+        f"missing {missing}" if missing else "dflash_mode, dflash/mask_token_id, dflash/target_layer_ids",
+    )

@@ -16,16 +16,23 @@ import typer
 from bot import log
 from bot.errors import BotError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Watch the Hub for DFlash/DSpark drafts, export them to OpenVINO int4, validate, publish.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Watch the Hub for DFlash/DSpark drafts, export them to OpenVINO int4, validate, publish.",
+)
 hub_app = typer.Typer(no_args_is_help=True, help="The local Hub-compatible server (tests, demo, offline work).")
 app.add_typer(hub_app, name="hub")
-toolchain_app = typer.Typer(no_args_is_help=True,
-                            help="Follow upstream: newer toolchain releases, tried on tiny pairs.")
+toolchain_app = typer.Typer(
+    no_args_is_help=True, help="Follow upstream: newer toolchain releases, tried on tiny pairs."
+)
 app.add_typer(toolchain_app, name="toolchain")
 
-RecipeOption = Annotated[Optional[Path], typer.Option("--recipe", help="recipe YAML (default: workflows/dflash.yaml)",
-                                                      exists=True, dir_okay=False)]
+RecipeOption = Annotated[
+    Optional[Path],
+    typer.Option("--recipe", help="recipe YAML (default: workflows/dflash.yaml)", exists=True, dir_okay=False),
+]
 
 
 def _fail(error: BotError) -> None:
@@ -83,9 +90,13 @@ def build(
     out: Annotated[Path, typer.Option(help="bundle folder to write")],
     draft: Annotated[Optional[Path], typer.Option(help="draft checkpoint folder", file_okay=False)] = None,
     target: Annotated[Optional[Path], typer.Option(help="target checkpoint folder", file_okay=False)] = None,
-    job: Annotated[Optional[str], typer.Option(
-        help="one matrix entry's job (JSON, or @FILE) from `plan --matrix`: download the pinned sources with "
-             "HF_READ_TOKEN (never HF_TOKEN) and build them")] = None,
+    job: Annotated[
+        Optional[str],
+        typer.Option(
+            help="one matrix entry's job (JSON, or @FILE) from `plan --matrix`: download the pinned sources with "
+            "HF_READ_TOKEN (never HF_TOKEN) and build them"
+        ),
+    ] = None,
     recipe: RecipeOption = None,
     endpoint: Annotated[Optional[str], typer.Option(help="Hub endpoint for --job")] = None,
     work: Annotated[Optional[Path], typer.Option(help="parent folder for scratch space", file_okay=False)] = None,
@@ -108,13 +119,20 @@ def build(
         typer.echo("error: --draft and --target are required (or --job)", err=True)
         raise typer.Exit(2)
     try:
-        bundle = build_pair(Checkout(draft.resolve()), Checkout(target.resolve()), out.resolve(),
-                            load_recipe(recipe), keep_work=keep_work)
+        bundle = build_pair(
+            Checkout(draft.resolve()),
+            Checkout(target.resolve()),
+            out.resolve(),
+            load_recipe(recipe),
+            keep_work=keep_work,
+        )
     except BotError as error:
         _fail(error)
     validation = bundle.record.validation
-    typer.echo(f"validated: {bundle.root} (lossless, accept length {validation.accept_length:.2f} at "
-               f"k={validation.recommended_num_assistant_tokens})")
+    typer.echo(
+        f"validated: {bundle.root} (lossless, accept length {validation.accept_length:.2f} at "
+        f"k={validation.recommended_num_assistant_tokens})"
+    )
 
 
 def _build_job(settings, job: str, out: Path, recipe: Path | None, work: Path | None, keep_work: bool) -> None:
@@ -145,12 +163,18 @@ def _build_job(settings, job: str, out: Path, recipe: Path | None, work: Path | 
     outcomes = build_jobs(reader, loaded, jobs, out.resolve(), work=work, keep_work=keep_work)
     actions = Actions(settings)
     report = RunReport(outcomes=outcomes)
-    actions.report(report, title=f"build {jobs[0].target} and {len(jobs)} draft(s)", endpoint=reader.endpoint,
-                   settings={"runner": settings.runner_name, "recipe": loaded.name})
+    actions.report(
+        report,
+        title=f"build {jobs[0].target} and {len(jobs)} draft(s)",
+        endpoint=reader.endpoint,
+        settings={"runner": settings.runner_name, "recipe": loaded.name},
+    )
     actions.set_output("status", "failed" if report.failed else "built")
     for outcome in outcomes:
-        typer.echo(f"{outcome.status}: {outcome.source}@{(outcome.revision or '')[:7]} -> {out}"
-                   + (f" ({outcome.reason})" if outcome.reason else ""))
+        typer.echo(
+            f"{outcome.status}: {outcome.source}@{(outcome.revision or '')[:7]} -> {out}"
+            + (f" ({outcome.reason})" if outcome.reason else "")
+        )
     raise typer.Exit(report.exit_code)  # a skip (a source turned gated) is no failure
 
 
@@ -158,12 +182,18 @@ def _build_job(settings, job: str, out: Path, recipe: Path | None, work: Path | 
 def make_tiny_command(
     kind: Annotated[Optional[str], typer.Argument(help="the kind of pair (an unknown kind lists them all)")] = None,
     out: Annotated[Optional[Path], typer.Argument(help="folder that receives target/ and draft/")] = None,
-    target_repo: Annotated[Optional[str], typer.Option(
-        help="target repo id named in the draft's card (default: the family's tiny target name)")] = None,
+    target_repo: Annotated[
+        Optional[str],
+        typer.Option(help="target repo id named in the draft's card (default: the family's tiny target name)"),
+    ] = None,
     seed: int = 0,
-    shape: Annotated[Optional[str], typer.Option(
-        help="instead of a tiny kind, a random-weight pair of a real shape (qwen3-0.6b, qwen3-1.7b, qwen3-4b, "
-             "qwen3-8b, qwen3.5-0.8b): real sizes, for scale benchmarks; then the only argument is OUT")] = None,
+    shape: Annotated[
+        Optional[str],
+        typer.Option(
+            help="instead of a tiny kind, a random-weight pair of a real shape (qwen3-0.6b, qwen3-1.7b, qwen3-4b, "
+            "qwen3-8b, qwen3.5-0.8b): real sizes, for scale benchmarks; then the only argument is OUT"
+        ),
+    ] = None,
 ) -> None:
     """Write a tiny generated draft/target pair laid out like Hub checkouts (or, with --shape, a real-size one)."""
     if shape is not None:
@@ -211,8 +241,13 @@ def hub_serve(
 EndpointOption = Annotated[Optional[str], typer.Option(help="Hub endpoint (default: HF_ENDPOINT or huggingface.co)")]
 OnlyOption = Annotated[Optional[str], typer.Option(help="only this source repo id (a dispatch for one model)")]
 ForceOption = Annotated[bool, typer.Option(help="rebuild even when the published build is current")]
-RecheckOption = Annotated[bool, typer.Option(help="examine every source, even those the status repo remembers as "
-                                                  "unchanged since they were last skipped, failed or published")]
+RecheckOption = Annotated[
+    bool,
+    typer.Option(
+        help="examine every source, even those the status repo remembers as "
+        "unchanged since they were last skipped, failed or published"
+    ),
+]
 
 
 @app.command("plan")
@@ -223,7 +258,7 @@ def plan_command(
     force: ForceOption = False,
     recheck: RecheckOption = False,
     dry_run: Annotated[bool, typer.Option(help="plan, but hand nothing on to build or publish")] = False,
-    matrix: Annotated[bool, typer.Option(help="print GitHub matrix JSON ({\"include\": [...]}) on stdout")] = False,
+    matrix: Annotated[bool, typer.Option(help='print GitHub matrix JSON ({"include": [...]}) on stdout')] = False,
     out: Annotated[Optional[Path], typer.Option(help="write the plan record (for `publish --plan`) here")] = None,
     endpoint: EndpointOption = None,
 ) -> None:
@@ -263,10 +298,20 @@ def plan_command(
         report = planned.run_report()
         has_work = count or planned.card_refresh or report.failed
         actions.set_output("publish", "true" if not dry_run and has_work else "false")
-        actions.report(report, title="dflash-bot plan", endpoint=reader.endpoint,
-                       settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint(), "only": only or "all",
-                                 "force": force, "dry run": dry_run, "builds": count,
-                                 "card refreshes": len(planned.card_refresh)})
+        actions.report(
+            report,
+            title="dflash-bot plan",
+            endpoint=reader.endpoint,
+            settings={
+                "recipe": loaded.name,
+                "fingerprint": loaded.fingerprint(),
+                "only": only or "all",
+                "force": force,
+                "dry run": dry_run,
+                "builds": count,
+                "card refreshes": len(planned.card_refresh),
+            },
+        )
     if matrix:
         typer.echo(json.dumps(matrix_json))
     else:
@@ -308,8 +353,11 @@ def run_command(
         _fail(error)
     settings = _settings(ctx, endpoint)
     if not dry_run and not settings.write_token:
-        typer.echo("error: no write token (HF_TOKEN) is set, so nothing could be published: set it, or use "
-                   "--dry-run to see the plan", err=True)
+        typer.echo(
+            "error: no write token (HF_TOKEN) is set, so nothing could be published: set it, or use "
+            "--dry-run to see the plan",
+            err=True,
+        )
         raise typer.Exit(2)
     from bot.confinement import hold_write_token
 
@@ -320,8 +368,13 @@ def run_command(
     writer = Hub(settings.endpoint, settings.write_token) if not dry_run else None
     result = RunReport(dry_run=dry_run)
     try:
-        run(loaded, reader, writer, RunOptions(only=only, force=force, dry_run=dry_run, work=work, recheck=recheck),
-            result)
+        run(
+            loaded,
+            reader,
+            writer,
+            RunOptions(only=only, force=force, dry_run=dry_run, work=work, recheck=recheck),
+            result,
+        )
     except BaseException as stop:  # a signal (SIGTERM unwinds as SystemExit) or a bug: the report says so
         result.add(Outcome("(run)", None, Status.FAILED, f"run stopped: {type(stop).__name__} {stop}".strip()))
         raise
@@ -329,9 +382,12 @@ def run_command(
         # The report is safe on disk before anything is printed (printing a hostile name must not lose it).
         if report:
             result.write(report)
-    Actions(settings).report(result, title="dflash-bot run", endpoint=reader.endpoint,
-                             settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint(),
-                                       "only": only or "all", "force": force})
+    Actions(settings).report(
+        result,
+        title="dflash-bot run",
+        endpoint=reader.endpoint,
+        settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint(), "only": only or "all", "force": force},
+    )
     result.print_table()
     raise typer.Exit(result.exit_code)
 
@@ -339,13 +395,20 @@ def run_command(
 @app.command("publish")
 def publish_command(
     ctx: typer.Context,
-    bundle: Annotated[Optional[Path], typer.Option(help="bundle folder written by build", exists=True,
-                                                   file_okay=False)] = None,
-    bundles: Annotated[Optional[Path], typer.Option(help="folder of bundle folders (the downloaded artifacts)",
-                                                    file_okay=False)] = None,
-    plan: Annotated[Optional[Path], typer.Option(help="plan record from `plan --out`: report every planned "
-                                                      "source and perform its card refreshes", exists=True,
-                                                 dir_okay=False)] = None,
+    bundle: Annotated[
+        Optional[Path], typer.Option(help="bundle folder written by build", exists=True, file_okay=False)
+    ] = None,
+    bundles: Annotated[
+        Optional[Path], typer.Option(help="folder of bundle folders (the downloaded artifacts)", file_okay=False)
+    ] = None,
+    plan: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="plan record from `plan --out`: report every planned source and perform its card refreshes",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
     report: Annotated[Optional[Path], typer.Option(help="write the run report as JSON here")] = None,
     recipe: RecipeOption = None,
     endpoint: EndpointOption = None,
@@ -361,8 +424,9 @@ def publish_command(
     from bot.recipe import load_recipe
     from bot.record import RecordError, Repos
 
-    if bundle is not None and (bundles is not None or plan is not None) or (bundle is None and bundles is None
-                                                                           and plan is None):
+    if (bundle is not None and (bundles is not None or plan is not None)) or (
+        bundle is None and bundles is None and plan is None
+    ):
         typer.echo("error: give --bundle alone, or --bundles and/or --plan", err=True)
         raise typer.Exit(2)
     settings = _settings(ctx, endpoint)
@@ -379,10 +443,13 @@ def publish_command(
             one = Bundle.read(bundle.resolve())
             built = one.record
             if not built.source.repo or not built.target.repo:
-                raise BotError("bundle was built from local folders: there is no source repo to publish under",
-                               stage="publish")
-            repos = Repos(draft=draft_output_repo(loaded.publish, built.source.repo),
-                          target=target_output_repo(loaded.publish, built.target.repo))
+                raise BotError(
+                    "bundle was built from local folders: there is no source repo to publish under", stage="publish"
+                )
+            repos = Repos(
+                draft=draft_output_repo(loaded.publish, built.source.repo),
+                target=target_output_repo(loaded.publish, built.target.repo),
+            )
             result = publish_bundle(writer, one, repos, private=loaded.publish.private)
         except RecordError as exc:
             typer.echo(f"error: {bundle}: {exc}", err=True)
@@ -398,8 +465,12 @@ def publish_command(
     result_report = publish_run(writer, loaded, bundles.resolve() if bundles else None, planned)
     if report:
         result_report.write(report)
-    Actions(settings).report(result_report, title="dflash-bot run", endpoint=writer.endpoint,
-                             settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint()})
+    Actions(settings).report(
+        result_report,
+        title="dflash-bot run",
+        endpoint=writer.endpoint,
+        settings={"recipe": loaded.name, "fingerprint": loaded.fingerprint()},
+    )
     result_report.print_table()
     raise typer.Exit(result_report.exit_code)
 
@@ -408,8 +479,9 @@ def publish_command(
 def status_command(
     ctx: typer.Context,
     recipe: RecipeOption = None,
-    repo: Annotated[Optional[str], typer.Option(help="status dataset repo (default: the recipe's publish.status_repo)")
-                    ] = None,
+    repo: Annotated[
+        Optional[str], typer.Option(help="status dataset repo (default: the recipe's publish.status_repo)")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print status.json instead of the table")] = False,
     endpoint: EndpointOption = None,
 ) -> None:
@@ -430,12 +502,20 @@ def status_command(
 @toolchain_app.command("check")
 def toolchain_check(
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON (for machines)")] = False,
-    markdown: Annotated[Optional[Path], typer.Option(help="also write the table as Markdown here (a PR body)",
-                                                     dir_okay=False)] = None,
-    write: Annotated[bool, typer.Option(help="when the candidate passes, write its pins into pyproject.toml and "
-                                             "toolchains/profiles.yaml")] = False,
-    build: Annotated[bool, typer.Option(help="build and try candidate environments (--no-build: only propose; a "
-                                             "newer release then exits 1, untried)")] = True,
+    markdown: Annotated[
+        Optional[Path], typer.Option(help="also write the table as Markdown here (a PR body)", dir_okay=False)
+    ] = None,
+    write: Annotated[
+        bool,
+        typer.Option(help="when the candidate passes, write its pins into pyproject.toml and toolchains/profiles.yaml"),
+    ] = False,
+    build: Annotated[
+        bool,
+        typer.Option(
+            help="build and try candidate environments (--no-build: only propose; a "
+            "newer release then exits 1, untried)"
+        ),
+    ] = True,
 ) -> None:
     """Ask the package index (through pip's configuration) for newer releases of the OpenVINO stack; try each
     profile's candidate in its own environment (capability probe, tiny oracle pair); exit 0 when there is no newer
@@ -464,8 +544,12 @@ def toolchain_check(
 
 @app.command("inspect")
 def inspect_command(
-    ir_dir: Annotated[Path, typer.Argument(help="an IR folder (an export's output or a bundle's draft/ or target/)",
-                                           exists=True, file_okay=False)],
+    ir_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="an IR folder (an export's output or a bundle's draft/ or target/)", exists=True, file_okay=False
+        ),
+    ],
 ) -> None:
     """Print an IR folder's role, format and every check's result as JSON; exit 0 only when all required pass."""
     import json

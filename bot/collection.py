@@ -51,9 +51,11 @@ class CollectionResult:
 
 def draft_note(pair: PublishedPair) -> str:
     """The draft item's note: its target and what it earns there (plain text, at most 500 characters)."""
-    return clip(f"Draft for {pair.target_repo} (from {pair.source_repo}). Accept length {pair.accept_length:.2f} and "
-                f"{pair.speedup:.2f}x speed-up over plain greedy at num_assistant_tokens={pair.recommended_k} "
-                f"(OpenVINO GenAI, lossless).")
+    return clip(
+        f"Draft for {pair.target_repo} (from {pair.source_repo}). Accept length {pair.accept_length:.2f} and "
+        f"{pair.speedup:.2f}x speed-up over plain greedy at num_assistant_tokens={pair.recommended_k} "
+        f"(OpenVINO GenAI, lossless)."
+    )
 
 
 def target_note(target_repo: str, pairs: Sequence[PublishedPair]) -> str:
@@ -94,8 +96,9 @@ def sync_collection(hub: Hub, settings: PublishSettings, published: Sequence[Pub
         Skip: a repo to add does not exist (it was deleted between publishing and this sync).
     """
     options = settings.collection
-    state = hub.ensure_collection(options.title, settings.collection_namespace, description=options.description,
-                                  private=settings.private)
+    state = hub.ensure_collection(
+        options.title, settings.collection_namespace, description=options.description, private=settings.private
+    )
     wanted = desired_items(published)
     present: dict[str, CollectionEntry] = {item.item_id: item for item in state.items if item.item_type == "model"}
     added, updated, removed = [], [], []
@@ -111,5 +114,6 @@ def sync_collection(hub: Hub, settings: PublishSettings, published: Sequence[Pub
         if repo_id not in wanted:
             hub.remove_collection_item(state.slug, item)
             removed.append(repo_id)
-    return CollectionResult(slug=state.slug, url=state.url, added=tuple(added), updated=tuple(updated),
-                            removed=tuple(removed))
+    return CollectionResult(
+        slug=state.slug, url=state.url, added=tuple(added), updated=tuple(updated), removed=tuple(removed)
+    )

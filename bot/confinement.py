@@ -27,13 +27,23 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 SETTING = "DFLASH_BOT_SANDBOX"
 LAYERS = ("namespaces", "landlock")
 # A fresh user namespace (no capability outside it), PID namespace with its own /proc (no ancestor visible),
 # mount namespace (for that /proc) and network namespace (no network); the child dies with the launcher.
-NAMESPACE_PREFIX = ("unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount-proc",
-                    "--net", "--")
+NAMESPACE_PREFIX = (
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "--pid",
+    "--fork",
+    "--kill-child",
+    "--mount-proc",
+    "--net",
+    "--",
+)
 # The builder downloads, so it keeps the network; it still cannot see the token holder.
 BUILDER_PREFIX = ("unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount-proc", "--")
 WRITE_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -60,7 +70,8 @@ class Confinement:
             return f"sandbox: no OS confinement ({self.detail}); children run with a scrubbed environment only"
         abi = f" (Landlock ABI {self.landlock_abi})" if self.landlock_abi else ""
         return f"sandbox: checkpoint children confined by {self.name}{abi}" + (
-            f"; {self.detail}" if self.detail else "")
+            f"; {self.detail}" if self.detail else ""
+        )
 
     def as_provenance(self) -> dict:
         return {"confinement": self.name, "landlock_abi": self.landlock_abi}
@@ -120,6 +131,7 @@ def _namespaces_work(prefix: tuple[str, ...]) -> tuple[bool, str]:
 
 # ---- the token holder ----
 
+
 def hold_write_token(names: Sequence[str] = WRITE_TOKEN_VARIABLES) -> str | None:
     """Take the write token out of this process's environment before anything is started, and return it.
 
@@ -162,8 +174,7 @@ def start_builder(argv: Sequence[str], *, env: Mapping[str, str] | None = None, 
     """
     use_namespaces = "namespaces" in wanted_layers(env) and _namespaces_work(BUILDER_PREFIX)[0]
     prefix = list(BUILDER_PREFIX) if use_namespaces else []
-    return subprocess.Popen([*prefix, *argv], env=builder_env(env), close_fds=True, start_new_session=True,
-                            **popen)  # type: ignore[arg-type]
+    return subprocess.Popen([*prefix, *argv], env=builder_env(env), close_fds=True, start_new_session=True, **popen)  # type: ignore[arg-type]
 
 
 def _set_dumpable(dumpable: bool) -> None:
@@ -174,7 +185,7 @@ def _set_dumpable(dumpable: bool) -> None:
 def _scrub_initial_environment(name: bytes, value: bytes) -> None:
     """Overwrite `NAME=value` in the environment block the kernel shows as /proc/self/environ."""
     try:
-        fields = open("/proc/self/stat", "rb").read().rsplit(b")", 1)[1].split()
+        fields = Path("/proc/self/stat").read_bytes().rsplit(b")", 1)[1].split()
         start, end = int(fields[47]), int(fields[48])  # env_start, env_end: fields 50 and 51 of proc(5)
     except (OSError, IndexError, ValueError):
         return

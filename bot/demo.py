@@ -54,8 +54,9 @@ def seed(endpoint: str, token: str, work: Path, repos: tuple[SeededRepo, ...] = 
             pairs[repo.kind] = work / repo.kind
             make_tiny(repo.kind, pairs[repo.kind], target_repo=TARGET_REPO)
         api.create_repo(repo.repo_id, exist_ok=True)
-        info = api.upload_folder(repo_id=repo.repo_id, folder_path=pairs[repo.kind] / repo.role,
-                                 commit_message=f"Upload {repo.role}")
+        info = api.upload_folder(
+            repo_id=repo.repo_id, folder_path=pairs[repo.kind] / repo.role, commit_message=f"Upload {repo.role}"
+        )
         shas[repo.repo_id] = info.oid
     return shas
 
@@ -83,7 +84,9 @@ def run_demo(work: Path | None = None) -> int:
             first.print_table()
             card = hub.read_file(draft_output_repo(recipe.publish, DRAFT_REPO), "README.md")
             if card:
-                print("\n" + "=" * 30 + f" published card of {draft_output_repo(recipe.publish, DRAFT_REPO)} " + "=" * 30)
+                print(
+                    "\n" + "=" * 30 + f" published card of {draft_output_repo(recipe.publish, DRAFT_REPO)} " + "=" * 30
+                )
                 print(card.decode("utf-8"))
             log.get().info("Running the job again: nothing is new, so nothing is rebuilt.")
             second = run(recipe, hub, hub, RunOptions(work=tmp_path))

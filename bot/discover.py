@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot import log, naming
 from bot.checkpoints import (
     DSPARK_ARCHITECTURES,
     PICKLE_SUFFIXES,
@@ -24,7 +25,6 @@ from bot.checkpoints import (
     read_target,
     require_exportable,
 )
-from bot import log, naming
 from bot.errors import Skip
 from bot.hub import Hub, RepoListing
 from bot.recipe import Recipe
@@ -96,8 +96,9 @@ def list_sources(hub: Hub, recipe: Recipe, toolchain: Toolchain) -> tuple[list[R
     """
     seen: dict[str, RepoListing] = {}
     for query in recipe.watch.sources:
-        for listing in hub.list_models(author=query.author, search=query.search, filter_tags=query.filter_tags,
-                                       limit=recipe.watch.max_candidates):
+        for listing in hub.list_models(
+            author=query.author, search=query.search, filter_tags=query.filter_tags, limit=recipe.watch.max_candidates
+        ):
             seen.setdefault(listing.repo_id, listing)
     keep, skips = [], []
     for listing in list(seen.values())[: recipe.watch.max_candidates]:
@@ -105,9 +106,14 @@ def list_sources(hub: Hub, recipe: Recipe, toolchain: Toolchain) -> tuple[list[R
         if listing.repo_id in recipe.watch.exclude:
             skips.append(SkipRecord(listing.repo_id, listing.sha, "excluded by the recipe", "discover"))
         elif kind is not None and kind not in recipe.watch.kinds:
-            skips.append(SkipRecord(listing.repo_id, listing.sha,
-                                    f"{kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}",
-                                    "discover"))
+            skips.append(
+                SkipRecord(
+                    listing.repo_id,
+                    listing.sha,
+                    f"{kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}",
+                    "discover",
+                )
+            )
         elif kind is not None and kind != "dflash" and (reason := unexportable_reason(kind, listing, toolchain)):
             skips.append(SkipRecord(listing.repo_id, listing.sha, reason, "discover"))
         else:
@@ -163,8 +169,11 @@ def _target_name(repo_id: str, card: SourceCard, recipe: Recipe) -> tuple[str, s
             if (match := _DFLASH_NAME.match(name)) and match.group("target"):
                 target = match.group("target")
                 return f"{_namespace_for(target, recipe)}/{target}", "repo name"
-    raise Skip("cannot tell which target this draft is for: add it to the recipe's targets.map", subject=repo_id,
-               stage="discover")
+    raise Skip(
+        "cannot tell which target this draft is for: add it to the recipe's targets.map",
+        subject=repo_id,
+        stage="discover",
+    )
 
 
 def _namespace_for(target_name: str, recipe: Recipe) -> str:
@@ -190,10 +199,14 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe) -> Candidate:
         raise Skip("no config.json in the repo", subject=repo, stage="discover")
     draft = classify_draft(parse_config_text(config_bytes, subject=repo), subject=repo)
     if draft.kind not in recipe.watch.kinds:
-        raise Skip(f"{draft.kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}", subject=repo,
-                   stage="discover")
-    card = read_source_card(hub.read_file(repo, "README.md", revision), repo_id=repo,
-                            hub_card_data=listing.card_data or None)
+        raise Skip(
+            f"{draft.kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}",
+            subject=repo,
+            stage="discover",
+        )
+    card = read_source_card(
+        hub.read_file(repo, "README.md", revision), repo_id=repo, hub_card_data=listing.card_data or None
+    )
     for note in card.notes:
         log.step("%s: %s", repo, note)
     target_repo, _how = resolve_target_name(repo, card, recipe)
@@ -216,12 +229,23 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe) -> Candidate:
     target_fetch = select_files(target_files.sizes, subject=f"target {target_repo}")
     total = sum(draft_fetch.values()) + sum(target_fetch.values())
     check_size(total, 0, recipe, subject=repo, stage="discover")
-    return Candidate(repo_id=repo, revision=revision, kind=draft.kind, draft_format=draft_format,
-                     target_repo=target_repo, target_revision=target_files.sha, target_model_type=target.model_type,
-                     target_is_vlm=target.is_vlm, draft_bytes=_safetensors_bytes(draft_fetch),
-                     target_bytes=_safetensors_bytes(target_fetch), profile=toolchain.profile,
-                     draft_files=tuple(sorted(draft_fetch)), target_files=tuple(sorted(target_fetch)),
-                     download_bytes=total, card_notes=card.notes)
+    return Candidate(
+        repo_id=repo,
+        revision=revision,
+        kind=draft.kind,
+        draft_format=draft_format,
+        target_repo=target_repo,
+        target_revision=target_files.sha,
+        target_model_type=target.model_type,
+        target_is_vlm=target.is_vlm,
+        draft_bytes=_safetensors_bytes(draft_fetch),
+        target_bytes=_safetensors_bytes(target_fetch),
+        profile=toolchain.profile,
+        draft_files=tuple(sorted(draft_fetch)),
+        target_files=tuple(sorted(target_fetch)),
+        download_bytes=total,
+        card_notes=card.notes,
+    )
 
 
 # Real non-weight files are a few MB (the largest, a big-vocabulary tokenizer.json, ~35 MB).
@@ -238,16 +262,22 @@ def select_files(sizes: dict[str, int], *, subject: str) -> dict[str, int]:
     from bot.fetch import is_allowed
 
     chosen = {name: size for name, size in sizes.items() if is_allowed(name)}
-    oversized = sorted(n for n, size in chosen.items() if not n.endswith(".safetensors") and
-                       size > MAX_SMALL_FILE_BYTES)
+    oversized = sorted(
+        n for n, size in chosen.items() if not n.endswith(".safetensors") and size > MAX_SMALL_FILE_BYTES
+    )
     if oversized:
-        raise Skip(f"{oversized[0]} is {chosen[oversized[0]]} bytes, over the {MAX_SMALL_FILE_BYTES}-byte limit for "
-                   "a non-weight file", subject=subject, stage="discover")
+        raise Skip(
+            f"{oversized[0]} is {chosen[oversized[0]]} bytes, over the {MAX_SMALL_FILE_BYTES}-byte limit for "
+            "a non-weight file",
+            subject=subject,
+            stage="discover",
+        )
     return chosen
 
 
-def classify_folders(draft_dir: Path, target_dir: Path, recipe: Recipe, *,
-                     toolchain: Toolchain | None = None) -> Candidate:
+def classify_folders(
+    draft_dir: Path, target_dir: Path, recipe: Recipe, *, toolchain: Toolchain | None = None
+) -> Candidate:
     """Discovery for a pair of local folders (`dflash-bot build --draft --target`): the same checks, from disk.
 
     Args:
@@ -263,11 +293,26 @@ def classify_folders(draft_dir: Path, target_dir: Path, recipe: Recipe, *,
     _check_transformers(target.model_type, toolchain, subject=target_name)
     draft_format = require_exportable(draft, toolchain, subject=draft_name)
     cross_check(draft, target, subject=draft_name, target_name=target_name)
-    sizes = check_size(check_weights(draft_dir, subject=draft_name), check_weights(target_dir, subject=target_name),
-                       recipe, subject=draft_name, stage="classify")
-    return Candidate(repo_id=None, revision=None, kind=draft.kind, draft_format=draft_format, target_repo=None,
-                     target_revision=None, target_model_type=target.model_type, target_is_vlm=target.is_vlm,
-                     draft_bytes=sizes[0], target_bytes=sizes[1], profile=toolchain.profile)
+    sizes = check_size(
+        check_weights(draft_dir, subject=draft_name),
+        check_weights(target_dir, subject=target_name),
+        recipe,
+        subject=draft_name,
+        stage="classify",
+    )
+    return Candidate(
+        repo_id=None,
+        revision=None,
+        kind=draft.kind,
+        draft_format=draft_format,
+        target_repo=None,
+        target_revision=None,
+        target_model_type=target.model_type,
+        target_is_vlm=target.is_vlm,
+        draft_bytes=sizes[0],
+        target_bytes=sizes[1],
+        profile=toolchain.profile,
+    )
 
 
 def planned_toolchain(model_type: str, *, subject: str):
@@ -291,8 +336,9 @@ def _check_transformers(model_type: str, toolchain: Toolchain, *, subject: str) 
     the range, found here rather than as an ImportError deep inside the export."""
     from bot import profiles
 
-    profiles.check_transformers(model_type, toolchain.versions.get("transformers", "not installed"),
-                                profile=toolchain.profile, subject=subject)
+    profiles.check_transformers(
+        model_type, toolchain.versions.get("transformers", "not installed"), profile=toolchain.profile, subject=subject
+    )
 
 
 def check_size(draft_bytes: int, target_bytes: int, recipe: Recipe, *, subject: str, stage: str) -> tuple[int, int]:
@@ -303,8 +349,12 @@ def check_size(draft_bytes: int, target_bytes: int, recipe: Recipe, *, subject: 
     """
     total = draft_bytes + target_bytes
     if total > recipe.watch.max_checkpoint_bytes:
-        raise Skip(f"draft + target weights are {total} bytes, over the recipe's max_checkpoint_bytes "
-                   f"{recipe.watch.max_checkpoint_bytes}", subject=subject, stage=stage)
+        raise Skip(
+            f"draft + target weights are {total} bytes, over the recipe's max_checkpoint_bytes "
+            f"{recipe.watch.max_checkpoint_bytes}",
+            subject=subject,
+            stage=stage,
+        )
     return draft_bytes, target_bytes
 
 
@@ -323,18 +373,22 @@ def _check_file_names(repo: str, sizes: dict[str, int]) -> None:
     Weights must be safetensors: a pickle is never downloaded, let alone loaded.
     """
     if len(sizes) > MAX_REPO_FILES:
-        raise Skip(f"repo lists {len(sizes)} files, over the limit of {MAX_REPO_FILES}", subject=repo,
-                   stage="discover")
+        raise Skip(f"repo lists {len(sizes)} files, over the limit of {MAX_REPO_FILES}", subject=repo, stage="discover")
     for name in sizes:
         parts = name.split("/")
         if name.startswith("/") or ".." in parts or "\\" in name or any(ord(c) < 32 for c in name):
             raise Skip(f"repo lists a file with an unsafe path: {name[:80]!r}", subject=repo, stage="discover")
         if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in parts):
-            raise Skip(f"repo lists a file name over {MAX_NAME_BYTES} bytes: {name[:60]!r}...", subject=repo,
-                       stage="discover")
+            raise Skip(
+                f"repo lists a file name over {MAX_NAME_BYTES} bytes: {name[:60]!r}...", subject=repo, stage="discover"
+            )
     if not any(name.endswith(".safetensors") for name in sizes):
         pickles = sorted(n for n in sizes if n.endswith(PICKLE_SUFFIXES))
         if pickles:
-            raise Skip(f"weights only in pickle format ({', '.join(pickles[:3])}); the bot loads safetensors only "
-                       "and never unpickles", subject=repo, stage="discover")
+            raise Skip(
+                f"weights only in pickle format ({', '.join(pickles[:3])}); the bot loads safetensors only "
+                "and never unpickles",
+                subject=repo,
+                stage="discover",
+            )
         raise Skip("no *.safetensors weights in the repo", subject=repo, stage="discover")

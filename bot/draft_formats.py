@@ -39,17 +39,23 @@ class FormatFacts:
 
 _FACTS = {
     STATEFUL: FormatFacts(
-        format=STATEFUL, label="stateful", paged_attention_ready=False,
+        format=STATEFUL,
+        label="stateful",
+        paged_attention_ready=False,
         runtime="KV cache as model state, run by GenAI beside the PagedAttention target",
         limits="GenAI's DFlash path supports greedy decoding, batch size 1, one active request, prefix caching off.",
-        validation="LLMPipeline / VLMPipeline, one request at a time"),
+        validation="LLMPipeline / VLMPipeline, one request at a time",
+    ),
     PER_ROW: FormatFacts(
-        format=PER_ROW, label=PAGED_ATTENTION_READY, paged_attention_ready=True,
+        format=PER_ROW,
+        label=PAGED_ATTENTION_READY,
+        paged_attention_ready=True,
         runtime="per-row, PagedAttention-ready: SDPA→PagedAttention converts every draft layer, so GenAI runs the "
-                "draft inside continuous batching beside the target",
+        "draft inside continuous batching beside the target",
         limits="Needs an OpenVINO GenAI release with per-row DFlash support (continuous batching on PagedAttention, "
-               "several requests at once); greedy decoding, prefix caching off.",
-        validation="ContinuousBatchingPipeline, several concurrent requests"),
+        "several requests at once); greedy decoding, prefix caching off.",
+        validation="ContinuousBatchingPipeline, several concurrent requests",
+    ),
 }
 
 

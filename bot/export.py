@@ -41,8 +41,9 @@ class ExportResult:
     peak_rss_bytes: int = 0  # of the exporter's whole process tree
 
 
-def optimum_cli_args(request: ExportRequest, settings: ExportSettings,
-                     quantization: Sequence[str] | None = None) -> list[str]:
+def optimum_cli_args(
+    request: ExportRequest, settings: ExportSettings, quantization: Sequence[str] | None = None
+) -> list[str]:
     """The optimum-cli arguments a user would type for this export.
 
     `quantization` replaces the recipe's compression flags (`bot.quantization`: a recommended int4 config, or a
@@ -52,8 +53,16 @@ def optimum_cli_args(request: ExportRequest, settings: ExportSettings,
     if quantization is not None:
         args += list(quantization)
     else:
-        args += ["--weight-format", settings.weight_format, "--group-size", str(settings.group_size),
-                 "--ratio", str(settings.ratio), "--group-size-fallback", settings.group_size_fallback]
+        args += [
+            "--weight-format",
+            settings.weight_format,
+            "--group-size",
+            str(settings.group_size),
+            "--ratio",
+            str(settings.ratio),
+            "--group-size-fallback",
+            settings.group_size_fallback,
+        ]
         if settings.sym:
             args.append("--sym")
         if settings.backup_precision:
@@ -65,9 +74,16 @@ def optimum_cli_args(request: ExportRequest, settings: ExportSettings,
     return args
 
 
-def export_model(request: ExportRequest, settings: ExportSettings, *, log_dir: Path, home: Path,
-                 python: str | None = None, memory_budget_bytes: int | None = None,
-                 quantization: Sequence[str] | None = None) -> ExportResult:
+def export_model(
+    request: ExportRequest,
+    settings: ExportSettings,
+    *,
+    log_dir: Path,
+    home: Path,
+    python: str | None = None,
+    memory_budget_bytes: int | None = None,
+    quantization: Sequence[str] | None = None,
+) -> ExportResult:
     """Run one export in an untrusted-input subprocess.
 
     `python` is the interpreter of the job's toolchain profile (None: this environment's).
@@ -81,9 +97,14 @@ def export_model(request: ExportRequest, settings: ExportSettings, *, log_dir: P
     log = log_dir / f"export-{request.name or request.role}.log"
     # The child may read its working copy and write its output and its private HOME/TMPDIR/HF cache, nothing else.
     command = sandboxed("optimum-cli", python, reads=[request.source], writes=[request.output, home])
-    peak = run_logged(command + optimum_cli_args(request, settings, quantization), log_path=log,
-                      timeout_s=settings.timeout_s, env=child_env(untrusted_env(home=home), python),
-                      what=f"{request.role} export",  # never the internal name (draft-0): messages reach the report
-                      memory_budget_bytes=memory_budget_bytes)
-    return ExportResult(role=request.role, ir_dir=request.output, seconds=time.monotonic() - started, log=log,
-                        peak_rss_bytes=peak)
+    peak = run_logged(
+        command + optimum_cli_args(request, settings, quantization),
+        log_path=log,
+        timeout_s=settings.timeout_s,
+        env=child_env(untrusted_env(home=home), python),
+        what=f"{request.role} export",  # never the internal name (draft-0): messages reach the report
+        memory_budget_bytes=memory_budget_bytes,
+    )
+    return ExportResult(
+        role=request.role, ir_dir=request.output, seconds=time.monotonic() - started, log=log, peak_rss_bytes=peak
+    )

@@ -28,11 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
 from bot import log, plan
 from bot.bundle import Bundle
-from bot.handoff import OUTCOME_FILE, BuildOutcomeFile, OutcomeRecord, artifact_name, read_built
+from bot.card import template_fingerprint
 from bot.errors import BotError, Failure
+from bot.handoff import OUTCOME_FILE, BuildOutcomeFile, OutcomeRecord, artifact_name, read_built
 from bot.hub import REQUESTS, Hub
 from bot.outcome import Outcome, Status
-from bot.card import template_fingerprint
 from bot.pipeline import (
     RunMemory,
     RunOptions,
@@ -47,9 +47,9 @@ from bot.pipeline import (
 )
 from bot.publish import refresh_cards
 from bot.recipe import Recipe, RunnerSettings
-from bot.sizing import choose_runner
-from bot.record import PROVENANCE_FILE, BuildRecord, RecordError
+from bot.record import BuildRecord
 from bot.report import RunReport
+from bot.sizing import choose_runner
 
 PLAN_SCHEMA = 2
 
@@ -106,10 +106,12 @@ class MatrixPlan(_Handoff):
         return {"include": [] if self.dry_run else [e.model_dump(mode="json") for e in self.entries]}
 
     def run_report(self) -> RunReport:
-        return RunReport(outcomes=[o.outcome() for o in self.report.outcomes], hub_requests=self.report.hub_requests,
-                         dry_run=self.dry_run, deferred=list(self.report.deferred))
-
-
+        return RunReport(
+            outcomes=[o.outcome() for o in self.report.outcomes],
+            hub_requests=self.report.hub_requests,
+            dry_run=self.dry_run,
+            deferred=list(self.report.deferred),
+        )
 
 
 def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
@@ -128,39 +130,80 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
                     report.add(Outcome(job.source, job.revision, Status.SKIPPED, why))
                 continue
             suffix = f"-{part + 1}" if part else ""
-            entries.append(MatrixEntry(jobs=group, name=target.split("/")[-1] + suffix,
-                                       artifact=artifact_name(target) + suffix, runner=runner.name,
-                                       runs_on=runner.runs_on, peak_bytes=estimate.peak_memory_bytes,
-                                       peak_disk_bytes=estimate.peak_disk_bytes,
-                                       parallel_exports=estimate.parallel_exports))
+            entries.append(
+                MatrixEntry(
+                    jobs=group,
+                    name=target.split("/")[-1] + suffix,
+                    artifact=artifact_name(target) + suffix,
+                    runner=runner.name,
+                    runs_on=runner.runs_on,
+                    peak_bytes=estimate.peak_memory_bytes,
+                    peak_disk_bytes=estimate.peak_disk_bytes,
+                    parallel_exports=estimate.parallel_exports,
+                )
+            )
     limit = recipe.runners.max_entries
     for entry in entries[limit:]:
         for job in entry.jobs:
             report.deferred.append(job.source)
-            report.add(Outcome(job.source, job.revision, Status.DEFERRED,
-                               f"over the {limit}-entry matrix limit: built by the next run"))
+            report.add(
+                Outcome(
+                    job.source,
+                    job.revision,
+                    Status.DEFERRED,
+                    f"over the {limit}-entry matrix limit: built by the next run",
+                )
+            )
     entries = entries[:limit]
     if options.dry_run:
         for entry in entries:
             for job in entry.jobs:
-                report.add(Outcome(job.source, job.revision, Status.PLANNED,
-                                   f"build on {entry.runner}: {'; '.join(job.reasons)} (target {job.target})"))
+                report.add(
+                    Outcome(
+                        job.source,
+                        job.revision,
+                        Status.PLANNED,
+                        f"build on {entry.runner}: {'; '.join(job.reasons)} (target {job.target})",
+                    )
+                )
         for decision in decisions:
             if decision.listing.repo_id in card_refresh:
-                report.add(Outcome(decision.listing.repo_id, decision.listing.sha, Status.PLANNED,
-                                   "card: card template changed"))
-    return MatrixPlan(recipe=recipe.name, recipe_fingerprint=recipe.fingerprint(), dry_run=options.dry_run,
-                      entries=entries, card_refresh=card_refresh, only=options.only, listed=state.listed,
-                      toolchain_fp=state.memory.toolchain_fp if state.memory else None,
-                      remembered=sorted(state.remembered),
-                      up_to_date=[built.published_as(repos, built.card.template_fingerprint if built.card else "")
-                                  for built, repos in state.published.values()],
-                      report=PlanReport(outcomes=[OutcomeRecord.of(o) for o in report.outcomes],
-                                        hub_requests=REQUESTS.count - requests_before, deferred=report.deferred))
+                report.add(
+                    Outcome(
+                        decision.listing.repo_id, decision.listing.sha, Status.PLANNED, "card: card template changed"
+                    )
+                )
+    return MatrixPlan(
+        recipe=recipe.name,
+        recipe_fingerprint=recipe.fingerprint(),
+        dry_run=options.dry_run,
+        entries=entries,
+        card_refresh=card_refresh,
+        only=options.only,
+        listed=state.listed,
+        toolchain_fp=state.memory.toolchain_fp if state.memory else None,
+        remembered=sorted(state.remembered),
+        up_to_date=[
+            built.published_as(repos, built.card.template_fingerprint if built.card else "")
+            for built, repos in state.published.values()
+        ],
+        report=PlanReport(
+            outcomes=[OutcomeRecord.of(o) for o in report.outcomes],
+            hub_requests=REQUESTS.count - requests_before,
+            deferred=report.deferred,
+        ),
+    )
 
 
-def build_jobs(reader: Hub, recipe: Recipe, jobs: list[plan.BuildJob], out: Path, *, work: Path | None = None,
-               keep_work: bool = False) -> list[Outcome]:
+def build_jobs(
+    reader: Hub,
+    recipe: Recipe,
+    jobs: list[plan.BuildJob],
+    out: Path,
+    *,
+    work: Path | None = None,
+    keep_work: bool = False,
+) -> list[Outcome]:
     """Build one matrix entry (a target and drafts of it) into `out/<draft artifact>/`, one folder per draft.
 
     Each draft folder holds `build-outcome.json`, plus a publishable bundle when the outcome is `built` (for a
@@ -175,8 +218,11 @@ def build_jobs(reader: Hub, recipe: Recipe, jobs: list[plan.BuildJob], out: Path
     out.mkdir(parents=True)
     try:
         built: list = []
-        guard_group(report, jobs, lambda: built.extend(
-            fetch_and_build(reader, recipe, jobs, scratch, report, keep_work=keep_work)))
+        guard_group(
+            report,
+            jobs,
+            lambda: built.extend(fetch_and_build(reader, recipe, jobs, scratch, report, keep_work=keep_work)),
+        )
         outcomes = {o.source: o for o in report.outcomes}
         for job, result in built:
             folder = out / artifact_name(job.source)
@@ -185,8 +231,9 @@ def build_jobs(reader: Hub, recipe: Recipe, jobs: list[plan.BuildJob], out: Path
             if result.error is not None:
                 outcomes[job.source] = Outcome.of_error(job.source, job.revision, result.error)
             else:
-                outcomes[job.source] = Outcome(job.source, job.revision, Status.BUILT, "",
-                                               [job.draft_repo, job.target_repo])
+                outcomes[job.source] = Outcome(
+                    job.source, job.revision, Status.BUILT, "", [job.draft_repo, job.target_repo]
+                )
     finally:
         if not keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -194,10 +241,13 @@ def build_jobs(reader: Hub, recipe: Recipe, jobs: list[plan.BuildJob], out: Path
         folder = out / artifact_name(job.source)
         folder.mkdir(parents=True, exist_ok=True)
         outcome = outcomes.get(job.source) or Outcome(job.source, job.revision, Status.FAILED, "build stopped")
-        (folder / OUTCOME_FILE).write_text(BuildOutcomeFile(job=job, outcome=OutcomeRecord.of(outcome))
-                                           .model_dump_json(indent=2) + "\n", encoding="utf-8")
-    return [outcomes.get(job.source) or Outcome(job.source, job.revision, Status.FAILED, "build stopped")
-            for job in jobs]
+        (folder / OUTCOME_FILE).write_text(
+            BuildOutcomeFile(job=job, outcome=OutcomeRecord.of(outcome)).model_dump_json(indent=2) + "\n",
+            encoding="utf-8",
+        )
+    return [
+        outcomes.get(job.source) or Outcome(job.source, job.revision, Status.FAILED, "build stopped") for job in jobs
+    ]
 
 
 def parse_jobs(text: str) -> list[plan.BuildJob]:
@@ -216,14 +266,16 @@ def parse_jobs(text: str) -> list[plan.BuildJob]:
         except ValidationError as exc:
             errors.append(exc)
             continue
-        jobs = [parsed] if isinstance(parsed, plan.BuildJob) else list(parsed.root if isinstance(parsed, _JobList)
-                                                                       else parsed.jobs)
+        jobs = (
+            [parsed]
+            if isinstance(parsed, plan.BuildJob)
+            else list(parsed.root if isinstance(parsed, _JobList) else parsed.jobs)
+        )
         break
     if jobs is None:
         first = errors[-1].errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(job)"
-        raise JobError(f"--job is not a build job from `plan --matrix`: {where}: {first['msg']}",
-                       stage="job") from None
+        raise JobError(f"--job is not a build job from `plan --matrix`: {where}: {first['msg']}", stage="job") from None
     if not jobs or len({(j.target, j.target_revision) for j in jobs}) != 1:
         raise JobError("--job must hold the drafts of one target revision", stage="job")
     return jobs
@@ -247,22 +299,32 @@ def load_plan(path: Path, recipe: Recipe) -> MatrixPlan:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(plan)"
-        raise JobError(f"not a plan record of schema {PLAN_SCHEMA}: {where}: {first['msg']}", subject=str(path),
-                       stage="publish") from None
+        raise JobError(
+            f"not a plan record of schema {PLAN_SCHEMA}: {where}: {first['msg']}", subject=str(path), stage="publish"
+        ) from None
     if planned.schema_version != PLAN_SCHEMA:
-        raise JobError(f"plan record schema {planned.schema_version}, this bot reads {PLAN_SCHEMA}",
-                       subject=str(path), stage="publish")
+        raise JobError(
+            f"plan record schema {planned.schema_version}, this bot reads {PLAN_SCHEMA}",
+            subject=str(path),
+            stage="publish",
+        )
     if (planned.recipe, planned.recipe_fingerprint) != (recipe.name, recipe.fingerprint()):
-        raise JobError(f"the plan was made from recipe {planned.recipe} ({planned.recipe_fingerprint}), not from "
-                       f"{recipe.name} ({recipe.fingerprint()}): nothing published from it", subject=str(path),
-                       stage="publish")
+        raise JobError(
+            f"the plan was made from recipe {planned.recipe} ({planned.recipe_fingerprint}), not from "
+            f"{recipe.name} ({recipe.fingerprint()}): nothing published from it",
+            subject=str(path),
+            stage="publish",
+        )
     for entry in planned.entries:
         # The artifact names a folder: nothing but the entry's own target may be there.
         base = artifact_name(entry.jobs[0].target)
-        if not re.fullmatch(re.escape(base) + r"(-\d+)?", entry.artifact) or \
-                len({(job.target, job.target_revision) for job in entry.jobs}) != 1:
-            raise JobError(f"plan entry artifact {entry.artifact!r} does not match its target", subject=str(path),
-                           stage="publish")
+        if (
+            not re.fullmatch(re.escape(base) + r"(-\d+)?", entry.artifact)
+            or len({(job.target, job.target_revision) for job in entry.jobs}) != 1
+        ):
+            raise JobError(
+                f"plan entry artifact {entry.artifact!r} does not match its target", subject=str(path), stage="publish"
+            )
     return planned
 
 
@@ -277,9 +339,15 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
     requests_before = REQUESTS.count
     if planned is not None and planned.dry_run:
         return report
-    state = RunMemory(listed=list(planned.listed), remembered=set(planned.remembered),
-                      published={r.source.repo or "": (r, r.repos) for r in planned.up_to_date if r.repos}
-                      ) if planned else RunMemory()
+    state = (
+        RunMemory(
+            listed=list(planned.listed),
+            remembered=set(planned.remembered),
+            published={r.source.repo or "": (r, r.repos) for r in planned.up_to_date if r.repos},
+        )
+        if planned
+        else RunMemory()
+    )
     for source in planned.card_refresh if planned else []:
         with log.group(f"refresh cards of {source}"):
             guard(report, source, None, lambda source=source: _card_refresh(report, state, writer, recipe, source))
@@ -291,19 +359,24 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
         with log.group(f"publish {folder.name if folder else jobs[0].target}"):
             ready = _check_artifact(report, jobs, folder)
             if ready:
-                guard_group(report, [job for job, _ in ready], lambda ready=ready: publish_jobs(
-                    report, writer, recipe, ready, state))
+                guard_group(
+                    report,
+                    [job for job, _ in ready],
+                    lambda ready=ready: publish_jobs(report, writer, recipe, ready, state),
+                )
     if planned is not None:  # the status page needs the plan's view of every listed source
-        state.memory = load_memory(writer, recipe, template_fingerprint(), RunOptions(),
-                                   toolchain_fp=planned.toolchain_fp)
+        state.memory = load_memory(
+            writer, recipe, template_fingerprint(), RunOptions(), toolchain_fp=planned.toolchain_fp
+        )
         finish_status(report, state, writer, recipe, RunOptions(only=planned.only))
     # The plan's requests and this job's; each build job's downloads are in its own log.
     report.hub_requests += REQUESTS.count - requests_before
     return report
 
 
-def _check_artifact(report: RunReport, jobs: list[plan.BuildJob], folder: Path | None
-                    ) -> list[tuple[plan.BuildJob, Bundle]]:
+def _check_artifact(
+    report: RunReport, jobs: list[plan.BuildJob], folder: Path | None
+) -> list[tuple[plan.BuildJob, Bundle]]:
     """The bundles of one build job's artifact that are the builds its matrix entry planned; every other draft
     gets its outcome here (built elsewhere, failed, missing, damaged, or not what was planned)."""
     if not jobs and folder is not None:  # no plan: what the artifact's outcome files say
@@ -312,8 +385,9 @@ def _check_artifact(report: RunReport, jobs: list[plan.BuildJob], folder: Path |
             try:
                 jobs.append(BuildOutcomeFile.model_validate_json(path.read_bytes()).job)
             except (OSError, ValidationError):
-                report.add(Outcome(str(path.parent), None, Status.FAILED,
-                                   f"unreadable {OUTCOME_FILE} in a build artifact"))
+                report.add(
+                    Outcome(str(path.parent), None, Status.FAILED, f"unreadable {OUTCOME_FILE} in a build artifact")
+                )
     ready = []
     for job in jobs:
         bundle = read_built(report, job, folder / artifact_name(job.source) if folder is not None else None)
@@ -342,4 +416,3 @@ def _fit(jobs: list[plan.BuildJob], runners: RunnerSettings) -> list[list[plan.B
     if len(jobs) == 1 or choose_runner(*_group_bytes(jobs), runners)[0] is not None:
         return [jobs]
     return [[job] for job in jobs]
-

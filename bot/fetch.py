@@ -30,14 +30,23 @@ ALLOWED_PATTERNS = (
     "README.md",
 )
 # Configs that transformers reads with trust_remote_code and that may carry an auto_map to repo code.
-_CONFIGS_WITH_AUTO_MAP = ("config.json", "tokenizer_config.json", "processor_config.json",
-                          "preprocessor_config.json", "video_preprocessor_config.json")
+_CONFIGS_WITH_AUTO_MAP = (
+    "config.json",
+    "tokenizer_config.json",
+    "processor_config.json",
+    "preprocessor_config.json",
+    "video_preprocessor_config.json",
+)
 
 
 def is_allowed(name: str) -> bool:
     """True for a top-level file name the build may use."""
-    return "/" not in name and "\\" not in name and not name.startswith(".") and any(
-        fnmatch.fnmatch(name, pattern) for pattern in ALLOWED_PATTERNS)
+    return (
+        "/" not in name
+        and "\\" not in name
+        and not name.startswith(".")
+        and any(fnmatch.fnmatch(name, pattern) for pattern in ALLOWED_PATTERNS)
+    )
 
 
 def safe_copy(source: Path, dest: Path, *, subject: str | None = None) -> Path:
@@ -83,8 +92,11 @@ def require_free_disk(folder: Path, needed: int, what: str, *, subject: str | No
     folder.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(folder).free
     if free < needed:
-        raise Failure(f"{what} needs {needed} bytes free in {folder.name or folder}, only {free} available",
-                      subject=subject, stage="fetch")
+        raise Failure(
+            f"{what} needs {needed} bytes free in {folder.name or folder}, only {free} available",
+            subject=subject,
+            stage="fetch",
+        )
 
 
 def strip_auto_map(path: Path) -> None:

@@ -36,8 +36,14 @@ class OutcomeRecord(_Handoff):
 
     @classmethod
     def of(cls, outcome: Outcome) -> OutcomeRecord:
-        return cls(source=outcome.source, revision=outcome.revision, status=outcome.status, reason=outcome.reason,
-                   repos=list(outcome.repos), stage=outcome.stage)
+        return cls(
+            source=outcome.source,
+            revision=outcome.revision,
+            status=outcome.status,
+            reason=outcome.reason,
+            repos=list(outcome.repos),
+            stage=outcome.stage,
+        )
 
     def outcome(self) -> Outcome:
         return Outcome(self.source, self.revision, self.status, self.reason, list(self.repos), self.stage)
@@ -81,8 +87,11 @@ def _checked_bundle(report: RunReport, job: BuildJob, folder: Path | None) -> Bu
     except (OSError, ValidationError):
         raise refuse(Status.FAILED, f"unreadable {OUTCOME_FILE} in the build job's artifact") from None
     if handed.job != job:
-        raise refuse(Status.FAILED, f"the artifact's {OUTCOME_FILE} is for {handed.job.source}@"
-                                    f"{handed.job.revision[:7]}, not this entry: not published")
+        raise refuse(
+            Status.FAILED,
+            f"the artifact's {OUTCOME_FILE} is for {handed.job.source}@"
+            f"{handed.job.revision[:7]}, not this entry: not published",
+        )
     if handed.outcome.status != Status.BUILT:
         report.add(handed.outcome.outcome())
         raise _NotPublished()
@@ -93,12 +102,14 @@ def _checked_bundle(report: RunReport, job: BuildJob, folder: Path | None) -> Bu
     built = bundle.record
     holds = (built.source.repo, built.source.revision, built.target.repo, built.target.revision)
     if holds != (job.source, job.revision, job.target, job.target_revision):
-        raise refuse(Status.FAILED, f"bundle holds {holds[0]}@{str(holds[1])[:7]} for {holds[2]}@"
-                                    f"{str(holds[3])[:7]}, not the planned revisions: not published")
+        raise refuse(
+            Status.FAILED,
+            f"bundle holds {holds[0]}@{str(holds[1])[:7]} for {holds[2]}@"
+            f"{str(holds[3])[:7]}, not the planned revisions: not published",
+        )
     missing = [name for name in ("openvino_model.xml", "openvino_model.bin") if not (bundle.draft_dir / name).is_file()]
     if missing or not (bundle.target_dir / "openvino_tokenizer.xml").is_file():
-        raise refuse(Status.FAILED, f"bundle is incomplete (missing {', '.join(missing) or 'target IR files'}): "
-                                    "not published")
+        raise refuse(
+            Status.FAILED, f"bundle is incomplete (missing {', '.join(missing) or 'target IR files'}): not published"
+        )
     return bundle
-
-

@@ -114,8 +114,9 @@ REQUESTS = RequestCounter()
 
 def _counting_client() -> httpx.Client:
     hf = _hf()
-    return httpx.Client(event_hooks={"request": [hf.utils._http.hf_request_event_hook, REQUESTS]},
-                        follow_redirects=True, timeout=None)
+    return httpx.Client(
+        event_hooks={"request": [hf.utils._http.hf_request_event_hook, REQUESTS]}, follow_redirects=True, timeout=None
+    )
 
 
 def configure_client(endpoint: str) -> None:
@@ -138,8 +139,7 @@ class Hub:
     Constructing one changes nothing outside it; `configure_client` sets up the process.
     """
 
-    def __init__(self, endpoint: str, token: str | None = None, *, max_attempts: int = 5,
-                 backoff_s: float = 0.5):
+    def __init__(self, endpoint: str, token: str | None = None, *, max_attempts: int = 5, backoff_s: float = 0.5):
         self.endpoint = endpoint.rstrip("/")
         self.token = token or None
         self.max_attempts = max_attempts
@@ -161,26 +161,32 @@ class Hub:
             try:
                 return fn()
             except hf.utils.HFValidationError as exc:
-                raise Skip(f"not a valid Hub repo id or revision: {_short(exc, 160)}", subject=subject,
-                           stage=what) from None
+                raise Skip(
+                    f"not a valid Hub repo id or revision: {_short(exc, 160)}", subject=subject, stage=what
+                ) from None
             except errors.GatedRepoError:
-                raise Skip("gated repo and the token has not been granted access (request access on the Hub)",
-                           subject=subject, stage=what) from None
+                raise Skip(
+                    "gated repo and the token has not been granted access (request access on the Hub)",
+                    subject=subject,
+                    stage=what,
+                ) from None
             except errors.RevisionNotFoundError:
                 raise Skip("revision not found", subject=subject, stage=what) from None
             except errors.EntryNotFoundError:
                 raise Skip("file not found at that revision", subject=subject, stage=what) from None
             except errors.RepositoryNotFoundError:
-                raise Skip("repo not found, or private and the token cannot see it", subject=subject,
-                           stage=what) from None
+                raise Skip(
+                    "repo not found, or private and the token cannot see it", subject=subject, stage=what
+                ) from None
             except errors.HfHubHTTPError as exc:
                 status = exc.response.status_code if exc.response is not None else None
                 if status in _RETRY_STATUSES and attempt < self.max_attempts:
                     self._wait(attempt, exc.response, what)
                     continue
                 error_class = PreconditionFailed if status == 412 else HubError
-                raise error_class(f"Hub answered {status}: {_short(exc)}", status=status, subject=subject,
-                                  stage=what) from None
+                raise error_class(
+                    f"Hub answered {status}: {_short(exc)}", status=status, subject=subject, stage=what
+                ) from None
             except (httpx.TransportError, ConnectionError) as exc:
                 if attempt < self.max_attempts:
                     self._wait(attempt, None, what)
@@ -198,12 +204,20 @@ class Hub:
 
     # ---- reads ----
 
-    def list_models(self, *, author: str | None, search: str | None, filter_tags: Iterable[str],
-                    limit: int) -> list[RepoListing]:
+    def list_models(
+        self, *, author: str | None, search: str | None, filter_tags: Iterable[str], limit: int
+    ) -> list[RepoListing]:
         """One filtered listing, newest first (a page is one request; the client follows `Link` pages)."""
+
         def fetch() -> list[RepoListing]:
-            results = self.api.list_models(author=author, search=search, filter=list(filter_tags) or None,
-                                           sort="lastModified", limit=limit, expand=_LISTING_EXPAND)
+            results = self.api.list_models(
+                author=author,
+                search=search,
+                filter=list(filter_tags) or None,
+                sort="lastModified",
+                limit=limit,
+                expand=_LISTING_EXPAND,
+            )
             return [_listing(info) for info in results]
 
         return self.call("list", fetch, subject=f"listing author={author} search={search}")
@@ -212,8 +226,14 @@ class Hub:
         def fetch() -> RepoFiles:
             info = self.api.model_info(repo_id, revision=revision, files_metadata=True)
             sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
-            return RepoFiles(repo_id=repo_id, sha=info.sha, sizes=sizes, gated=bool(info.gated),
-                             private=bool(info.private), card_data=_card_dict(info))
+            return RepoFiles(
+                repo_id=repo_id,
+                sha=info.sha,
+                sizes=sizes,
+                gated=bool(info.gated),
+                private=bool(info.private),
+                card_data=_card_dict(info),
+            )
 
         return self.call("info", fetch, subject=repo_id)
 
@@ -221,24 +241,32 @@ class Hub:
         """The current commit of a repo (one light request: no file metadata)."""
         return self.call("info", lambda: str(self.api.model_info(repo_id).sha), subject=repo_id)
 
-    def read_file(self, repo_id: str, filename: str, revision: str | None = None, *,
-                  max_bytes: int = 4 * 1024 * 1024) -> bytes | None:
+    def read_file(
+        self, repo_id: str, filename: str, revision: str | None = None, *, max_bytes: int = 4 * 1024 * 1024
+    ) -> bytes | None:
         """One small file in one GET (no HEAD round trip), or None when the repo or file does not exist."""
         hf = _hf()
 
         def fetch() -> bytes | None:
             url = hf.hf_hub_url(repo_id, filename, revision=revision, endpoint=self.endpoint)
             headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
-            with hf.utils.get_session().stream("GET", url, headers=headers, follow_redirects=True,
-                                               timeout=30) as response:
+            with hf.utils.get_session().stream(
+                "GET", url, headers=headers, follow_redirects=True, timeout=30
+            ) as response:
                 if response.status_code == 404 and response.headers.get("X-Error-Code") in (
-                        "EntryNotFound", "RepoNotFound", None):
+                    "EntryNotFound",
+                    "RepoNotFound",
+                    None,
+                ):
                     return None
                 hf.utils.hf_raise_for_status(response)
                 declared = int(response.headers.get("Content-Length") or 0)
                 if declared > max_bytes:
-                    raise Skip(f"{filename} is {declared} bytes, over the {max_bytes}-byte limit",
-                               subject=repo_id, stage="read")
+                    raise Skip(
+                        f"{filename} is {declared} bytes, over the {max_bytes}-byte limit",
+                        subject=repo_id,
+                        stage="read",
+                    )
                 body = bytearray()
                 for chunk in response.iter_bytes():
                     body += chunk
@@ -296,16 +324,23 @@ class Hub:
 
     # ---- writes (publish stage only) ----
 
-    def publish_folder(self, repo_id: str, folder: Path, *, message: str, private: bool,
-                       delete_stale: bool = True, only: Iterable[str] | None = None) -> CommitResult:
+    def publish_folder(
+        self,
+        repo_id: str,
+        folder: Path,
+        *,
+        message: str,
+        private: bool,
+        delete_stale: bool = True,
+        only: Iterable[str] | None = None,
+    ) -> CommitResult:
         """Create the repo if needed and commit the folder in ONE commit, guarded by `parent_commit`.
 
         Unchanged files are skipped by the client (their oids match), stale files are deleted in the same
         commit, and a concurrent writer makes the commit fail with 412 instead of interleaving.
         """
         hf = _hf()
-        self.call("create repo", lambda: self.api.create_repo(repo_id, private=private, exist_ok=True),
-                  subject=repo_id)
+        self.call("create repo", lambda: self.api.create_repo(repo_id, private=private, exist_ok=True), subject=repo_id)
         head = self.repo_files(repo_id)
         names = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
         if only is not None:
@@ -318,14 +353,19 @@ class Hub:
         def commit() -> CommitResult:
             info = self.api.create_commit(repo_id, operations, commit_message=message, parent_commit=head.sha)
             changed = info.oid != head.sha
-            return CommitResult(repo_id=repo_id, commit=info.oid if changed else None,
-                                url=f"{self.endpoint}/{repo_id}", files=tuple(names))
+            return CommitResult(
+                repo_id=repo_id,
+                commit=info.oid if changed else None,
+                url=f"{self.endpoint}/{repo_id}",
+                files=tuple(names),
+            )
 
         return self.call("commit", commit, subject=repo_id)
 
     def tag(self, repo_id: str, tag: str, revision: str | None = None) -> None:
-        self.call("tag", lambda: self.api.create_tag(repo_id, tag=tag, revision=revision, exist_ok=True),
-                  subject=repo_id)
+        self.call(
+            "tag", lambda: self.api.create_tag(repo_id, tag=tag, revision=revision, exist_ok=True), subject=repo_id
+        )
 
     # ---- status page, collection and output-namespace listing (issue 13; bot/status.py, bot/collection.py) ----
 
@@ -335,6 +375,7 @@ class Hub:
         Used to cross-check published repos cheaply: a repo whose sha differs from the one the status recorded,
         or that is missing, was changed or deleted by someone else.
         """
+
         def fetch() -> dict[str, str]:
             repos: dict[str, str] = {}
             for info in self.api.list_models(author=namespace, expand=["sha", "lastModified"]):
@@ -354,7 +395,10 @@ class Hub:
             headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
             response = hf.utils.get_session().get(url, headers=headers, follow_redirects=True, timeout=30)
             if response.status_code == 404 and response.headers.get("X-Error-Code") in (
-                    "EntryNotFound", "RepoNotFound", None):
+                "EntryNotFound",
+                "RepoNotFound",
+                None,
+            ):
                 return None
             hf.utils.hf_raise_for_status(response)
             if len(response.content) > max_bytes:
@@ -363,56 +407,80 @@ class Hub:
 
         return self.call("read", fetch, subject=repo_id)
 
-    def commit_files(self, repo_id: str, files: dict[str, bytes], *, message: str, repo_type: str = "dataset",
-                     private: bool = False) -> CommitResult:
+    def commit_files(
+        self, repo_id: str, files: dict[str, bytes], *, message: str, repo_type: str = "dataset", private: bool = False
+    ) -> CommitResult:
         """Create the repo if needed and commit these files in ONE commit guarded by `parent_commit`.
 
         Files whose bytes equal the Hub's are left out by the client; when none differ there is no commit
         (`CommitResult.commit` is None).
         """
         hf = _hf()
-        self.call("create repo", lambda: self.api.create_repo(repo_id, repo_type=repo_type, private=private,
-                                                              exist_ok=True), subject=repo_id)
+        self.call(
+            "create repo",
+            lambda: self.api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True),
+            subject=repo_id,
+        )
         head = self.call("info", lambda: self.api.repo_info(repo_id, repo_type=repo_type).sha, subject=repo_id)
-        operations = [hf.CommitOperationAdd(path_in_repo=name, path_or_fileobj=data)
-                      for name, data in sorted(files.items())]
+        operations = [
+            hf.CommitOperationAdd(path_in_repo=name, path_or_fileobj=data) for name, data in sorted(files.items())
+        ]
 
         def commit() -> CommitResult:
-            info = self.api.create_commit(repo_id, operations, commit_message=message, parent_commit=head,
-                                          repo_type=repo_type)
+            info = self.api.create_commit(
+                repo_id, operations, commit_message=message, parent_commit=head, repo_type=repo_type
+            )
             prefix = "" if repo_type == "model" else f"{repo_type}s/"
-            return CommitResult(repo_id=repo_id, commit=info.oid if info.oid != head else None,
-                                url=f"{self.endpoint}/{prefix}{repo_id}", files=tuple(sorted(files)))
+            return CommitResult(
+                repo_id=repo_id,
+                commit=info.oid if info.oid != head else None,
+                url=f"{self.endpoint}/{prefix}{repo_id}",
+                files=tuple(sorted(files)),
+            )
 
         return self.call("commit", commit, subject=repo_id)
 
-    def ensure_collection(self, title: str, namespace: str, *, description: str | None = None,
-                          private: bool = False) -> CollectionState:
+    def ensure_collection(
+        self, title: str, namespace: str, *, description: str | None = None, private: bool = False
+    ) -> CollectionState:
         """The namespace's collection of this title, created when missing (one POST; a GET when it exists)."""
-        return self.call("collection", lambda: _collection_state(self.api.create_collection(
-            title, namespace=namespace, description=description, private=private, exists_ok=True)),
-            subject=f"collection {namespace}/{title}")
+        return self.call(
+            "collection",
+            lambda: _collection_state(
+                self.api.create_collection(
+                    title, namespace=namespace, description=description, private=private, exists_ok=True
+                )
+            ),
+            subject=f"collection {namespace}/{title}",
+        )
 
     def add_collection_item(self, slug: str, repo_id: str, *, note: str | None) -> CollectionState:
         """Add a model repo to a collection; one already there is left as it is (`exists_ok`)."""
-        return self.call("collection", lambda: _collection_state(self.api.add_collection_item(
-            slug, repo_id, "model", note=note, exists_ok=True)), subject=slug)
+        return self.call(
+            "collection",
+            lambda: _collection_state(self.api.add_collection_item(slug, repo_id, "model", note=note, exists_ok=True)),
+            subject=slug,
+        )
 
     def update_collection_note(self, slug: str, item: CollectionEntry, note: str) -> None:
-        self.call("collection", lambda: self.api.update_collection_item(slug, item.object_id, note=note),
-                  subject=slug)
+        self.call("collection", lambda: self.api.update_collection_item(slug, item.object_id, note=note), subject=slug)
 
     def remove_collection_item(self, slug: str, item: CollectionEntry) -> None:
-        self.call("collection", lambda: self.api.delete_collection_item(slug, item.object_id, missing_ok=True),
-                  subject=slug)
+        self.call(
+            "collection", lambda: self.api.delete_collection_item(slug, item.object_id, missing_ok=True), subject=slug
+        )
 
 
 def _listing(info) -> RepoListing:
     config = info.config if isinstance(getattr(info, "config", None), dict) else {}
     architectures = config.get("architectures") or []
     return RepoListing(
-        repo_id=info.id, sha=info.sha, last_modified=str(info.last_modified) if info.last_modified else None,
-        tags=tuple(info.tags or ()), gated=bool(info.gated), private=bool(info.private),
+        repo_id=info.id,
+        sha=info.sha,
+        last_modified=str(info.last_modified) if info.last_modified else None,
+        tags=tuple(info.tags or ()),
+        gated=bool(info.gated),
+        private=bool(info.private),
         architectures=tuple(str(a) for a in architectures if isinstance(a, str)),
         model_type=config.get("model_type") if isinstance(config.get("model_type"), str) else None,
         card_data=_card_dict(info),
@@ -427,8 +495,10 @@ def _card_dict(info) -> dict:
 
 
 def _collection_state(collection) -> CollectionState:
-    items = tuple(CollectionEntry(object_id=i.item_object_id, item_id=i.item_id, item_type=i.item_type, note=i.note)
-                  for i in collection.items)
+    items = tuple(
+        CollectionEntry(object_id=i.item_object_id, item_id=i.item_id, item_type=i.item_type, note=i.note)
+        for i in collection.items
+    )
     return CollectionState(slug=collection.slug, url=collection.url, title=collection.title, items=items)
 
 

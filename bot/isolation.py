@@ -33,27 +33,35 @@ def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = 
     lives in $HOME/intel), TMPDIR and the XDG folders.
     """
     env = {k: v for k, v in (os.environ if base is None else base).items() if not SECRET_NAME.search(k)}
-    env.update({
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HUB_DISABLE_XET": "1",
-        "PYTHONUNBUFFERED": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "NNCF_CI": "1",  # NNCF's only switch for its telemetry
-    })
+    env.update(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_XET": "1",
+            "PYTHONUNBUFFERED": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "NNCF_CI": "1",  # NNCF's only switch for its telemetry
+        }
+    )
     if home is not None:
         # A private HF cache: nothing from the user's cache (or a token file in it) is visible.
         env["HF_HOME"] = str(home)
-        env.update({"HOME": str(home / "home"), "TMPDIR": str(home / "tmp"),
-                    "XDG_CACHE_HOME": str(home / "home" / ".cache"),
-                    "XDG_CONFIG_HOME": str(home / "home" / ".config"),
-                    "XDG_DATA_HOME": str(home / "home" / ".local" / "share")})
+        env.update(
+            {
+                "HOME": str(home / "home"),
+                "TMPDIR": str(home / "tmp"),
+                "XDG_CACHE_HOME": str(home / "home" / ".cache"),
+                "XDG_CONFIG_HOME": str(home / "home" / ".config"),
+                "XDG_DATA_HOME": str(home / "home" / ".local" / "share"),
+            }
+        )
     return env
 
 
-def sandboxed(tool: str, python: str | None = None, *, reads: Sequence[Path] = (),
-              writes: Sequence[Path] = ()) -> list[str]:
+def sandboxed(
+    tool: str, python: str | None = None, *, reads: Sequence[Path] = (), writes: Sequence[Path] = ()
+) -> list[str]:
     """Command running `tool` (optimum-cli, validate or exec) behind `bot.sandbox`, confined by the OS.
 
     Args:
@@ -123,8 +131,16 @@ def tracked(process: subprocess.Popen) -> Iterator[subprocess.Popen]:
             _children.discard(process)
 
 
-def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Mapping[str, str],
-               what: str, cwd: Path | None = None, memory_budget_bytes: int | None = None) -> int:
+def run_logged(
+    cmd: Sequence[str],
+    *,
+    log_path: Path,
+    timeout_s: float,
+    env: Mapping[str, str],
+    what: str,
+    cwd: Path | None = None,
+    memory_budget_bytes: int | None = None,
+) -> int:
     """Run `cmd`, stdout and stderr into `log_path`, within `timeout_s` and `memory_budget_bytes`.
 
     The RSS of the child's whole process tree is sampled while it runs (`bot.resources.PeakSampler`).
@@ -143,8 +159,9 @@ def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Map
         raise Failure(f"{what} not started: the bot is stopping")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
-        process = subprocess.Popen(list(cmd), stdout=log, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            list(cmd), stdout=log, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True
+        )
         with _children_lock:
             _children.add(process)
         over_budget = threading.Event()
@@ -167,10 +184,12 @@ def run_logged(cmd: Sequence[str], *, log_path: Path, timeout_s: float, env: Map
             with _children_lock:
                 _children.discard(process)
     if over_budget.is_set():
-        raise Failure(f"{what} stopped: its processes reached {_gb(sampler.peak_rss_bytes)} of memory "
-                      f"({sampler.peak_rss_bytes} bytes), over the budget of {_gb(memory_budget_bytes or 0)} "
-                      f"({memory_budget_bytes} bytes); build it on a runner class with more memory "
-                      f"(log: {log_path.name})")
+        raise Failure(
+            f"{what} stopped: its processes reached {_gb(sampler.peak_rss_bytes)} of memory "
+            f"({sampler.peak_rss_bytes} bytes), over the budget of {_gb(memory_budget_bytes or 0)} "
+            f"({memory_budget_bytes} bytes); build it on a runner class with more memory "
+            f"(log: {log_path.name})"
+        )
     if _stopping.is_set():
         raise Failure(f"{what} stopped: the bot is stopping")
     if code != 0:
@@ -183,10 +202,8 @@ def _gb(n: int) -> str:
 
 
 def _kill_group(process: subprocess.Popen, *, wait: bool = True) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     if wait:
         process.wait()
 

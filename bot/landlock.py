@@ -33,8 +33,11 @@ class LandlockError(OSError):
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -80,9 +83,11 @@ def restrict(reads: Iterable[Path], writes: Iterable[Path]) -> int:
         raise LandlockError("Landlock is not available in this kernel")
     libc = _libc()
     handled = _fs_rights(abi)
-    attr = _RulesetAttr(handled_access_fs=handled,
-                        handled_access_net=3 if abi >= 4 else 0,  # BIND_TCP | CONNECT_TCP, with no rule: denied
-                        scoped=(_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0)
+    attr = _RulesetAttr(
+        handled_access_fs=handled,
+        handled_access_net=3 if abi >= 4 else 0,  # BIND_TCP | CONNECT_TCP, with no rule: denied
+        scoped=(_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0,
+    )
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
     ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
@@ -109,8 +114,16 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: Path, rights: int) -> None:
         if not path.is_dir():
             rights &= _FILE_RIGHTS
         attr = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
-        if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(attr),
-                        ctypes.c_uint32(0)) != 0:
+        if (
+            libc.syscall(
+                _SYS_ADD_RULE,
+                ctypes.c_int(ruleset),
+                ctypes.c_int(_RULE_PATH_BENEATH),
+                ctypes.byref(attr),
+                ctypes.c_uint32(0),
+            )
+            != 0
+        ):
             raise LandlockError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
     finally:
         os.close(fd)

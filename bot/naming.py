@@ -86,8 +86,9 @@ def draft_output_repo(publish: PublishSettings, source_repo: str) -> str:
     Raises:
         Skip: `source_repo` or the resulting id is not a valid repo id (the reason is named).
     """
-    return _output_repo(publish.namespace, publish.draft_name, "source_name", publish.draft_home_namespace,
-                        source_repo, role="draft")
+    return _output_repo(
+        publish.namespace, publish.draft_name, "source_name", publish.draft_home_namespace, source_repo, role="draft"
+    )
 
 
 def target_output_repo(publish: PublishSettings, target_repo: str) -> str:
@@ -97,8 +98,9 @@ def target_output_repo(publish: PublishSettings, target_repo: str) -> str:
     Raises:
         Skip: `target_repo` or the resulting id is not a valid repo id.
     """
-    return _output_repo(publish.namespace, publish.target_name, "target_name", publish.target_home_namespace,
-                        target_repo, role="target")
+    return _output_repo(
+        publish.namespace, publish.target_name, "target_name", publish.target_home_namespace, target_repo, role="target"
+    )
 
 
 def template_parts(template: str, field: str) -> tuple[str, str]:

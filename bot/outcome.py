@@ -37,20 +37,35 @@ class Outcome:
         """A skip or failure; its reason names the stage when one is known, and the repo it concerns when that is
         not the source itself (the target, an output repo)."""
         reason = error.reason()
-        if error.subject and error.subject != source and not error.message.startswith(error.subject) and \
-                error.subject not in reason[:len(error.subject) + 8]:
+        if (
+            error.subject
+            and error.subject != source
+            and not error.message.startswith(error.subject)
+            and error.subject not in reason[: len(error.subject) + 8]
+        ):
             reason = f"{error.subject}: {reason}"
         return cls(source, revision, status_of(error), reason, stage=error.stage)
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "revision": self.revision, "status": str(self.status), "reason": self.reason,
-                "repos": list(self.repos), "stage": self.stage}
+        return {
+            "source": self.source,
+            "revision": self.revision,
+            "status": str(self.status),
+            "reason": self.reason,
+            "repos": list(self.repos),
+            "stage": self.stage,
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> Outcome:
-        return cls(source=str(data["source"]), revision=data.get("revision"), status=Status(data["status"]),
-                   reason=str(data.get("reason", "")), repos=[str(r) for r in data.get("repos", [])],
-                   stage=data.get("stage"))
+        return cls(
+            source=str(data["source"]),
+            revision=data.get("revision"),
+            status=Status(data["status"]),
+            reason=str(data.get("reason", "")),
+            repos=[str(r) for r in data.get("repos", [])],
+            stage=data.get("stage"),
+        )
 
 
 def status_of(error: BotError) -> Status:

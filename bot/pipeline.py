@@ -23,6 +23,7 @@ import yaml
 
 from bot import discover, log, plan, profiles, status_step
 from bot.build import Checkout, DraftBuild, DraftOutcome, build_group
+from bot.bundle import Bundle
 from bot.card import template_fingerprint
 from bot.draft_formats import report_note
 from bot.errors import BotError, Failure, PreconditionFailed, Skip, UsageError
@@ -30,14 +31,12 @@ from bot.fetch import require_free_disk
 from bot.hub import REQUESTS, Hub, RepoListing
 from bot.isolation import tracked
 from bot.outcome import Outcome, Status
-from bot.bundle import Bundle
 from bot.publish import PublishResult, publish_group, refresh_cards
 from bot.recipe import Recipe
 from bot.record import BuildRecord, Repos
-from bot.sizing import estimate_build, gb, local_runner
 from bot.report import RunReport
+from bot.sizing import estimate_build, gb, local_runner
 from bot.toolchain import Toolchain, detect
-
 
 
 @dataclass(frozen=True)
@@ -82,12 +81,19 @@ def guard(report: RunReport, source: str, revision: str | None, action: Callable
         return True
     except BotError as error:
         report.add(Outcome.of_error(source, revision, error))
-    except Exception as exc:  # noqa: BLE001 - the boundary that keeps one source from ending the run
+    except Exception as exc:
         log.get().debug("unexpected error for %s:\n%s", source, traceback.format_exc())
-        log.step("%s: unexpected %s: %s (traceback in the --verbose log)", source, type(exc).__name__,
-                 " ".join(str(exc).split())[:300])
-        report.add(Outcome(source, revision, Status.FAILED,
-                           f"unexpected {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))
+        log.step(
+            "%s: unexpected %s: %s (traceback in the --verbose log)",
+            source,
+            type(exc).__name__,
+            " ".join(str(exc).split())[:300],
+        )
+        report.add(
+            Outcome(
+                source, revision, Status.FAILED, f"unexpected {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            )
+        )
     return False
 
 
@@ -101,8 +107,9 @@ def guard_group(report: RunReport, jobs: list[plan.BuildJob], action: Callable[[
     return False
 
 
-def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport, state: RunMemory | None = None
-             ) -> tuple[list[plan.Decision], list[plan.BuildJob]]:
+def plan_run(
+    reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport, state: RunMemory | None = None
+) -> tuple[list[plan.Decision], list[plan.BuildJob]]:
     """Discover and plan: decisions for every examined source, and build jobs for those to build.
 
     With `state`, the status repo's memory is read first (two requests) and a source whose revision, toolchain
@@ -128,8 +135,7 @@ def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport
                 report.add(status_step.remembered_outcome(entry))
             listings = list(split.examine)
             skips = [skip for skip in skips if skip.repo_id not in state.remembered]
-            log.step("%d source(s) unchanged since last examined, reported from the status repo",
-                     len(split.remembered))
+            log.step("%d source(s) unchanged since last examined, reported from the status repo", len(split.remembered))
         for skip in skips:
             report.add(Outcome(skip.repo_id, skip.revision, Status.SKIPPED, skip.reason, stage=skip.stage))
         log.step("%d candidate(s) to examine, %d ruled out by the listing", len(listings), len(skips))
@@ -139,9 +145,14 @@ def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport
     context = _PlanContext(reader)
     with log.group("plan"):
         for listing in listings:
-            guard(report, listing.repo_id, listing.sha,
-                  lambda listing=listing: _plan_one(reader, recipe, options, listing, card_fp, context, report,
-                                                    state, decisions, jobs))
+            guard(
+                report,
+                listing.repo_id,
+                listing.sha,
+                lambda listing=listing: _plan_one(
+                    reader, recipe, options, listing, card_fp, context, report, state, decisions, jobs
+                ),
+            )
     return decisions, jobs
 
 
@@ -177,21 +188,36 @@ class _PlanContext:
         return self._heads[repo]
 
 
-def _plan_one(reader: Hub, recipe: Recipe, options: RunOptions, listing: RepoListing, card_fp: str,
-              context: _PlanContext, report: RunReport, state: RunMemory, decisions: list[plan.Decision],
-              jobs: list[plan.BuildJob]) -> None:
+def _plan_one(
+    reader: Hub,
+    recipe: Recipe,
+    options: RunOptions,
+    listing: RepoListing,
+    card_fp: str,
+    context: _PlanContext,
+    report: RunReport,
+    state: RunMemory,
+    decisions: list[plan.Decision],
+    jobs: list[plan.BuildJob],
+) -> None:
     draft_repo = plan.draft_output_repo(recipe.publish, listing.repo_id)
     published = reader.draft_record(draft_repo)
     decision = plan.decide(
-        listing, published, publish=recipe.publish, recipe_fingerprint=recipe.fingerprint(),
-        toolchain=context.toolchain(published) if published else detect(), card_fingerprint=card_fp,
+        listing,
+        published,
+        publish=recipe.publish,
+        recipe_fingerprint=recipe.fingerprint(),
+        toolchain=context.toolchain(published) if published else detect(),
+        card_fingerprint=card_fp,
         target_revision=context.target_head(published) if published and not options.force else None,
-        force=options.force)
+        force=options.force,
+    )
     log.step("%s: %s %s", listing.repo_id, decision.action, "; ".join(decision.reasons))
     if decision.action == plan.Action.UP_TO_DATE:
         repos = decision.repos()
-        report.add(Outcome(listing.repo_id, listing.sha, Status.UP_TO_DATE, "",
-                           [repos.draft, repos.target] if repos else []))
+        report.add(
+            Outcome(listing.repo_id, listing.sha, Status.UP_TO_DATE, "", [repos.draft, repos.target] if repos else [])
+        )
         if published is not None and repos is not None:
             state.published[listing.repo_id] = (published, repos)
     elif decision.action == plan.Action.BUILD:
@@ -200,8 +226,9 @@ def _plan_one(reader: Hub, recipe: Recipe, options: RunOptions, listing: RepoLis
     decisions.append(decision)
 
 
-def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions,
-        report: RunReport | None = None) -> RunReport:
+def run(
+    recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions, report: RunReport | None = None
+) -> RunReport:
     """Run the whole job once and return its report (never raises for one candidate's problem).
 
     Args:
@@ -212,8 +239,7 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions,
         UsageError: no write token and not a dry run (refused before any Hub call).
     """
     if not options.dry_run and (writer is None or not writer.token):
-        raise UsageError("no write token (HF_TOKEN): nothing could be published; set it, or use --dry-run",
-                         stage="run")
+        raise UsageError("no write token (HF_TOKEN): nothing could be published; set it, or use --dry-run", stage="run")
     report = report if report is not None else RunReport()
     report.dry_run = options.dry_run
     requests_before = REQUESTS.count
@@ -224,11 +250,18 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions,
         targets = {job.source: job.target for job in jobs}
         for decision in decisions:
             if decision.action != plan.Action.UP_TO_DATE and (
-                    decision.action == plan.Action.CARD or decision.listing.repo_id in targets):
+                decision.action == plan.Action.CARD or decision.listing.repo_id in targets
+            ):
                 target = targets.get(decision.listing.repo_id)
                 detail = f" (target {target})" if target else ""
-                report.add(Outcome(decision.listing.repo_id, decision.listing.sha, Status.PLANNED,
-                                   f"{decision.action}: {'; '.join(decision.reasons)}{detail}"))
+                report.add(
+                    Outcome(
+                        decision.listing.repo_id,
+                        decision.listing.sha,
+                        Status.PLANNED,
+                        f"{decision.action}: {'; '.join(decision.reasons)}{detail}",
+                    )
+                )
         report.hub_requests = REQUESTS.count - requests_before
         return report
     assert writer is not None
@@ -236,9 +269,14 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions,
     for decision in decisions:
         published = decision.published
         if decision.action == plan.Action.CARD and published is not None:
-            guard(report, decision.listing.repo_id, decision.listing.sha,
-                  lambda published=published, decision=decision: _refresh(report, state, writer, recipe,
-                                                                          decision.listing, published))
+            guard(
+                report,
+                decision.listing.repo_id,
+                decision.listing.sha,
+                lambda published=published, decision=decision: _refresh(
+                    report, state, writer, recipe, decision.listing, published
+                ),
+            )
 
     if options.work is not None:
         options.work.mkdir(parents=True, exist_ok=True)
@@ -254,19 +292,22 @@ def run(recipe: Recipe, reader: Hub, writer: Hub | None, options: RunOptions,
     return report
 
 
-def _refresh(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, listing: RepoListing,
-             published: BuildRecord) -> None:
+def _refresh(
+    report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, listing: RepoListing, published: BuildRecord
+) -> None:
     result = refresh_cards(writer, published, private=recipe.publish.private)
     report.add_published(listing.repo_id, listing.sha, result, "card refreshed")
     state.published[listing.repo_id] = (published, result.repos)
 
 
-def load_memory(reader: Hub, recipe: Recipe, card_fp: str, options: RunOptions, *,
-                toolchain_fp: str | None = None) -> status_step.Memory | None:
+def load_memory(
+    reader: Hub, recipe: Recipe, card_fp: str, options: RunOptions, *, toolchain_fp: str | None = None
+) -> status_step.Memory | None:
     """The status repo's memory, or None when it cannot be read (then every source is examined, as before)."""
     try:
-        return status_step.load_memory(reader, recipe, card_fp=card_fp, recheck=options.recheck or options.force,
-                                       toolchain_fp=toolchain_fp)
+        return status_step.load_memory(
+            reader, recipe, card_fp=card_fp, recheck=options.recheck or options.force, toolchain_fp=toolchain_fp
+        )
     except BotError as error:
         log.step("status repo unreadable (%s): every source is examined", error.one_line())
         return None
@@ -283,17 +324,25 @@ def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Reci
         return
     # Only sources the listing returned are on the page: a repo reached through --only alone is not watched.
     listed = set(state.listed)
-    updates = [entry for entry in status_step.entries_for(memory, state.examined(report), state.published)
-               if entry.source in listed]
+    updates = [
+        entry
+        for entry in status_step.entries_for(memory, state.examined(report), state.published)
+        if entry.source in listed
+    ]
     status_repo = recipe.publish.status_repo_id
 
     def write() -> None:
         current = memory
         for attempt in range(1, 4):
             try:
-                result = status_step.publish_status(writer, recipe, current, updates,
-                                                    watched=None if options.only else state.listed,
-                                                    committed=bool(report.commits))
+                result = status_step.publish_status(
+                    writer,
+                    recipe,
+                    current,
+                    updates,
+                    watched=None if options.only else state.listed,
+                    committed=bool(report.commits),
+                )
                 break
             except PreconditionFailed:
                 if attempt == 3:
@@ -318,19 +367,40 @@ def group_jobs(jobs: list[plan.BuildJob]) -> dict[tuple[str, str], list[plan.Bui
     return dict(groups)
 
 
-def _build_and_publish(report: RunReport, state: RunMemory, reader: Hub, writer: Hub, recipe: Recipe,
-                       members: list[plan.BuildJob], scratch: Path, options: RunOptions) -> None:
+def _build_and_publish(
+    report: RunReport,
+    state: RunMemory,
+    reader: Hub,
+    writer: Hub,
+    recipe: Recipe,
+    members: list[plan.BuildJob],
+    scratch: Path,
+    options: RunOptions,
+) -> None:
     ready: list[tuple[plan.BuildJob, Bundle]] = []
-    if not guard_group(report, members, lambda: ready.extend(
-            build_in_builder(reader, writer, recipe, members, scratch, report, keep_work=options.keep_work))):
+    if not guard_group(
+        report,
+        members,
+        lambda: ready.extend(
+            build_in_builder(reader, writer, recipe, members, scratch, report, keep_work=options.keep_work)
+        ),
+    ):
         return
     if ready:
         with log.group(f"publish {ready[0][0].target_repo} and {len(ready)} draft(s)"):
             guard_group(report, [job for job, _ in ready], lambda: publish_jobs(report, writer, recipe, ready, state))
 
 
-def build_in_builder(reader: Hub, writer: Hub, recipe: Recipe, members: list[plan.BuildJob], scratch: Path,
-                     report: RunReport, *, keep_work: bool = False) -> list[tuple[plan.BuildJob, Bundle]]:
+def build_in_builder(
+    reader: Hub,
+    writer: Hub,
+    recipe: Recipe,
+    members: list[plan.BuildJob],
+    scratch: Path,
+    report: RunReport,
+    *,
+    keep_work: bool = False,
+) -> list[tuple[plan.BuildJob, Bundle]]:
     """Build one target group in a separate, token-free process tree, and read back what it built.
 
     The builder is `dflash-bot build --job` (the Actions build job's command) started with
@@ -355,8 +425,22 @@ def build_in_builder(reader: Hub, writer: Hub, recipe: Recipe, members: list[pla
     env = {k: v for k, v in os.environ.items() if k != "HF_READ_TOKEN"}
     if read_token:
         env["HF_READ_TOKEN"] = read_token
-    command = [sys.executable, "-m", "bot.cli", "build", "--job", f"@{jobs_file}", "--out", str(out), "--recipe",
-               str(recipe_file), "--endpoint", reader.endpoint, "--work", str(group / "work")]
+    command = [
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "build",
+        "--job",
+        f"@{jobs_file}",
+        "--out",
+        str(out),
+        "--recipe",
+        str(recipe_file),
+        "--endpoint",
+        reader.endpoint,
+        "--work",
+        str(group / "work"),
+    ]
     if keep_work:
         command.append("--keep-work")
     with log.group(f"build {members[0].target} and {len(members)} draft(s) in a token-free builder"):
@@ -371,8 +455,9 @@ def build_in_builder(reader: Hub, writer: Hub, recipe: Recipe, members: list[pla
     return ready
 
 
-def publish_jobs(report: RunReport, writer: Hub, recipe: Recipe, ready: list[tuple[plan.BuildJob, Bundle]],
-                 state: RunMemory) -> None:
+def publish_jobs(
+    report: RunReport, writer: Hub, recipe: Recipe, ready: list[tuple[plan.BuildJob, Bundle]], state: RunMemory
+) -> None:
     """Publish the bundles of one target group (the target repo once) and record each draft's outcome."""
     results = publish_group(writer, [(bundle, job.repos) for job, bundle in ready], private=recipe.publish.private)
     for (job, bundle), result in zip(ready, results, strict=True):
@@ -383,14 +468,23 @@ def publish_jobs(report: RunReport, writer: Hub, recipe: Recipe, ready: list[tup
             notes += [f"card: {note}" for note in job.card_notes]  # what was dropped from the source card
             cost = bundle.record.resources.get("build")
             if cost is not None:
-                notes.append(f"built in {cost.seconds:.0f} s, peak {gb(cost.peak_rss_bytes or 0)} memory and "
-                             f"{gb(cost.peak_disk_bytes or 0)} disk")
+                notes.append(
+                    f"built in {cost.seconds:.0f} s, peak {gb(cost.peak_rss_bytes or 0)} memory and "
+                    f"{gb(cost.peak_disk_bytes or 0)} disk"
+                )
             report.add_published(job.source, job.revision, result, "; ".join((*job.reasons, *notes)))
             state.published[job.source] = (bundle.record, job.repos)
 
 
-def fetch_and_build(reader: Hub, recipe: Recipe, members: list[plan.BuildJob], scratch: Path, report: RunReport,
-                    *, keep_work: bool = False) -> list[tuple[plan.BuildJob, DraftOutcome]]:
+def fetch_and_build(
+    reader: Hub,
+    recipe: Recipe,
+    members: list[plan.BuildJob],
+    scratch: Path,
+    report: RunReport,
+    *,
+    keep_work: bool = False,
+) -> list[tuple[plan.BuildJob, DraftOutcome]]:
     """Download one target and its drafts with the reader, then build each draft into `scratch/.../bundles`.
 
     Used by `run` (then publishes) and by `dflash-bot build --job` (a matrix entry: the bundle goes to publish).
@@ -403,16 +497,22 @@ def fetch_and_build(reader: Hub, recipe: Recipe, members: list[plan.BuildJob], s
     group_dir = scratch / _safe_name(first.target)
     with log.group(f"fetch {first.target} and {len(members)} draft(s)"):
         try:
-            estimate = estimate_build(sum(j.draft_bytes for j in members), first.target_bytes, local_runner(scratch),
-                                      recipe.runners.sizing)
+            estimate = estimate_build(
+                sum(j.draft_bytes for j in members), first.target_bytes, local_runner(scratch), recipe.runners.sizing
+            )
             require_free_disk(scratch, estimate.peak_disk_bytes, "download and export", subject=first.target)
-            target_dir = reader.download(first.target, first.target_revision, group_dir / "target",
-                                         first.target_files)
+            target_dir = reader.download(first.target, first.target_revision, group_dir / "target", first.target_files)
         except BotError as error:
             failure = error if isinstance(error, Skip) else Failure(error.message, stage=error.stage or "download")
             for job in members:
-                report.add(Outcome(job.source, job.revision, Status.SKIPPED if isinstance(error, Skip) else
-                                   Status.FAILED, f"target {first.target}: {failure.reason()}"))
+                report.add(
+                    Outcome(
+                        job.source,
+                        job.revision,
+                        Status.SKIPPED if isinstance(error, Skip) else Status.FAILED,
+                        f"target {first.target}: {failure.reason()}",
+                    )
+                )
             return []
         drafts: list[DraftBuild] = []
         downloaded: list[plan.BuildJob] = []
@@ -422,8 +522,11 @@ def fetch_and_build(reader: Hub, recipe: Recipe, members: list[plan.BuildJob], s
             except BotError as error:
                 report.add(Outcome.of_error(job.source, job.revision, error))
                 continue
-            drafts.append(DraftBuild(job.candidate(), Checkout(path, job.source, job.revision),
-                                     group_dir / "bundles" / f"draft-{index}"))
+            drafts.append(
+                DraftBuild(
+                    job.candidate(), Checkout(path, job.source, job.revision), group_dir / "bundles" / f"draft-{index}"
+                )
+            )
             downloaded.append(job)
     if not drafts:
         return []
@@ -434,12 +537,21 @@ def fetch_and_build(reader: Hub, recipe: Recipe, members: list[plan.BuildJob], s
 
 def _listing_for(reader: Hub, repo_id: str) -> RepoListing:
     files = reader.repo_files(repo_id)
-    return RepoListing(repo_id=repo_id, sha=files.sha, last_modified=None, tags=(), gated=files.gated,
-                       private=files.private, architectures=(), model_type=None, card_data=files.card_data)
+    return RepoListing(
+        repo_id=repo_id,
+        sha=files.sha,
+        last_modified=None,
+        tags=(),
+        gated=files.gated,
+        private=files.private,
+        architectures=(),
+        model_type=None,
+        card_data=files.card_data,
+    )
 
 
 def _safe_name(repo_id: str) -> str:
     return repo_id.replace("/", "--")
 
 
-__all__ = ["RunOptions", "run", "plan_run", "fetch_and_build", "group_jobs", "guard", "PublishResult"]
+__all__ = ["PublishResult", "RunOptions", "fetch_and_build", "group_jobs", "guard", "plan_run", "run"]

@@ -76,14 +76,26 @@ class BuildJob(BaseModel):
     @classmethod
     def from_candidate(cls, candidate: Candidate, reasons: tuple[str, ...], publish: PublishSettings) -> BuildJob:
         assert candidate.repo_id and candidate.revision and candidate.target_repo and candidate.target_revision
-        return cls(source=candidate.repo_id, revision=candidate.revision, target=candidate.target_repo,
-                   target_revision=candidate.target_revision, kind=candidate.kind, format=candidate.draft_format,
-                   target_model_type=candidate.target_model_type, target_is_vlm=candidate.target_is_vlm,
-                   draft_bytes=candidate.draft_bytes, target_bytes=candidate.target_bytes, profile=candidate.profile,
-                   draft_files=candidate.draft_files, target_files=candidate.target_files,
-                   download_bytes=candidate.download_bytes, card_notes=candidate.card_notes,
-                   reasons=tuple(reasons), draft_repo=draft_output_repo(publish, candidate.repo_id),
-                   target_repo=target_output_repo(publish, candidate.target_repo))
+        return cls(
+            source=candidate.repo_id,
+            revision=candidate.revision,
+            target=candidate.target_repo,
+            target_revision=candidate.target_revision,
+            kind=candidate.kind,
+            format=candidate.draft_format,
+            target_model_type=candidate.target_model_type,
+            target_is_vlm=candidate.target_is_vlm,
+            draft_bytes=candidate.draft_bytes,
+            target_bytes=candidate.target_bytes,
+            profile=candidate.profile,
+            draft_files=candidate.draft_files,
+            target_files=candidate.target_files,
+            download_bytes=candidate.download_bytes,
+            card_notes=candidate.card_notes,
+            reasons=tuple(reasons),
+            draft_repo=draft_output_repo(publish, candidate.repo_id),
+            target_repo=target_output_repo(publish, candidate.target_repo),
+        )
 
     @property
     def repos(self) -> Repos:
@@ -95,12 +107,23 @@ class BuildJob(BaseModel):
 
     def candidate(self) -> Candidate:
         """Discovery's facts, for the build to verify the downloaded files against."""
-        return Candidate(repo_id=self.source, revision=self.revision, kind=self.kind, draft_format=self.format,
-                         target_repo=self.target, target_revision=self.target_revision,
-                         target_model_type=self.target_model_type, target_is_vlm=self.target_is_vlm,
-                         draft_bytes=self.draft_bytes, target_bytes=self.target_bytes, profile=self.profile,
-                         draft_files=self.draft_files, target_files=self.target_files,
-                         download_bytes=self.download_bytes, card_notes=self.card_notes)
+        return Candidate(
+            repo_id=self.source,
+            revision=self.revision,
+            kind=self.kind,
+            draft_format=self.format,
+            target_repo=self.target,
+            target_revision=self.target_revision,
+            target_model_type=self.target_model_type,
+            target_is_vlm=self.target_is_vlm,
+            draft_bytes=self.draft_bytes,
+            target_bytes=self.target_bytes,
+            profile=self.profile,
+            draft_files=self.draft_files,
+            target_files=self.target_files,
+            download_bytes=self.download_bytes,
+            card_notes=self.card_notes,
+        )
 
 
 def draft_output_repo(publish: PublishSettings, source_repo: str) -> str:
@@ -126,17 +149,34 @@ def expected_format(published: BuildRecord, toolchain: Toolchain) -> str | None:
         return None
 
 
-def wanted_inputs(listing: RepoListing, published: BuildRecord, recipe_fingerprint: str, toolchain: Toolchain,
-                  target_revision: str | None) -> BuildInputs:
+def wanted_inputs(
+    listing: RepoListing,
+    published: BuildRecord,
+    recipe_fingerprint: str,
+    toolchain: Toolchain,
+    target_revision: str | None,
+) -> BuildInputs:
     """What a build of this listing would be made from now (None: not known at planning time)."""
-    return BuildInputs(source_revision=listing.sha, target_revision=target_revision,
-                       recipe_fingerprint=recipe_fingerprint, draft_format=expected_format(published, toolchain),
-                       toolchain=toolchain.tracked())
+    return BuildInputs(
+        source_revision=listing.sha,
+        target_revision=target_revision,
+        recipe_fingerprint=recipe_fingerprint,
+        draft_format=expected_format(published, toolchain),
+        toolchain=toolchain.tracked(),
+    )
 
 
-def decide(listing: RepoListing, published: BuildRecord | None, *, publish: PublishSettings, recipe_fingerprint: str,
-           toolchain: Toolchain, card_fingerprint: str, target_revision: str | None = None,
-           force: bool = False) -> Decision:
+def decide(
+    listing: RepoListing,
+    published: BuildRecord | None,
+    *,
+    publish: PublishSettings,
+    recipe_fingerprint: str,
+    toolchain: Toolchain,
+    card_fingerprint: str,
+    target_revision: str | None = None,
+    force: bool = False,
+) -> Decision:
     """Compare a listed source with its published record (pure: no Hub call).
 
     Args:
@@ -149,7 +189,8 @@ def decide(listing: RepoListing, published: BuildRecord | None, *, publish: Publ
     if published is None:
         return Decision(listing, Action.BUILD, ("new",), draft_repo, None)
     reasons = published.inputs().changes_to(
-        wanted_inputs(listing, published, recipe_fingerprint, toolchain, target_revision))
+        wanted_inputs(listing, published, recipe_fingerprint, toolchain, target_revision)
+    )
     if reasons:
         return Decision(listing, Action.BUILD, tuple(reasons), draft_repo, published)
     if published.card is None or published.card.template_fingerprint != card_fingerprint:

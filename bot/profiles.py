@@ -123,9 +123,14 @@ def load_profiles(path: Path | None = None) -> ProfileSet:
         requirements = tuple(str(r).split("#")[0].strip() for r in body.get("requirements") or ())
         if not requirements:
             raise ValueError(f"toolchain profile {name} has no requirements")
-        profile = Profile(name=name, description=str(body.get("description", "")), requirements=requirements,
-                          torch=torch, uninstall=uninstall,
-                          model_types=tuple(str(t) for t in body.get("model_types") or ()))
+        profile = Profile(
+            name=name,
+            description=str(body.get("description", "")),
+            requirements=requirements,
+            torch=torch,
+            uninstall=uninstall,
+            model_types=tuple(str(t) for t in body.get("model_types") or ()),
+        )
         profile.transformers  # noqa: B018 - validates the pin
         profiles.append(profile)
     if not any(p.name == DEFAULT_PROFILE for p in profiles):
@@ -136,13 +141,14 @@ def load_profiles(path: Path | None = None) -> ProfileSet:
 
 # ---- bounds from optimum-intel ----
 
+
 def _optimum_model_configs() -> Path | None:
     import importlib.util
 
     spec = importlib.util.find_spec("optimum.exporters")
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "openvino" / "model_configs.py"
+    path = Path(next(iter(spec.submodule_search_locations))) / "openvino" / "model_configs.py"
     return path if path.is_file() else None
 
 
@@ -160,13 +166,19 @@ def _bounds_from_source(path: Path) -> dict[str, tuple[str | None, str | None]]:
         for item in node.body:
             if isinstance(item, ast.Assign) and isinstance(item.value, ast.Constant):
                 for target in item.targets:
-                    if isinstance(target, ast.Name) and target.id in ("MIN_TRANSFORMERS_VERSION",
-                                                                       "MAX_TRANSFORMERS_VERSION"):
+                    if isinstance(target, ast.Name) and target.id in (
+                        "MIN_TRANSFORMERS_VERSION",
+                        "MAX_TRANSFORMERS_VERSION",
+                    ):
                         attrs[target.id] = str(item.value.value)
         classes[node.name] = ([b.id for b in node.bases if isinstance(b, ast.Name)], attrs)
         for decorator in node.decorator_list:
-            if (isinstance(decorator, ast.Call) and getattr(decorator.func, "id", "") == "register_in_tasks_manager"
-                    and decorator.args and isinstance(decorator.args[0], ast.Constant)):
+            if (
+                isinstance(decorator, ast.Call)
+                and getattr(decorator.func, "id", "") == "register_in_tasks_manager"
+                and decorator.args
+                and isinstance(decorator.args[0], ast.Constant)
+            ):
                 registered[str(decorator.args[0].value)] = node.name
 
     def lookup(name: str, attr: str, seen: frozenset[str] = frozenset()) -> str | None:
@@ -181,12 +193,15 @@ def _bounds_from_source(path: Path) -> dict[str, tuple[str | None, str | None]]:
                 return value
         return None
 
-    return {model_type: (lookup(cls, "MIN_TRANSFORMERS_VERSION"), lookup(cls, "MAX_TRANSFORMERS_VERSION"))
-            for model_type, cls in registered.items()}
+    return {
+        model_type: (lookup(cls, "MIN_TRANSFORMERS_VERSION"), lookup(cls, "MAX_TRANSFORMERS_VERSION"))
+        for model_type, cls in registered.items()
+    }
 
 
-def transformers_bounds(model_type: str, profiles: ProfileSet | None = None,
-                        model_configs: Path | None = None) -> Bounds:
+def transformers_bounds(
+    model_type: str, profiles: ProfileSet | None = None, model_configs: Path | None = None
+) -> Bounds:
     """optimum-intel's transformers range for `model_type`: from its source when installed, else the fallback."""
     path = model_configs or _optimum_model_configs()
     if path is not None:
@@ -201,8 +216,9 @@ def transformers_bounds(model_type: str, profiles: ProfileSet | None = None,
     return Bounds(model_type, low, high, "profiles.yaml fallback")
 
 
-def select_profile(model_type: str, profiles: ProfileSet | None = None, *, subject: str | None = None,
-                   bounds: Bounds | None = None) -> Profile:
+def select_profile(
+    model_type: str, profiles: ProfileSet | None = None, *, subject: str | None = None, bounds: Bounds | None = None
+) -> Profile:
     """The first profile whose transformers pin is inside optimum-intel's bounds for `model_type`.
 
     Raises:
@@ -214,13 +230,22 @@ def select_profile(model_type: str, profiles: ProfileSet | None = None, *, subje
         if bounds.allows(profile.transformers):
             return profile
     have = ", ".join(f"{p.name} (transformers {p.transformers})" for p in profiles.profiles)
-    raise Skip(f"no toolchain profile covers model_type '{model_type}': it needs {bounds.requirement()} "
-               f"({bounds.source}); profiles: {have}. Add a profile with such a pin to toolchains/profiles.yaml",
-               subject=subject, stage="classify")
+    raise Skip(
+        f"no toolchain profile covers model_type '{model_type}': it needs {bounds.requirement()} "
+        f"({bounds.source}); profiles: {have}. Add a profile with such a pin to toolchains/profiles.yaml",
+        subject=subject,
+        stage="classify",
+    )
 
 
-def check_transformers(model_type: str, transformers_version: str, *, profile: str = DEFAULT_PROFILE,
-                       subject: str | None = None, profiles: ProfileSet | None = None) -> Bounds:
+def check_transformers(
+    model_type: str,
+    transformers_version: str,
+    *,
+    profile: str = DEFAULT_PROFILE,
+    subject: str | None = None,
+    profiles: ProfileSet | None = None,
+) -> Bounds:
     """Refuse a target the given transformers cannot export, before any export runs into it.
 
     Raises:
@@ -233,12 +258,16 @@ def check_transformers(model_type: str, transformers_version: str, *, profile: s
         hint = f"; build it in toolchain profile '{select_profile(model_type, profiles, bounds=bounds).name}'"
     except Skip:
         hint = "; no toolchain profile has such a transformers pin"
-    raise Skip(f"target model_type '{model_type}' needs {bounds.requirement()} ({bounds.source}), but the toolchain "
-               f"(profile '{profile}') has transformers {transformers_version}{hint}", subject=subject,
-               stage="classify")
+    raise Skip(
+        f"target model_type '{model_type}' needs {bounds.requirement()} ({bounds.source}), but the toolchain "
+        f"(profile '{profile}') has transformers {transformers_version}{hint}",
+        subject=subject,
+        stage="classify",
+    )
 
 
 # ---- environments ----
+
 
 def profiles_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
@@ -266,8 +295,14 @@ def environment_python(profile: Profile, root: Path | None = None) -> Path:
     return (root or profiles_dir()) / f"{profile.name}-{profile.fingerprint()}" / "bin" / "python"
 
 
-def ensure_environment(profile: Profile, *, root: Path | None = None, log_path: Path | None = None,
-                       timeout_s: float = 1800, pip_args: tuple[str, ...] = ()) -> Path:
+def ensure_environment(
+    profile: Profile,
+    *,
+    root: Path | None = None,
+    log_path: Path | None = None,
+    timeout_s: float = 1800,
+    pip_args: tuple[str, ...] = (),
+) -> Path:
     """Create (or reuse) the profile's environment and return its python.
 
     Steps: `python -m venv`; `pip install <torch pin>` first, so the CPU wheel resolves; `pip install <pins>`;
@@ -298,14 +333,24 @@ def ensure_environment(profile: Profile, *, root: Path | None = None, log_path: 
             try:
                 done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
             except subprocess.TimeoutExpired:
-                raise Skip(f"toolchain profile '{profile.name}' could not be set up: '{' '.join(cmd[-3:])}' ran "
-                           f"past {timeout_s:.0f}s", stage="toolchain") from None
+                raise Skip(
+                    f"toolchain profile '{profile.name}' could not be set up: '{' '.join(cmd[-3:])}' ran "
+                    f"past {timeout_s:.0f}s",
+                    stage="toolchain",
+                ) from None
             if done.returncode != 0:
-                raise Skip(f"toolchain profile '{profile.name}' could not be set up (needs "
-                           f"{profile.torch}, {', '.join(profile.requirements)}): {_last_line(log_path)}",
-                           stage="toolchain")
-    marker.write_text(json.dumps({"profile": profile.name, "fingerprint": profile.fingerprint(),
-                                  "requirements": list(profile.requirements)}) + "\n", encoding="utf-8")
+                raise Skip(
+                    f"toolchain profile '{profile.name}' could not be set up (needs "
+                    f"{profile.torch}, {', '.join(profile.requirements)}): {_last_line(log_path)}",
+                    stage="toolchain",
+                )
+    marker.write_text(
+        json.dumps(
+            {"profile": profile.name, "fingerprint": profile.fingerprint(), "requirements": list(profile.requirements)}
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     return python
 
 
@@ -328,8 +373,14 @@ def _last_line(path: Path) -> str:
 
 # ---- the toolchain a build runs in ----
 
-def toolchain_for(model_type: str | None, *, profiles: ProfileSet | None = None, root: Path | None = None,
-                  log_path: Path | None = None):
+
+def toolchain_for(
+    model_type: str | None,
+    *,
+    profiles: ProfileSet | None = None,
+    root: Path | None = None,
+    log_path: Path | None = None,
+):
     """The `Toolchain` (versions, capabilities, profile, python) that builds a target of `model_type`.
 
     The default profile runs in this environment when it has the profile's pins; any other profile runs in its
@@ -371,8 +422,9 @@ def planned_toolchain(model_type: str | None, *, profiles: ProfileSet | None = N
     versions = {name: profile.pin(dist) or "not pinned" for name, dist in TRACKED_PACKAGES.items()}
     versions["torch"] = profile.torch.partition("==")[2] or current.versions["torch"]
     recorded = recorded_capabilities(environment_python(profile, root))
-    return Toolchain(versions=versions, capabilities=current.capabilities if recorded is None else recorded,
-                     profile=profile.name)
+    return Toolchain(
+        versions=versions, capabilities=current.capabilities if recorded is None else recorded, profile=profile.name
+    )
 
 
 def recorded_capabilities(python: Path) -> frozenset[str] | None:
@@ -404,13 +456,25 @@ def detect_in(python: Path, profile: str):
     """
     from bot.toolchain import Toolchain
 
-    code = ("import json; from bot.toolchain import detect; t = detect(); "
-            "print(json.dumps({'versions': t.versions, 'capabilities': sorted(t.capabilities)}))")
-    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300,
-                          env=child_env(dict(os.environ), str(python)), check=False)
+    code = (
+        "import json; from bot.toolchain import detect; t = detect(); "
+        "print(json.dumps({'versions': t.versions, 'capabilities': sorted(t.capabilities)}))"
+    )
+    done = subprocess.run(
+        [str(python), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(dict(os.environ), str(python)),
+        check=False,
+    )
     if done.returncode != 0:
-        raise Skip(f"toolchain profile '{profile}' environment at {python.parent.parent} does not work: "
-                   f"{(done.stderr.strip().splitlines() or ['(no output)'])[-1][:300]}", stage="toolchain")
+        raise Skip(
+            f"toolchain profile '{profile}' environment at {python.parent.parent} does not work: "
+            f"{(done.stderr.strip().splitlines() or ['(no output)'])[-1][:300]}",
+            stage="toolchain",
+        )
     data = json.loads(done.stdout.strip().splitlines()[-1])
-    return Toolchain(versions=data["versions"], capabilities=frozenset(data["capabilities"]), profile=profile,
-                     python=str(python))
+    return Toolchain(
+        versions=data["versions"], capabilities=frozenset(data["capabilities"]), profile=profile, python=str(python)
+    )

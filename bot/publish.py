@@ -48,8 +48,7 @@ def publish_bundle(hub: Hub, bundle: Bundle, repos: Repos, *, private: bool) -> 
     return result
 
 
-def publish_group(hub: Hub, members: list[tuple[Bundle, Repos]], *, private: bool
-                  ) -> list[PublishResult | BotError]:
+def publish_group(hub: Hub, members: list[tuple[Bundle, Repos]], *, private: bool) -> list[PublishResult | BotError]:
     """Publish the drafts of one target: the target repo once (listing every draft built now), then each draft.
 
     Returns:
@@ -76,8 +75,14 @@ def publish_group(hub: Hub, members: list[tuple[Bundle, Repos]], *, private: boo
     return [r if r is not None else Failure("not published", stage="publish") for r in results]
 
 
-def _publish_once(hub: Hub, members: list[tuple[Bundle, Repos]], pending: list[int],
-                  results: list[PublishResult | BotError | None], card_fp: str, private: bool) -> None:
+def _publish_once(
+    hub: Hub,
+    members: list[tuple[Bundle, Repos]],
+    pending: list[int],
+    results: list[PublishResult | BotError | None],
+    card_fp: str,
+    private: bool,
+) -> None:
     """Target weights first (its card listing only drafts already published), then each draft, then the target's
     card listing the drafts now published: a run killed at any point leaves no card linking a missing repo, and
     the next run finishes the work."""
@@ -135,26 +140,44 @@ def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) 
         gates = "; ".join(built.failed_gates) or f"status {built.status}"
         raise Failure(f"bundle did not pass validation, not published ({gates})", subject=source, stage="publish")
     if not source or not built.target.repo:
-        raise Failure("bundle was built from local folders: there is no source repo to publish under",
-                      subject=source, stage="publish")
+        raise Failure(
+            "bundle was built from local folders: there is no source repo to publish under",
+            subject=source,
+            stage="publish",
+        )
     published = hub.draft_record(repos.draft)
     if published is None:
         return False
     if published.source.repo != source:
-        raise Skip(f"{repos.draft} holds a build of {published.source.repo}, not of {source}: not overwritten "
-                   "(two sources map to one output repo; rename one in the recipe)", subject=source, stage="publish")
+        raise Skip(
+            f"{repos.draft} holds a build of {published.source.repo}, not of {source}: not overwritten "
+            "(two sources map to one output repo; rename one in the recipe)",
+            subject=source,
+            stage="publish",
+        )
     if not published.inputs().changes_to(built.inputs()):
         if published.card is not None and published.card.template_fingerprint == card_fp:
             log.step("%s already holds this build", repos.draft)
             return True
     elif published.built_at > built.built_at and published.source.revision != built.source.revision:
-        raise Skip(f"{repos.draft} already holds a newer build (source {str(published.source.revision)[:7]}); "
-                   "this bundle is stale", subject=source, stage="publish")
+        raise Skip(
+            f"{repos.draft} already holds a newer build (source {str(published.source.revision)[:7]}); "
+            "this bundle is stale",
+            subject=source,
+            stage="publish",
+        )
     return False
 
 
-def _publish_target(hub: Hub, members: list[tuple[Bundle, Repos]], card_fp: str, commits: list[tuple[str, str]],
-                    private: bool, *, list_new: bool) -> None:
+def _publish_target(
+    hub: Hub,
+    members: list[tuple[Bundle, Repos]],
+    card_fp: str,
+    commits: list[tuple[str, str]],
+    private: bool,
+    *,
+    list_new: bool,
+) -> None:
     """One commit to the target repo, or none when it is current.
 
     Args:
@@ -165,8 +188,12 @@ def _publish_target(hub: Hub, members: list[tuple[Bundle, Repos]], card_fp: str,
     built = first.record
     published = hub.target_record(repos.target)
     if published is not None and published.target.repo != built.target.repo:
-        raise Skip(f"{repos.target} holds an export of {published.target.repo}, not of {built.target.repo}: not "
-                   "overwritten (two targets map to one output repo)", subject=built.source.repo, stage="publish")
+        raise Skip(
+            f"{repos.target} holds an export of {published.target.repo}, not of {built.target.repo}: not "
+            "overwritten (two targets map to one output repo)",
+            subject=built.source.repo,
+            stage="publish",
+        )
     fresh = TargetRecord.from_build(built, [], card_fp)
     weights_current = published is not None and published.target_inputs() == fresh.target_inputs()
     target_record = published if published is not None and weights_current else fresh
@@ -175,27 +202,40 @@ def _publish_target(hub: Hub, members: list[tuple[Bundle, Repos]], card_fp: str,
             target_record = target_record.with_draft(bundle.record.summary(draft_repos.draft), card_fp)
     else:
         target_record = target_record.model_copy(update={"card": fresh.card})
-    if published is not None and weights_current and published.draft_keys() == target_record.draft_keys() and \
-            published.card.template_fingerprint == card_fp:
+    if (
+        published is not None
+        and weights_current
+        and published.draft_keys() == target_record.draft_keys()
+        and published.card.template_fingerprint == card_fp
+    ):
         log.step("%s is current", repos.target)
         return
     folder = first.target_dir
     record.write(target_record, folder)
     (folder / "README.md").write_text(render_target_card(target_record, target_repo=repos.target), encoding="utf-8")
-    message = _message("target", built.target) if not weights_current else \
-        f"List {len(target_record.drafts)} validated draft(s) on the model card"
-    result = hub.publish_folder(repos.target, folder, message=message, private=private,
-                                only=_CARD_FILES if weights_current else None)
+    message = (
+        _message("target", built.target)
+        if not weights_current
+        else f"List {len(target_record.drafts)} validated draft(s) on the model card"
+    )
+    result = hub.publish_folder(
+        repos.target, folder, message=message, private=private, only=_CARD_FILES if weights_current else None
+    )
     if result.commit:
         commits.append((repos.target, result.commit))
-        log.step("%s: commit %s (%s)", repos.target, result.commit[:7],
-                 "card and record" if weights_current else f"{len(result.files)} files")
+        log.step(
+            "%s: commit %s (%s)",
+            repos.target,
+            result.commit[:7],
+            "card and record" if weights_current else f"{len(result.files)} files",
+        )
     if not weights_current:
         hub.tag(repos.target, f"src-{str(built.target.revision)[:7]}", result.commit)
 
 
-def _publish_draft(hub: Hub, bundle: Bundle, repos: Repos, card_fp: str, commits: list[tuple[str, str]],
-                   private: bool) -> None:
+def _publish_draft(
+    hub: Hub, bundle: Bundle, repos: Repos, card_fp: str, commits: list[tuple[str, str]], private: bool
+) -> None:
     built = bundle.record.published_as(repos, card_fp)
     folder = bundle.draft_dir
     record.write(built, folder)
@@ -215,8 +255,7 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
         PUBLISHED when a card changed (a commit was made), UP_TO_DATE when both were already current.
     """
     if published.repos is None:
-        raise Failure("the published record names no repos to refresh", subject=published.source.repo,
-                      stage="publish")
+        raise Failure("the published record names no repos to refresh", subject=published.source.repo, stage="publish")
     repos, card_fp = published.repos, template_fingerprint()
     refreshed = published.published_as(repos, card_fp)
     commits: list[tuple[str, str]] = []
@@ -225,8 +264,9 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
         record.write(refreshed, folder)
         write_acceptance_chart(folder, refreshed.validation)
         (folder / "README.md").write_text(render_draft_card(refreshed), encoding="utf-8")
-        result = hub.publish_folder(repos.draft, folder, message="Update model card", private=private,
-                                    only=(*_CARD_FILES, ACCEPTANCE_CHART))
+        result = hub.publish_folder(
+            repos.draft, folder, message="Update model card", private=private, only=(*_CARD_FILES, ACCEPTANCE_CHART)
+        )
         if result.commit:
             commits.append((repos.draft, result.commit))
         target = hub.target_record(repos.target)
@@ -235,8 +275,9 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
             target = target.model_copy(update={"card": record.CardInfo(template_fingerprint=card_fp)})
             record.write(target, folder)
             (folder / "README.md").write_text(render_target_card(target, target_repo=repos.target), encoding="utf-8")
-            result = hub.publish_folder(repos.target, folder, message="Update model card", private=private,
-                                        only=_CARD_FILES)
+            result = hub.publish_folder(
+                repos.target, folder, message="Update model card", private=private, only=_CARD_FILES
+            )
             if result.commit:
                 commits.append((repos.target, result.commit))
     return PublishResult(Status.PUBLISHED if commits else Status.UP_TO_DATE, repos, commits)

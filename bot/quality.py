@@ -41,10 +41,12 @@ from bot.profiles import child_env
 # The reference runs in f32 when its f32 weights fit this many bytes (about 1.5B parameters), else in the
 # checkpoint's dtype: a 4B target in f32 (16 GB) would not fit the 16 GB runner class.
 DEFAULT_MAX_F32_BYTES = 6 * 10**9
-METHOD = ("teacher-forced over the prompt + the original's greedy continuation (chat template applied); "
-          "top-1 agreement and mean KL(original || int4) per generated position; FDT and SDT "
-          "(who-what-benchmark's definitions) between the two models' greedy outputs; IR on CPU with f32 "
-          "inference and no dynamic quantization")
+METHOD = (
+    "teacher-forced over the prompt + the original's greedy continuation (chat template applied); "
+    "top-1 agreement and mean KL(original || int4) per generated position; FDT and SDT "
+    "(who-what-benchmark's definitions) between the two models' greedy outputs; IR on CPU with f32 "
+    "inference and no dynamic quantization"
+)
 
 
 @dataclass(frozen=True)
@@ -105,12 +107,15 @@ class QualityReport:
         if not prompts or not tokens:
             return cls.not_measured("no generated tokens to compare")
         return cls(
-            measured=True, prompts=tuple(prompts), tokens=tokens,
+            measured=True,
+            prompts=tuple(prompts),
+            tokens=tokens,
             top1_agreement=round(sum(p.top1_agreement * p.tokens for p in prompts) / tokens, 4),
             mean_kl=_significant(sum(p.mean_kl * p.tokens for p in prompts) / tokens),
             first_diverging_token=round(sum(p.first_diverging_token for p in prompts) / len(prompts), 2),
             share_diverging_tokens=round(sum(p.share_diverging_tokens for p in prompts) / len(prompts), 4),
-            **details)
+            **details,
+        )
 
     def as_provenance(self) -> dict:
         """The `openvino_export.json` / run report form (plain JSON types)."""
@@ -136,18 +141,30 @@ def quality_gate(report: QualityReport, min_top1_agreement: float | None) -> str
     if min_top1_agreement is None:
         return None
     if not report.measured or report.top1_agreement is None:
-        return (f"quality gate: top-1 agreement with the original weights was not measured ({report.reason}); "
-                f"the recipe requires at least {min_top1_agreement:.2%}")
+        return (
+            f"quality gate: top-1 agreement with the original weights was not measured ({report.reason}); "
+            f"the recipe requires at least {min_top1_agreement:.2%}"
+        )
     if report.top1_agreement < min_top1_agreement:
-        return (f"quality gate: top-1 agreement with the original weights is {report.top1_agreement:.2%} over "
-                f"{report.tokens} tokens, below the recipe's minimum {min_top1_agreement:.2%} "
-                f"(mean KL {report.mean_kl:.4f})")
+        return (
+            f"quality gate: top-1 agreement with the original weights is {report.top1_agreement:.2%} over "
+            f"{report.tokens} tokens, below the recipe's minimum {min_top1_agreement:.2%} "
+            f"(mean KL {report.mean_kl:.4f})"
+        )
     return None
 
 
-def measure_quality(source_dir: Path, ir_dir: Path, prompts: list[str], max_new_tokens: int, *, work: Path,
-                    python: str | None = None, timeout_s: float = 1800,
-                    max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> QualityReport:
+def measure_quality(
+    source_dir: Path,
+    ir_dir: Path,
+    prompts: list[str],
+    max_new_tokens: int,
+    *,
+    work: Path,
+    python: str | None = None,
+    timeout_s: float = 1800,
+    max_f32_bytes: int = DEFAULT_MAX_F32_BYTES,
+) -> QualityReport:
     """Measure the int4 target IR against its original checkpoint in a time-limited child without Hub credentials.
 
     Args:
@@ -170,21 +187,40 @@ def measure_quality(source_dir: Path, ir_dir: Path, prompts: list[str], max_new_
         language = ir_dir / "openvino_language_model.xml"
         return QualityReport.not_measured(
             "VLM target (openvino_language_model.xml): the text model takes inputs_embeds from a separate "
-            "embeddings IR, which this measurement does not drive yet" if language.is_file()
-            else "the target IR has no openvino_model.xml")
+            "embeddings IR, which this measurement does not drive yet"
+            if language.is_file()
+            else "the target IR has no openvino_model.xml"
+        )
     out = work / "quality.json"
-    cmd = [*sandboxed("quality", python, reads=[source_dir, ir_dir], writes=[work]), "--source", str(source_dir),
-           "--ir", str(ir_dir),
-           "--prompts", json.dumps(list(prompts)), "--max-new-tokens", str(max_new_tokens),
-           "--max-f32-bytes", str(max_f32_bytes), "--out", str(out)]
+    cmd = [
+        *sandboxed("quality", python, reads=[source_dir, ir_dir], writes=[work]),
+        "--source",
+        str(source_dir),
+        "--ir",
+        str(ir_dir),
+        "--prompts",
+        json.dumps(list(prompts)),
+        "--max-new-tokens",
+        str(max_new_tokens),
+        "--max-f32-bytes",
+        str(max_f32_bytes),
+        "--out",
+        str(out),
+    ]
     started = time.monotonic()
-    run_logged(cmd, log_path=work / "quality.log", timeout_s=timeout_s,
-               env=child_env(untrusted_env(home=work / "hf-home"), python), what="quality measurement")
+    run_logged(
+        cmd,
+        log_path=work / "quality.log",
+        timeout_s=timeout_s,
+        env=child_env(untrusted_env(home=work / "hf-home"), python),
+        what="quality measurement",
+    )
     report = QualityReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
     return replace(report, seconds=round(time.monotonic() - started, 1))
 
 
 # ---- pure metrics (also used by the child) ----
+
 
 def _significant(value: float) -> float:
     """Four significant digits: a KL of 3e-9 (a near-perfect target) stays distinguishable from 0."""
@@ -230,13 +266,17 @@ def _log_softmax(logits):
 # ---- everything below runs inside the child process ----
 
 # The lossless gate's CPU properties, as OpenVINO accepts them from strings (recorded in the report as they are).
-EXACT_PROPERTIES = {"KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
-                    "INFERENCE_PRECISION_HINT": "f32"}
+EXACT_PROPERTIES = {
+    "KV_CACHE_PRECISION": "f32",
+    "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
+    "INFERENCE_PRECISION_HINT": "f32",
+}
 
 
 def _prompt_ids(tokenizer, prompt: str) -> list[int]:
-    text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                         add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+    )
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
@@ -261,8 +301,9 @@ class _Reference:
 
         dtype, self.dtype_name = _reference_dtype(source, max_f32_bytes)
         # safetensors only and no remote code: the folder is the fetch stage's sanitised copy.
-        self.model = AutoModelForCausalLM.from_pretrained(source, use_safetensors=True, trust_remote_code=False,
-                                                          dtype=dtype).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(
+            source, use_safetensors=True, trust_remote_code=False, dtype=dtype
+        ).eval()
 
     def logits(self, sequence: list[int]):
         """Logits at every position of `sequence`, as float32 numpy [len, vocab]."""
@@ -316,7 +357,7 @@ def reference_greedy(reference: _Reference, ir: _Ir, ids: list[int], new_tokens:
         mismatch = next((i for i, token in enumerate(tail) if int(chosen[i]) != token), len(tail))
         kept = tail[:mismatch] + ([int(chosen[mismatch])] if mismatch < len(tail) else [])
         accepted += kept
-        rows.extend(tail_rows[:len(kept)])
+        rows.extend(tail_rows[: len(kept)])
         if mismatch < len(tail):
             cache.crop(cached + mismatch + 1)  # pending + the agreeing prefix; the original's token is next
         pending = kept[-1]  # the cache holds everything before it
@@ -338,12 +379,14 @@ class _Ir:
     def _run(self, ids: list[int], past: int):
         import numpy as np
 
-        self.request.infer({
-            "input_ids": np.array([ids], dtype=np.int64),
-            "attention_mask": np.ones((1, past + len(ids)), dtype=np.int64),
-            "position_ids": np.arange(past, past + len(ids), dtype=np.int64)[None],
-            "beam_idx": np.zeros(1, dtype=np.int32),
-        })
+        self.request.infer(
+            {
+                "input_ids": np.array([ids], dtype=np.int64),
+                "attention_mask": np.ones((1, past + len(ids)), dtype=np.int64),
+                "position_ids": np.arange(past, past + len(ids), dtype=np.int64)[None],
+                "beam_idx": np.zeros(1, dtype=np.int32),
+            }
+        )
         return self.request.get_tensor("logits").data[0]
 
     def greedy(self, ids: list[int], new_tokens: int) -> list[int]:
@@ -361,8 +404,9 @@ class _Ir:
         return self._run(sequence, 0).copy()
 
 
-def run_quality(source: Path, ir_dir: Path, prompts: list[str], max_new_tokens: int, *,
-                max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> QualityReport:
+def run_quality(
+    source: Path, ir_dir: Path, prompts: list[str], max_new_tokens: int, *, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES
+) -> QualityReport:
     """The measurement, in this process (called by the child)."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as transformers_logging
@@ -375,19 +419,30 @@ def run_quality(source: Path, ir_dir: Path, prompts: list[str], max_new_tokens: 
     reference = _Reference(source, max_f32_bytes)
     results, passes = [], 0
     for index, ids in enumerate(prompt_ids):
-        continuation, ref_rows, ir_continuation, prompt_passes = reference_greedy(reference, ir, ids,
-                                                                                  max_new_tokens)
+        continuation, ref_rows, ir_continuation, prompt_passes = reference_greedy(reference, ir, ids, max_new_tokens)
         passes += prompt_passes
-        ir_rows = ir.logits(ids + continuation)[len(ids) - 1:len(ids) - 1 + len(continuation)]
+        ir_rows = ir.logits(ids + continuation)[len(ids) - 1 : len(ids) - 1 + len(continuation)]
         agreement, kl = compare_logits(ref_rows, ir_rows)
         fdt, sdt, share = divergence(continuation, ir_continuation)
-        results.append(PromptQuality(prompt_index=index, tokens=len(continuation),
-                                     top1_agreement=round(agreement, 4), mean_kl=_significant(kl),
-                                     first_diverging_token=fdt, diverging_tokens=sdt,
-                                     share_diverging_tokens=round(share, 4)))
-    return QualityReport.from_prompts(results, max_new_tokens=max_new_tokens, reference_dtype=reference.dtype_name,
-                                      ir_file="openvino_model.xml", ir_properties=dict(EXACT_PROPERTIES),
-                                      reference_passes=passes)
+        results.append(
+            PromptQuality(
+                prompt_index=index,
+                tokens=len(continuation),
+                top1_agreement=round(agreement, 4),
+                mean_kl=_significant(kl),
+                first_diverging_token=fdt,
+                diverging_tokens=sdt,
+                share_diverging_tokens=round(share, 4),
+            )
+        )
+    return QualityReport.from_prompts(
+        results,
+        max_new_tokens=max_new_tokens,
+        reference_dtype=reference.dtype_name,
+        ir_file="openvino_model.xml",
+        ir_properties=dict(EXACT_PROPERTIES),
+        reference_passes=passes,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,9 +30,24 @@ from bot.recipe import ExportSettings
 Source = Literal["optimum-intel default", "recipe"]
 # Keys of a default config the CLI flags express; anything else (ignored scopes, two-pass configs) cannot be
 # passed through `optimum-cli` flags, so such an entry is reported and the recipe's settings are used.
-_FLAG_KEYS = {"bits", "sym", "group_size", "ratio", "all_layers", "quant_method", "dataset", "num_samples",
-              "scale_estimation", "gptq", "lora_correction", "sensitivity_metric", "backup_precision",
-              "group_size_fallback", "dq_group_size", "weight_only"}
+_FLAG_KEYS = {
+    "bits",
+    "sym",
+    "group_size",
+    "ratio",
+    "all_layers",
+    "quant_method",
+    "dataset",
+    "num_samples",
+    "scale_estimation",
+    "gptq",
+    "lora_correction",
+    "sensitivity_metric",
+    "backup_precision",
+    "group_size_fallback",
+    "dq_group_size",
+    "weight_only",
+}
 # Runtime settings in a default config that are not weight compression (dq_group_size is a CPU inference hint).
 _RUNTIME_KEYS = {"dq_group_size", "weight_only"}
 _DATA_FREE_METRICS = {None, "weight_quantization_error"}
@@ -84,23 +99,44 @@ class Int4Settings:
     @property
     def data_aware(self) -> bool:
         """True when the export needs a calibration dataset."""
-        return bool(self.dataset or self.scale_estimation or self.gptq or self.lora_correction
-                    or self.sensitivity_metric not in _DATA_FREE_METRICS)
+        return bool(
+            self.dataset
+            or self.scale_estimation
+            or self.gptq
+            or self.lora_correction
+            or self.sensitivity_metric not in _DATA_FREE_METRICS
+        )
 
     def as_provenance(self) -> dict:
         return {"mode": self.mode, **asdict(self)}
 
     def cli_args(self) -> list[str]:
         """The `optimum-cli export openvino` compression flags (everything but the model, task and output)."""
-        args = ["--weight-format", "int4", "--group-size", str(self.group_size), "--ratio", str(self.ratio),
-                "--group-size-fallback", self.group_size_fallback]
-        flags = {"--sym": self.sym, "--all-layers": self.all_layers, "--awq": self.awq,
-                 "--scale-estimation": self.scale_estimation, "--gptq": self.gptq,
-                 "--lora-correction": self.lora_correction}
+        args = [
+            "--weight-format",
+            "int4",
+            "--group-size",
+            str(self.group_size),
+            "--ratio",
+            str(self.ratio),
+            "--group-size-fallback",
+            self.group_size_fallback,
+        ]
+        flags = {
+            "--sym": self.sym,
+            "--all-layers": self.all_layers,
+            "--awq": self.awq,
+            "--scale-estimation": self.scale_estimation,
+            "--gptq": self.gptq,
+            "--lora-correction": self.lora_correction,
+        }
         args += [flag for flag, on in flags.items() if on]
-        for flag, value in (("--dataset", self.dataset), ("--num-samples", self.num_samples),
-                            ("--sensitivity-metric", self.sensitivity_metric),
-                            ("--backup-precision", self.backup_precision)):
+        for flag, value in (
+            ("--dataset", self.dataset),
+            ("--num-samples", self.num_samples),
+            ("--sensitivity-metric", self.sensitivity_metric),
+            ("--backup-precision", self.backup_precision),
+        ):
             if value is not None:
                 args += [flag, str(value)]
         return args
@@ -108,9 +144,16 @@ class Int4Settings:
 
 def from_recipe(export: ExportSettings, *, model_id: str | None = None, note: str | None = None) -> Int4Settings:
     """The recipe's int4 settings as a record."""
-    return Int4Settings(sym=export.sym, group_size=export.group_size, ratio=export.ratio, source="recipe",
-                        model_id=model_id, backup_precision=export.backup_precision,
-                        group_size_fallback=export.group_size_fallback, note=note)
+    return Int4Settings(
+        sym=export.sym,
+        group_size=export.group_size,
+        ratio=export.ratio,
+        source="recipe",
+        model_id=model_id,
+        backup_precision=export.backup_precision,
+        group_size_fallback=export.group_size_fallback,
+        note=note,
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -123,16 +166,22 @@ def optimum_default_4bit_configs(python: str | None = None) -> Mapping[str, dict
     Raises:
         Failure: the toolchain's optimum-intel no longer has `_DEFAULT_4BIT_WQ_CONFIGS` (renamed upstream).
     """
-    result = subprocess.run([python or sys.executable, "-c", _READ_DEFAULTS], capture_output=True, text=True,
-                            timeout=300, check=False)
+    result = subprocess.run(
+        [python or sys.executable, "-c", _READ_DEFAULTS], capture_output=True, text=True, timeout=300, check=False
+    )
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise Failure(f"cannot read optimum-intel's default 4-bit configs: {last}", stage="export")
     return json.loads(result.stdout)
 
 
-def recommended_int4(model_id: str | None, export: ExportSettings, *,
-                     defaults: Mapping[str, dict] | None = None, python: str | None = None) -> Int4Settings:
+def recommended_int4(
+    model_id: str | None,
+    export: ExportSettings,
+    *,
+    defaults: Mapping[str, dict] | None = None,
+    python: str | None = None,
+) -> Int4Settings:
     """The int4 settings for a target: optimum-intel's default config for its model id, else the recipe's.
 
     Args:
@@ -158,26 +207,38 @@ def recommended_int4(model_id: str | None, export: ExportSettings, *,
             notes.append(f"lm_model settings applied; {', '.join(others)} get optimum-cli's defaults")
     unsupported = sorted(set(config) - _FLAG_KEYS)
     if unsupported or config.get("bits", 4) != 4:
-        return from_recipe(export, model_id=model_id, note=(
-            f"optimum-intel's default config for {model_id} uses {', '.join(unsupported) or 'non-4-bit weights'}, "
-            "which optimum-cli flags cannot express; the recipe's settings were used"))
+        return from_recipe(
+            export,
+            model_id=model_id,
+            note=(
+                f"optimum-intel's default config for {model_id} uses {', '.join(unsupported) or 'non-4-bit weights'}, "
+                "which optimum-cli flags cannot express; the recipe's settings were used"
+            ),
+        )
     ignored = sorted(set(config) & _RUNTIME_KEYS)
     if ignored:
         notes.append(f"runtime settings not applied at export: {', '.join(ignored)}")
     return Int4Settings(
-        sym=bool(config.get("sym", False)), group_size=int(config.get("group_size", 128)),
-        ratio=float(config.get("ratio", 1.0)), source="optimum-intel default", model_id=model_id,
-        all_layers=bool(config.get("all_layers")), awq=config.get("quant_method") == "awq",
-        scale_estimation=bool(config.get("scale_estimation")), gptq=bool(config.get("gptq")),
-        lora_correction=bool(config.get("lora_correction")), dataset=config.get("dataset"),
-        num_samples=config.get("num_samples"), sensitivity_metric=config.get("sensitivity_metric"),
+        sym=bool(config.get("sym", False)),
+        group_size=int(config.get("group_size", 128)),
+        ratio=float(config.get("ratio", 1.0)),
+        source="optimum-intel default",
+        model_id=model_id,
+        all_layers=bool(config.get("all_layers")),
+        awq=config.get("quant_method") == "awq",
+        scale_estimation=bool(config.get("scale_estimation")),
+        gptq=bool(config.get("gptq")),
+        lora_correction=bool(config.get("lora_correction")),
+        dataset=config.get("dataset"),
+        num_samples=config.get("num_samples"),
+        sensitivity_metric=config.get("sensitivity_metric"),
         backup_precision=config.get("backup_precision"),
         group_size_fallback=str(config.get("group_size_fallback", export.group_size_fallback)),
-        note="; ".join(notes) or None)
+        note="; ".join(notes) or None,
+    )
 
 
-def calibration_unavailable(dataset: str | None, *, python: str | None = None,
-                            prefetched: bool = False) -> str | None:
+def calibration_unavailable(dataset: str | None, *, python: str | None = None, prefetched: bool = False) -> str | None:
     """Why a data-aware export cannot get its calibration dataset, or None when it can.
 
     optimum-intel loads the dataset with the `datasets` package from the Hub (wikitext2 is
@@ -188,13 +249,22 @@ def calibration_unavailable(dataset: str | None, *, python: str | None = None,
         return None
     if dataset == "auto":
         return None  # collected from the model's own generations: nothing to fetch
-    probe = subprocess.run([python or sys.executable, "-c", "import importlib.util, sys; "
-                            "sys.exit(importlib.util.find_spec('datasets') is None)"], check=False, timeout=120)
+    probe = subprocess.run(
+        [
+            python or sys.executable,
+            "-c",
+            "import importlib.util, sys; sys.exit(importlib.util.find_spec('datasets') is None)",
+        ],
+        check=False,
+        timeout=120,
+    )
     if probe.returncode != 0:
         return f"the toolchain has no `datasets` package to load the calibration dataset {dataset!r}"
     if not prefetched:
-        return (f"the export runs offline and the calibration dataset {dataset!r} was not fetched from the Hub "
-                "into its cache")
+        return (
+            f"the export runs offline and the calibration dataset {dataset!r} was not fetched from the Hub "
+            "into its cache"
+        )
     return None
 
 
@@ -206,19 +276,35 @@ def with_calibration(settings: Int4Settings, unavailable: str | None) -> Int4Set
     """
     if unavailable is None or not settings.data_aware:
         return settings
-    dropped = [name for name, on in (("dataset " + repr(settings.dataset), settings.dataset),
-                                     ("scale estimation", settings.scale_estimation), ("GPTQ", settings.gptq),
-                                     ("LoRA correction", settings.lora_correction),
-                                     (f"sensitivity metric {settings.sensitivity_metric}",
-                                      settings.sensitivity_metric not in _DATA_FREE_METRICS)) if on]
+    dropped = [
+        name
+        for name, on in (
+            ("dataset " + repr(settings.dataset), settings.dataset),
+            ("scale estimation", settings.scale_estimation),
+            ("GPTQ", settings.gptq),
+            ("LoRA correction", settings.lora_correction),
+            (
+                f"sensitivity metric {settings.sensitivity_metric}",
+                settings.sensitivity_metric not in _DATA_FREE_METRICS,
+            ),
+        )
+        if on
+    ]
     note = f"data-free fallback: {unavailable}; dropped {', '.join(dropped)}"
     if settings.awq:
         note += " (AWQ runs data-free)"
-    return replace(settings, dataset=None, num_samples=None, scale_estimation=False, gptq=False,
-                   lora_correction=False,
-                   sensitivity_metric=None if settings.sensitivity_metric not in _DATA_FREE_METRICS
-                   else settings.sensitivity_metric,
-                   note="; ".join(n for n in (settings.note, note) if n))
+    return replace(
+        settings,
+        dataset=None,
+        num_samples=None,
+        scale_estimation=False,
+        gptq=False,
+        lora_correction=False,
+        sensitivity_metric=None
+        if settings.sensitivity_metric not in _DATA_FREE_METRICS
+        else settings.sensitivity_metric,
+        note="; ".join(n for n in (settings.note, note) if n),
+    )
 
 
 def weight_format_args(weight_format: str, export: ExportSettings) -> list[str]:
@@ -238,5 +324,4 @@ def read_ir_quantization(ir_xml: Path) -> dict:
 
     rt_info = read_rt_info(ov.Core().read_model(ir_xml))
     compression = rt_info.get("nncf", {}).get("weight_compression", {})
-    return {**quantization_parameters(rt_info),
-            **{k: compression[k] for k in ("lora_correction",) if k in compression}}
+    return {**quantization_parameters(rt_info), **{k: compression[k] for k in ("lora_correction",) if k in compression}}

@@ -40,15 +40,18 @@ class SourceQuery(_Strict):
 class WatchRules(_Strict):
     """Which Hub repos are candidates, found with server-side filters so a run costs few requests."""
 
-    sources: list[SourceQuery] = Field(default_factory=lambda: [SourceQuery(author="z-lab", search="DFlash")],
-                                       min_length=1)
+    sources: list[SourceQuery] = Field(
+        default_factory=lambda: [SourceQuery(author="z-lab", search="DFlash")], min_length=1
+    )
     kinds: list[DraftKind] = Field(default_factory=lambda: ["dflash"], description="kinds to build")
     exclude: list[str] = Field(default_factory=list, description="repo ids never to build")
     max_candidates: int = Field(200, ge=1)
     max_checkpoint_bytes: int = Field(40 * 1024**3, ge=1, description="draft + target safetensors bytes")
     recheck_after: dt.timedelta | None = Field(
-        dt.timedelta(days=7), description="re-examine a remembered skip or failure after this age (e.g. 7d, 12h); "
-                                          "null: only when its revision, the toolchain or the recipe changes")
+        dt.timedelta(days=7),
+        description="re-examine a remembered skip or failure after this age (e.g. 7d, 12h); "
+        "null: only when its revision, the toolchain or the recipe changes",
+    )
 
     @field_validator("recheck_after", mode="before")
     @classmethod
@@ -68,7 +71,8 @@ class TargetRules(_Strict):
     default_namespace: str = Field("Qwen", description="namespace for targets inferred from a repo name")
     namespace_by_prefix: dict[str, str] = Field(
         default_factory=lambda: {"gemma": "google", "gpt-oss": "openai", "llama": "meta-llama"},
-        description="target-name prefix -> namespace, for names inferred from a repo name")
+        description="target-name prefix -> namespace, for names inferred from a repo name",
+    )
 
 
 class ExportSettings(_Strict):
@@ -82,8 +86,10 @@ class ExportSettings(_Strict):
     backup_precision: Literal["none", "int8_sym", "int8_asym"] | None = None
     timeout_s: int = Field(3600, ge=1)
     draft_weight_formats: list[Literal["int4", "int8"]] = Field(
-        default_factory=lambda: ["int4", "int8"], min_length=1,
-        description="draft exported, gated and measured in each; the best measured speed-up is published")
+        default_factory=lambda: ["int4", "int8"],
+        min_length=1,
+        description="draft exported, gated and measured in each; the best measured speed-up is published",
+    )
 
     @field_validator("draft_weight_formats")
     @classmethod
@@ -99,13 +105,21 @@ class ValidationSettings(_Strict):
     num_assistant_tokens: list[int] = Field(default_factory=lambda: [3, 7, 15], min_length=1)
     min_accept_length: float = Field(1.5, ge=1.0)
     repeats: int = Field(2, ge=1, description="timed generations per setting; the best is kept")
-    min_speedup: float | None = Field(None, gt=0, description="when set, a pair whose best speed-up over plain "
-                                      "greedy is below this fails validation (default: no speed gate)")
+    min_speedup: float | None = Field(
+        None,
+        gt=0,
+        description="when set, a pair whose best speed-up over plain "
+        "greedy is below this fails validation (default: no speed gate)",
+    )
     device: str = "CPU"
     timeout_s: int = Field(1800, ge=1)
     min_top1_agreement: float | None = Field(
-        None, ge=0, le=1, description="quality gate: the int4 target's top-1 agreement with the original weights "
-        "on the prompts (off when unset)")
+        None,
+        ge=0,
+        le=1,
+        description="quality gate: the int4 target's top-1 agreement with the original weights "
+        "on the prompts (off when unset)",
+    )
 
     @field_validator("num_assistant_tokens")
     @classmethod
@@ -120,8 +134,11 @@ class CollectionSettings(_Strict):
 
     title: str = Field("DFlash drafts for OpenVINO GenAI", min_length=1, max_length=60)
     namespace: str | None = Field(None, description="default: publish.namespace")
-    description: str = Field("Speculative-decoding draft models and their targets, exported to OpenVINO int4 and "
-                             "validated with OpenVINO GenAI by dflash-bot.", max_length=150)
+    description: str = Field(
+        "Speculative-decoding draft models and their targets, exported to OpenVINO int4 and "
+        "validated with OpenVINO GenAI by dflash-bot.",
+        max_length=150,
+    )
 
 
 class PublishSettings(_Strict):
@@ -132,9 +149,11 @@ class PublishSettings(_Strict):
     target_name: str = "{target_name}-int4-ov"
     private: bool = False
     draft_home_namespace: str | None = Field(
-        "z-lab", description="drafts from this namespace keep their bare name; others get `namespace__` in front")
+        "z-lab", description="drafts from this namespace keep their bare name; others get `namespace__` in front"
+    )
     target_home_namespace: str | None = Field(
-        "Qwen", description="targets from this namespace keep their bare name; others get `namespace__` in front")
+        "Qwen", description="targets from this namespace keep their bare name; others get `namespace__` in front"
+    )
 
     @field_validator("draft_name", "target_name")
     @classmethod
@@ -154,8 +173,10 @@ class PublishSettings(_Strict):
         except Skip as skip:
             raise ValueError(f"{namespace!r} is not a valid Hub namespace ({skip.message})") from None
         return namespace
-    status_repo: str = Field("{namespace}/dflash-bot-status",
-                             description="dataset repo of the status page and the bot's memory")
+
+    status_repo: str = Field(
+        "{namespace}/dflash-bot-status", description="dataset repo of the status page and the bot's memory"
+    )
     collection: CollectionSettings = Field(default_factory=CollectionSettings)
 
     @property
@@ -171,8 +192,9 @@ class RunnerClass(_Strict):
     """One kind of GitHub Actions runner a build can be sent to, by the memory and disk it has."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    max_memory_bytes: int = Field(ge=1, description="largest estimated build peak RSS this runner takes; also the "
-                                                    "memory guard's budget")
+    max_memory_bytes: int = Field(
+        ge=1, description="largest estimated build peak RSS this runner takes; also the memory guard's budget"
+    )
     max_disk_bytes: int = Field(ge=1, description="largest estimated peak disk use (sources, IRs, bundle)")
     runs_on: str | list[str] = Field(description="the job's `runs-on`: a label or a list of labels")
 
@@ -215,9 +237,13 @@ class RunnerSettings(_Strict):
     """
 
     classes: list[RunnerClass] = Field(
-        default_factory=lambda: [RunnerClass(name="standard", max_memory_bytes=15 * 10**9,
-                                             max_disk_bytes=14 * 10**9, runs_on="ubuntu-latest")],
-        min_length=1)
+        default_factory=lambda: [
+            RunnerClass(
+                name="standard", max_memory_bytes=15 * 10**9, max_disk_bytes=14 * 10**9, runs_on="ubuntu-latest"
+            )
+        ],
+        min_length=1,
+    )
     sizing: SizingModel = Field(default_factory=SizingModel)
     max_entries: int = Field(256, ge=1, le=256, description="matrix entries per run (GitHub allows 256)")
 
@@ -244,8 +270,10 @@ class Recipe(_Strict):
         """Hash of what changes the built files or their validation; a change here rebuilds everything."""
         # An unset min_speedup stays out of the hash, so recipes that predate it keep their fingerprint.
         validation_exclude = {"timeout_s"} | ({"min_speedup"} if self.validation.min_speedup is None else set())
-        payload = {"export": self.export.model_dump(exclude={"timeout_s"}),
-                   "validation": self.validation.model_dump(exclude=validation_exclude)}
+        payload = {
+            "export": self.export.model_dump(exclude={"timeout_s"}),
+            "validation": self.validation.model_dump(exclude=validation_exclude),
+        }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 

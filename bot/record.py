@@ -78,9 +78,15 @@ class ToolchainInfo(_Record):
 
     def tracked(self) -> dict[str, str]:
         """Package name -> version, as `bot.toolchain.TRACKED_PACKAGES` names them."""
-        return {"optimum-intel": self.optimum_intel, "openvino": self.openvino, "openvino-genai": self.openvino_genai,
-                "openvino-tokenizers": self.openvino_tokenizers, "nncf": self.nncf,
-                "transformers": self.transformers, "torch": self.torch}
+        return {
+            "optimum-intel": self.optimum_intel,
+            "openvino": self.openvino,
+            "openvino-genai": self.openvino_genai,
+            "openvino-tokenizers": self.openvino_tokenizers,
+            "nncf": self.nncf,
+            "transformers": self.transformers,
+            "torch": self.torch,
+        }
 
 
 class RecipeRef(_Record):
@@ -110,14 +116,24 @@ class ExportInfo(_Record):
     task: ExportTasks
     seconds: ExportSeconds
     target_reused_from: str | None = Field(None, description="the published target repo@sha whose IR was reused")
-    target_int4: _Open | None = Field(None, description="the target's int4 settings: optimum-intel's default for "
-                                      "the model id, or the recipe's (bot.quantization)")
+    target_int4: _Open | None = Field(
+        None,
+        description="the target's int4 settings: optimum-intel's default for "
+        "the model id, or the recipe's (bot.quantization)",
+    )
     draft_weight_format: str | None = Field(None, description="the draft's published weight format")
 
     def settings(self) -> tuple:
         """What changes the target IR's bytes: equal settings and inputs mean an equal export."""
-        return (self.weight_format, self.sym, self.group_size, self.ratio, self.group_size_fallback,
-                self.backup_precision, self.task.target)
+        return (
+            self.weight_format,
+            self.sym,
+            self.group_size,
+            self.ratio,
+            self.group_size_fallback,
+            self.backup_precision,
+            self.task.target,
+        )
 
 
 class TargetInspect(_Record):
@@ -236,8 +252,10 @@ class Validation(_Record):
     @property
     def best_run(self) -> SpeedRun:
         """The run at the recommended `num_assistant_tokens`."""
-        return next((r for r in self.runs if r.num_assistant_tokens == self.recommended_num_assistant_tokens),
-                    max(self.runs, key=lambda r: r.tokens_per_s))
+        return next(
+            (r for r in self.runs if r.num_assistant_tokens == self.recommended_num_assistant_tokens),
+            max(self.runs, key=lambda r: r.tokens_per_s),
+        )
 
     @property
     def speeds_up(self) -> bool:
@@ -281,8 +299,9 @@ class BuildRecord(_Record):
     validation: Validation
     resources: dict[str, StageResources] = Field(default_factory=dict, description="stage name -> cost")
     quality: _Open | None = Field(None, description="the int4 target against its original weights (bot.quality)")
-    draft_formats: _Open | None = Field(None, description="each draft weight format measured, the one published "
-                                        "and why (bot.weight_formats)")
+    draft_formats: _Open | None = Field(
+        None, description="each draft weight format measured, the one published and why (bot.weight_formats)"
+    )
     card: CardInfo | None = Field(None, description="set when published: the card templates it was rendered with")
     repos: Repos | None = Field(None, description="set when published: the draft and target repos of the pair")
 
@@ -291,19 +310,28 @@ class BuildRecord(_Record):
         return self.status == "validated"
 
     def inputs(self) -> BuildInputs:
-        return BuildInputs(source_revision=self.source.revision, target_revision=self.target.revision,
-                           recipe_fingerprint=self.recipe.fingerprint, draft_format=self.draft.format,
-                           toolchain=self.toolchain.tracked())
+        return BuildInputs(
+            source_revision=self.source.revision,
+            target_revision=self.target.revision,
+            recipe_fingerprint=self.recipe.fingerprint,
+            draft_format=self.draft.format,
+            toolchain=self.toolchain.tracked(),
+        )
 
     def published_as(self, repos: Repos, card_fingerprint: str) -> BuildRecord:
         return self.model_copy(update={"repos": repos, "card": CardInfo(template_fingerprint=card_fingerprint)})
 
     def summary(self, draft_repo: str) -> DraftSummary:
         best = self.validation.best_run
-        return DraftSummary(repo=draft_repo, source=self.source.repo or "", source_revision=self.source.revision or "",
-                            lossless=self.validation.lossless, accept_length=self.validation.accept_length,
-                            recommended_num_assistant_tokens=self.validation.recommended_num_assistant_tokens,
-                            speedup=best.speedup)
+        return DraftSummary(
+            repo=draft_repo,
+            source=self.source.repo or "",
+            source_revision=self.source.revision or "",
+            lossless=self.validation.lossless,
+            accept_length=self.validation.accept_length,
+            recommended_num_assistant_tokens=self.validation.recommended_num_assistant_tokens,
+            speedup=best.speedup,
+        )
 
 
 class DraftSummary(_Record):
@@ -339,10 +367,19 @@ class TargetRecord(_Record):
 
     @classmethod
     def from_build(cls, build: BuildRecord, drafts: list[DraftSummary], card_fingerprint: str) -> TargetRecord:
-        return cls(schema_version=build.schema_version, bot_version=build.bot_version, built_at=build.built_at,
-                   target=build.target, toolchain=build.toolchain, recipe=build.recipe, export=build.export,
-                   inspect=TargetInspection(target=build.inspect.target), drafts=drafts,
-                   card=CardInfo(template_fingerprint=card_fingerprint), quality=build.quality)
+        return cls(
+            schema_version=build.schema_version,
+            bot_version=build.bot_version,
+            built_at=build.built_at,
+            target=build.target,
+            toolchain=build.toolchain,
+            recipe=build.recipe,
+            export=build.export,
+            inspect=TargetInspection(target=build.inspect.target),
+            drafts=drafts,
+            card=CardInfo(template_fingerprint=card_fingerprint),
+            quality=build.quality,
+        )
 
     def target_inputs(self) -> tuple:
         """What makes two target IRs the same: the target revision, the export settings, the tracked toolchain."""
@@ -379,8 +416,11 @@ class BuildInputs(_Record):
             reasons.append(f"target changed ({_short(self.target_revision)} -> {_short(wanted.target_revision)})")
         if wanted.recipe_fingerprint != self.recipe_fingerprint:
             reasons.append("recipe changed")
-        reasons += [f"toolchain changed ({name} {self.toolchain.get(name)} -> {version})"
-                    for name, version in wanted.toolchain.items() if self.toolchain.get(name) != version]
+        reasons += [
+            f"toolchain changed ({name} {self.toolchain.get(name)} -> {version})"
+            for name, version in wanted.toolchain.items()
+            if self.toolchain.get(name) != version
+        ]
         if wanted.draft_format is not None and wanted.draft_format != self.draft_format:
             reasons.append(f"draft format changed ({self.draft_format} -> {wanted.draft_format})")
         return reasons
@@ -391,7 +431,7 @@ class RecordError(ValueError):
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
 
 
 def to_json(record: BuildRecord | TargetRecord) -> str:
@@ -483,10 +523,13 @@ def json_schema() -> dict[str, Any]:
     from pydantic import TypeAdapter
 
     schema = TypeAdapter(BuildRecord | TargetRecord).json_schema(by_alias=True, mode="serialization")
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
-            "title": "openvino_export.json (dflash-bot build record)",
-            "description": f"schema_version {SCHEMA_VERSION}: a draft repo holds a BuildRecord, a target repo a "
-                           "TargetRecord", **schema}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "openvino_export.json (dflash-bot build record)",
+        "description": f"schema_version {SCHEMA_VERSION}: a draft repo holds a BuildRecord, a target repo a "
+        "TargetRecord",
+        **schema,
+    }
 
 
 def schema_text() -> str:

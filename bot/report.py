@@ -43,18 +43,30 @@ class RunReport:
         return 1 if self.failed else 0
 
     def to_dict(self) -> dict:
-        return {"outcomes": [o.to_dict() for o in self.outcomes], "hub_requests": self.hub_requests,
-                "commits": self.commits, "dry_run": self.dry_run, "deferred": self.deferred,
-                "status_page": self.status_page, "collection": self.collection, "status_commit": self.status_commit,
-                "counts": {str(s): sum(o.status == s for o in self.outcomes)
-                           for s in (Status.PUBLISHED, Status.UP_TO_DATE, Status.SKIPPED, Status.FAILED,
-                                     Status.PLANNED)}}
+        return {
+            "outcomes": [o.to_dict() for o in self.outcomes],
+            "hub_requests": self.hub_requests,
+            "commits": self.commits,
+            "dry_run": self.dry_run,
+            "deferred": self.deferred,
+            "status_page": self.status_page,
+            "collection": self.collection,
+            "status_commit": self.status_commit,
+            "counts": {
+                str(s): sum(o.status == s for o in self.outcomes)
+                for s in (Status.PUBLISHED, Status.UP_TO_DATE, Status.SKIPPED, Status.FAILED, Status.PLANNED)
+            },
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> RunReport:
-        return cls(outcomes=[Outcome.from_dict(o) for o in data.get("outcomes", [])],
-                   commits=list(data.get("commits", [])), hub_requests=int(data.get("hub_requests", 0)),
-                   dry_run=bool(data.get("dry_run")), deferred=[str(d) for d in data.get("deferred", [])])
+        return cls(
+            outcomes=[Outcome.from_dict(o) for o in data.get("outcomes", [])],
+            commits=list(data.get("commits", [])),
+            hub_requests=int(data.get("hub_requests", 0)),
+            dry_run=bool(data.get("dry_run")),
+            deferred=[str(d) for d in data.get("deferred", [])],
+        )
 
     def write(self, path: Path) -> None:
         """Written atomically (a rename), so a reader never sees half a report."""
@@ -72,8 +84,9 @@ class RunReport:
         lines.append(f"Hub requests: {self.hub_requests}; commits: {len(self.commits)}")
         if self.status_page:
             lines.append("")
-            lines.append(f"Status page: {self.status_page}" + (f" · Collection: {self.collection}"
-                                                               if self.collection else ""))
+            lines.append(
+                f"Status page: {self.status_page}" + (f" · Collection: {self.collection}" if self.collection else "")
+            )
         return "\n".join(lines) + "\n"
 
     def print_table(self) -> None:
@@ -84,12 +97,22 @@ class RunReport:
         table = Table(title="dflash-bot run" + (" (dry run)" if self.dry_run else ""))
         for column in ("source", "revision", "outcome", "reason", "repos"):
             table.add_column(column, overflow="fold")
-        styles = {Status.PUBLISHED: "green", Status.UP_TO_DATE: "cyan", Status.SKIPPED: "yellow",
-                  Status.FAILED: "red", Status.PLANNED: "magenta"}
+        styles = {
+            Status.PUBLISHED: "green",
+            Status.UP_TO_DATE: "cyan",
+            Status.SKIPPED: "yellow",
+            Status.FAILED: "red",
+            Status.PLANNED: "magenta",
+        }
         for o in self.outcomes:
             # Names and reasons come from sources: printed as text, never parsed as rich markup.
-            table.add_row(escape(o.source), (o.revision or "")[:7], f"[{styles.get(o.status, '')}]{o.status}[/]",
-                          escape(o.reason), escape("\n".join(o.repos)))
+            table.add_row(
+                escape(o.source),
+                (o.revision or "")[:7],
+                f"[{styles.get(o.status, '')}]{o.status}[/]",
+                escape(o.reason),
+                escape("\n".join(o.repos)),
+            )
         console = Console(width=160)
         console.print(table)
         console.print(f"Hub requests: {self.hub_requests}; commits: {len(self.commits)}")
@@ -97,5 +120,12 @@ class RunReport:
 
 def _cell(text: str) -> str:
     """Markdown table cell: no pipe, newline or HTML from a source reaches the summary as markup."""
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("\n", " ").replace("[", "\\[").replace("]", "\\]"))
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("|", "\\|")
+        .replace("\n", " ")
+        .replace("[", "\\[")
+        .replace("]", "\\]")
+    )

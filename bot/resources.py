@@ -38,8 +38,12 @@ class StageResources:
     output_bytes: int
 
     def as_dict(self) -> dict:
-        return {"seconds": round(self.seconds, 2), "peak_rss_bytes": self.peak_rss_bytes,
-                "peak_disk_bytes": self.peak_disk_bytes, "output_bytes": self.output_bytes}
+        return {
+            "seconds": round(self.seconds, 2),
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "peak_disk_bytes": self.peak_disk_bytes,
+            "output_bytes": self.output_bytes,
+        }
 
 
 def tree_rss(root_pid: int) -> int:
@@ -90,8 +94,7 @@ class PeakSampler:
     `on_sample(rss)` runs after each sample (the memory guard kills the tree from there).
     """
 
-    def __init__(self, pid: int, *, disk: Path | None = None, interval_s: float = SAMPLE_INTERVAL_S,
-                 on_sample=None):
+    def __init__(self, pid: int, *, disk: Path | None = None, interval_s: float = SAMPLE_INTERVAL_S, on_sample=None):
         self.pid = pid
         self.disk = disk
         self.interval_s = interval_s
@@ -131,8 +134,9 @@ class _Measurement:
 
 
 @contextmanager
-def measure(work: Path, *, output: Path | None = None, pid: int | None = None,
-            interval_s: float = SAMPLE_INTERVAL_S) -> Iterator[_Measurement]:
+def measure(
+    work: Path, *, output: Path | None = None, pid: int | None = None, interval_s: float = SAMPLE_INTERVAL_S
+) -> Iterator[_Measurement]:
     """Measure a block: ``with measure(work, output=ir) as m: ...`` then ``m.result`` is a `StageResources`.
 
     Args:
@@ -145,9 +149,12 @@ def measure(work: Path, *, output: Path | None = None, pid: int | None = None,
     started = time.monotonic()
     with PeakSampler(pid or os.getpid(), disk=work, interval_s=interval_s) as sampler:
         yield holder
-    holder.result = StageResources(seconds=time.monotonic() - started, peak_rss_bytes=sampler.peak_rss_bytes,
-                                   peak_disk_bytes=sampler.peak_disk_bytes,
-                                   output_bytes=disk_used(output) if output is not None else 0)
+    holder.result = StageResources(
+        seconds=time.monotonic() - started,
+        peak_rss_bytes=sampler.peak_rss_bytes,
+        peak_disk_bytes=sampler.peak_disk_bytes,
+        output_bytes=disk_used(output) if output is not None else 0,
+    )
 
 
 def _parent_pid(pid: int) -> int | None:
@@ -157,7 +164,7 @@ def _parent_pid(pid: int) -> int | None:
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: the fields after it follow the last ')'.
-    fields = stat[stat.rfind(b")") + 2:].split()
+    fields = stat[stat.rfind(b")") + 2 :].split()
     return int(fields[1]) if len(fields) > 1 else None
 
 

@@ -23,14 +23,40 @@ from bot.isolation import SECRET_NAME
 REFUSED = 70  # EX_SOFTWARE: the parent built a wrong environment
 TOOLS = ("optimum-cli", "validate", "validate-per-row", "quality", "exec")
 # System files a Python process and OpenVINO need; the rest of /etc (keys, shadow, machine ids) stays closed.
-_SYSTEM_READS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/sys", "/etc/ld.so.cache",
-                 "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/timezone", "/etc/nsswitch.conf",
-                 "/etc/passwd", "/etc/group", "/etc/os-release", "/etc/lsb-release", "/etc/mime.types")
+_SYSTEM_READS = (
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/bin",
+    "/sbin",
+    "/sys",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/os-release",
+    "/etc/lsb-release",
+    "/etc/mime.types",
+)
 # Outside a PID namespace /proc shows every process of the machine, and Landlock does not stop reading another
 # process's `environ` (only `mem` and the like): there, only this process's own entries and the machine-wide
 # files libraries read are granted.
-_PROC_READS = ("/proc/self", "/proc/thread-self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys",
-               "/proc/filesystems", "/proc/mounts", "/proc/version")
+_PROC_READS = (
+    "/proc/self",
+    "/proc/thread-self",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/sys",
+    "/proc/filesystems",
+    "/proc/mounts",
+    "/proc/version",
+)
 _DEVICE_WRITES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/shm")
 
 
@@ -47,8 +73,13 @@ def visible_credentials(env: dict[str, str] | None = None) -> list[str]:
 
 def python_environment() -> list[Path]:
     """The folders this interpreter imports from: its prefixes, `sys.path` and the bot's own package."""
-    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.executable).resolve().parent,
-             Path(__file__).resolve().parent}
+    roots = {
+        Path(sys.prefix),
+        Path(sys.base_prefix),
+        Path(sys.exec_prefix),
+        Path(sys.executable).resolve().parent,
+        Path(__file__).resolve().parent,
+    }
     roots |= {Path(entry) for entry in sys.path if entry and os.path.isabs(entry)}
     return sorted({root for path in roots for root in (path, path.resolve())})
 
@@ -65,8 +96,9 @@ def confine(reads: list[Path], writes: list[Path]) -> str:
     try:
         # PID 1: started by `unshare --pid --fork` with its own /proc, which shows this sandbox's processes only.
         proc = ("/proc",) if os.getpid() == 1 else _PROC_READS
-        abi = restrict([*map(Path, _SYSTEM_READS + proc), *python_environment(), *reads],
-                       [*map(Path, _DEVICE_WRITES), *writes])
+        abi = restrict(
+            [*map(Path, _SYSTEM_READS + proc), *python_environment(), *reads], [*map(Path, _DEVICE_WRITES), *writes]
+        )
     except LandlockError as exc:
         return f"sandbox: Landlock refused ({exc}): files are not confined by the OS in this process"
     return f"sandbox: Landlock ABI {abi}: reads confined to {len(reads)} input and {len(writes)} work folder(s)"
@@ -91,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(sys.argv[1:] if argv is None else argv)
     leaked = visible_credentials()
     if leaked:
-        print(f"sandbox: refusing to load checkpoints with credentials in reach: {', '.join(leaked)}",
-              file=sys.stderr)
+        print(f"sandbox: refusing to load checkpoints with credentials in reach: {', '.join(leaked)}", file=sys.stderr)
         return REFUSED
     print("sandbox: no Hub token in this process", flush=True)
     if options.read or options.write:

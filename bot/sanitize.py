@@ -77,8 +77,11 @@ def sanitize_folder(folder: Path, *, subject: str | None = None) -> tuple[Remove
             continue
         size = path.stat().st_size
         if size > MAX_JSON_BYTES:
-            raise Skip(f"{path.name} is {size} bytes, over the {MAX_JSON_BYTES}-byte limit for a config",
-                       subject=subject, stage="fetch")
+            raise Skip(
+                f"{path.name} is {size} bytes, over the {MAX_JSON_BYTES}-byte limit for a config",
+                subject=subject,
+                stage="fetch",
+            )
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, RecursionError):
@@ -130,5 +133,6 @@ def _check_weight_map(name: str, document: object, subject: str | None) -> None:
         if reason is None and "/" in shard.replace("\\", "/"):
             reason = "is not a top-level file of the checkpoint"
         if reason:
-            raise Skip(f"{name} maps {str(tensor)[:60]!r} to a shard that {reason}: refused", subject=subject,
-                       stage="fetch")
+            raise Skip(
+                f"{name} maps {str(tensor)[:60]!r} to a shard that {reason}: refused", subject=subject, stage="fetch"
+            )

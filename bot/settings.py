@@ -41,8 +41,8 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, endpoint: str | None = None) -> Settings:
         """Args:
-            env: the process environment (a plain dict in tests).
-            endpoint: a `--endpoint` option, which wins over `HF_ENDPOINT`.
+        env: the process environment (a plain dict in tests).
+        endpoint: a `--endpoint` option, which wins over `HF_ENDPOINT`.
         """
         return cls(
             endpoint=(endpoint or env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),

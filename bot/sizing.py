@@ -76,8 +76,9 @@ def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel) -> Stag
     )
 
 
-def estimate_schedule(draft_bytes: int, target_bytes: int, model: SizingModel, *, parallel_exports: bool,
-                      remove_sources: bool) -> BuildEstimate:
+def estimate_schedule(
+    draft_bytes: int, target_bytes: int, model: SizingModel, *, parallel_exports: bool, remove_sources: bool
+) -> BuildEstimate:
     """Peak memory and disk of one build for a given schedule (what `estimate_build` chooses between).
 
     Args:
@@ -100,8 +101,12 @@ def estimate_schedule(draft_bytes: int, target_bytes: int, model: SizingModel, *
         scratch = max(peaks.draft_export_scratch, peaks.target_export_scratch)
     exporting = sources + irs + scratch  # an upper bound: every IR written while a temporary one is still there
     bundling = (0 if remove_sources else sources) + 2 * irs  # the bundle copies the IRs
-    return BuildEstimate(peak_memory_bytes=max(exports, after_export), peak_disk_bytes=max(exporting, bundling),
-                         parallel_exports=parallel_exports, remove_sources=remove_sources)
+    return BuildEstimate(
+        peak_memory_bytes=max(exports, after_export),
+        peak_disk_bytes=max(exporting, bundling),
+        parallel_exports=parallel_exports,
+        remove_sources=remove_sources,
+    )
 
 
 def estimate_build(draft_bytes: int, target_bytes: int, runner: RunnerClass, model: SizingModel) -> BuildEstimate:
@@ -126,8 +131,9 @@ def estimate_build(draft_bytes: int, target_bytes: int, runner: RunnerClass, mod
     return estimate_schedule(draft_bytes, target_bytes, model, parallel_exports=in_parallel, remove_sources=True)
 
 
-def choose_runner(draft_bytes: int, target_bytes: int, runners: RunnerSettings
-                  ) -> tuple[RunnerClass | None, BuildEstimate, str]:
+def choose_runner(
+    draft_bytes: int, target_bytes: int, runners: RunnerSettings
+) -> tuple[RunnerClass | None, BuildEstimate, str]:
     """The smallest runner class (by memory) whose memory and disk take the build's estimated peaks.
 
     Args:
@@ -145,26 +151,34 @@ def choose_runner(draft_bytes: int, target_bytes: int, runners: RunnerSettings
             return runner, estimate, f"runner class '{runner.name}': {estimate.describe()}"
     assert estimate is not None  # classes has at least one entry
     largest = runners.classes[-1]
-    needed = BuildEstimate(estimate.peak_memory_bytes, estimate.peak_disk_bytes, estimate.parallel_exports,
-                           estimate.remove_sources)
-    return None, needed, (
-        f"estimated peak memory {gb(needed.peak_memory_bytes)} and disk {gb(needed.peak_disk_bytes)} "
-        f"({needed.describe().split('(', 1)[1].rstrip(')')}) do not fit the largest runner class "
-        f"'{largest.name}' ({gb(largest.max_memory_bytes)} memory, {gb(largest.max_disk_bytes)} disk): add a class "
-        f"to the recipe's runners.classes with max_memory_bytes >= {round_up(needed.peak_memory_bytes)} and "
-        f"max_disk_bytes >= {round_up(needed.peak_disk_bytes)}, e.g. {{name: large, max_memory_bytes: "
-        f"{round_up(needed.peak_memory_bytes)}, max_disk_bytes: {round_up(needed.peak_disk_bytes)}, "
-        f"runs_on: [self-hosted, linux, x64, dflash-large]}}")
+    needed = BuildEstimate(
+        estimate.peak_memory_bytes, estimate.peak_disk_bytes, estimate.parallel_exports, estimate.remove_sources
+    )
+    return (
+        None,
+        needed,
+        (
+            f"estimated peak memory {gb(needed.peak_memory_bytes)} and disk {gb(needed.peak_disk_bytes)} "
+            f"({needed.describe().split('(', 1)[1].rstrip(')')}) do not fit the largest runner class "
+            f"'{largest.name}' ({gb(largest.max_memory_bytes)} memory, {gb(largest.max_disk_bytes)} disk): add a class "
+            f"to the recipe's runners.classes with max_memory_bytes >= {round_up(needed.peak_memory_bytes)} and "
+            f"max_disk_bytes >= {round_up(needed.peak_disk_bytes)}, e.g. {{name: large, max_memory_bytes: "
+            f"{round_up(needed.peak_memory_bytes)}, max_disk_bytes: {round_up(needed.peak_disk_bytes)}, "
+            f"runs_on: [self-hosted, linux, x64, dflash-large]}}"
+        ),
+    )
 
 
 def local_runner(work: Path, *, meminfo: Path = Path("/proc/meminfo")) -> RunnerClass:
     """This machine as a runner class, for builds outside the Actions fan-out (`run`, `build`): the memory it has
     available now and the free disk under `work`."""
-    available = next(int(line.split()[1]) * 1024 for line in meminfo.read_text().splitlines()
-                     if line.startswith("MemAvailable:"))
+    available = next(
+        int(line.split()[1]) * 1024 for line in meminfo.read_text().splitlines() if line.startswith("MemAvailable:")
+    )
     work.mkdir(parents=True, exist_ok=True)
-    return RunnerClass(name="local", max_memory_bytes=available, max_disk_bytes=shutil.disk_usage(work).free,
-                       runs_on="local")
+    return RunnerClass(
+        name="local", max_memory_bytes=available, max_disk_bytes=shutil.disk_usage(work).free, runs_on="local"
+    )
 
 
 def gb(n: int) -> str:

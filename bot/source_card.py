@@ -26,21 +26,107 @@ MAX_LINK_CHARS = 512
 
 # The Hub's license identifiers, from https://huggingface.co/docs/hub/repositories-licenses (hub-docs,
 # docs/hub/repositories-licenses.md, the "licenses" region). huggingface_hub does not ship the list.
-HUB_LICENSES = frozenset("""
-apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0 bigcode-openrail-m
-afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda cc cc0-1.0 cc-by-2.0
-cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0
-cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0 cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0
-cdla-permissive-1.0 cdla-permissive-2.0 wtfpl ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 eupl-1.2 agpl-3.0 gfdl
-gpl gpl-2.0 gpl-3.0 lgpl lgpl-2.1 lgpl-3.0 isc h-research intel-research lppl-1.3c ms-pl apple-ascl apple-amlr
-mpl-2.0 odc-by odbl openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr deepfloyd-if-license
-fair-noncommercial-research-license llama2 llama3 llama3.1 llama3.2 llama3.3 llama4 gemma unknown other
-""".split())
+HUB_LICENSES = frozenset(
+    [
+        "apache-2.0",
+        "mit",
+        "openrail",
+        "bigscience-openrail-m",
+        "creativeml-openrail-m",
+        "bigscience-bloom-rail-1.0",
+        "bigcode-openrail-m",
+        "afl-3.0",
+        "artistic-2.0",
+        "bsl-1.0",
+        "bsd",
+        "bsd-2-clause",
+        "bsd-3-clause",
+        "bsd-3-clause-clear",
+        "c-uda",
+        "cc",
+        "cc0-1.0",
+        "cc-by-2.0",
+        "cc-by-2.5",
+        "cc-by-3.0",
+        "cc-by-4.0",
+        "cc-by-sa-3.0",
+        "cc-by-sa-4.0",
+        "cc-by-nc-2.0",
+        "cc-by-nc-3.0",
+        "cc-by-nc-4.0",
+        "cc-by-nd-4.0",
+        "cc-by-nc-nd-3.0",
+        "cc-by-nc-nd-4.0",
+        "cc-by-nc-sa-2.0",
+        "cc-by-nc-sa-3.0",
+        "cc-by-nc-sa-4.0",
+        "cdla-sharing-1.0",
+        "cdla-permissive-1.0",
+        "cdla-permissive-2.0",
+        "wtfpl",
+        "ecl-2.0",
+        "epl-1.0",
+        "epl-2.0",
+        "etalab-2.0",
+        "eupl-1.1",
+        "eupl-1.2",
+        "agpl-3.0",
+        "gfdl",
+        "gpl",
+        "gpl-2.0",
+        "gpl-3.0",
+        "lgpl",
+        "lgpl-2.1",
+        "lgpl-3.0",
+        "isc",
+        "h-research",
+        "intel-research",
+        "lppl-1.3c",
+        "ms-pl",
+        "apple-ascl",
+        "apple-amlr",
+        "mpl-2.0",
+        "odc-by",
+        "odbl",
+        "openrail++",
+        "osl-3.0",
+        "postgresql",
+        "ofl-1.1",
+        "ncsa",
+        "unlicense",
+        "zlib",
+        "pddl",
+        "lgpl-lr",
+        "deepfloyd-if-license",
+        "fair-noncommercial-research-license",
+        "llama2",
+        "llama3",
+        "llama3.1",
+        "llama3.2",
+        "llama3.3",
+        "llama4",
+        "gemma",
+        "unknown",
+        "other",
+    ]
+)
 # Hosts whose pages are license texts; any other host in a license_link is dropped.
-LICENSE_HOSTS = frozenset({
-    "www.apache.org", "apache.org", "opensource.org", "choosealicense.com", "creativecommons.org",
-    "www.gnu.org", "gnu.org", "spdx.org", "www.mozilla.org", "ai.google.dev", "www.llama.com", "llama.meta.com",
-})
+LICENSE_HOSTS = frozenset(
+    {
+        "www.apache.org",
+        "apache.org",
+        "opensource.org",
+        "choosealicense.com",
+        "creativecommons.org",
+        "www.gnu.org",
+        "gnu.org",
+        "spdx.org",
+        "www.mozilla.org",
+        "ai.google.dev",
+        "www.llama.com",
+        "llama.meta.com",
+    }
+)
 HUB_HOST = "huggingface.co"
 _LICENSE_NAME = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
 # URL characters that cannot end a Markdown link, open HTML or break YAML quoting: no spaces, quotes, <>, (), [].
@@ -81,7 +167,7 @@ def front_matter(text: str) -> tuple[str | None, str]:
     match = REGEX_YAML_BLOCK.search(text)
     if match is None:
         return None, text
-    return match.group(2), text[match.end():]
+    return match.group(2), text[match.end() :]
 
 
 def refuse_unsafe_yaml(block: str) -> None:
@@ -96,8 +182,10 @@ def refuse_unsafe_yaml(block: str) -> None:
     try:
         for count, event in enumerate(yaml.parse(block, Loader=yaml.SafeLoader)):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                raise CardRefused("metadata block uses YAML anchors or aliases (refused: they can expand a few "
-                                  "hundred bytes into megabytes)")
+                raise CardRefused(
+                    "metadata block uses YAML anchors or aliases (refused: they can expand a few "
+                    "hundred bytes into megabytes)"
+                )
             if count > MAX_YAML_EVENTS:
                 raise CardRefused(f"metadata block has over {MAX_YAML_EVENTS} YAML nodes")
     except yaml.YAMLError as exc:
@@ -121,8 +209,9 @@ def parse_readme_metadata(text: str) -> tuple[dict, str, list[str]]:
     return card.data.to_dict(), card.text, []
 
 
-def read_source_card(readme: bytes | str | None, *, repo_id: str | None,
-                     hub_card_data: Mapping | None = None) -> SourceCard:
+def read_source_card(
+    readme: bytes | str | None, *, repo_id: str | None, hub_card_data: Mapping | None = None
+) -> SourceCard:
     """Parse and validate a source card.
 
     Args:
@@ -152,10 +241,15 @@ def read_source_card(readme: bytes | str | None, *, repo_id: str | None,
         metadata, origin = dict(hub_card_data), "hub"
     license_id = _license(metadata.get("license"), notes)
     license_name = _license_name(metadata.get("license_name"), license_id, notes)
-    return SourceCard(license=license_id, license_name=license_name,
-                      license_link=_license_link(metadata.get("license_link"), repo_id, notes),
-                      base_models=_base_models(metadata.get("base_model"), notes), text=body,
-                      notes=tuple(notes), metadata_from=origin)
+    return SourceCard(
+        license=license_id,
+        license_name=license_name,
+        license_link=_license_link(metadata.get("license_link"), repo_id, notes),
+        base_models=_base_models(metadata.get("base_model"), notes),
+        text=body,
+        notes=tuple(notes),
+        metadata_from=origin,
+    )
 
 
 def read_folder_card(folder: Path, *, repo_id: str | None = None) -> SourceCard:
@@ -214,9 +308,14 @@ def _license_link(value: object, repo_id: str | None, notes: list[str]) -> str |
         host = (parts.hostname or "").lower()
         plain = parts.scheme == "https" and parts.username is None and parts.password is None and parts.port is None
         segments = parts.path.split("/")
-        if plain and ".." not in segments and (
+        if (
+            plain
+            and ".." not in segments
+            and (
                 host in LICENSE_HOSTS
-                or (host == HUB_HOST and repo_id is not None and parts.path.startswith(f"/{repo_id}/"))):
+                or (host == HUB_HOST and repo_id is not None and parts.path.startswith(f"/{repo_id}/"))
+            )
+        ):
             return value
     notes.append(f"license_link {_shown(value)} dropped: not an https URL on the source repo or a license host")
     return None

@@ -34,5 +34,7 @@ def speedup_gate(best_speedup: float, min_speedup: float | None) -> str | None:
     """
     if min_speedup is None or best_speedup >= min_speedup:
         return None
-    return (f"speed-up gate: x{best_speedup:.2f} at the recommended num_assistant_tokens is below the recipe's "
-            f"minimum x{min_speedup:.2f}")
+    return (
+        f"speed-up gate: x{best_speedup:.2f} at the recommended num_assistant_tokens is below the recipe's "
+        f"minimum x{min_speedup:.2f}"
+    )

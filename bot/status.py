@@ -35,9 +35,25 @@ EntryStatus = Literal["published", "skipped", "failed"]
 # Outcomes that say more about the run's environment than about the source, so they are never remembered: a
 # failure of a Hub call or of the local disk (retried next run), and anything at the publish stage (a missing
 # write token, a lost commit race: the source itself was fine).
-_ENVIRONMENT_FAILURE_STAGES = frozenset({"list", "info", "read", "download", "commit", "create repo", "tag",
-                                         "collection", "list namespace", "fetch", "toolchain", "verify", "bundle",
-                                         "run", None})
+_ENVIRONMENT_FAILURE_STAGES = frozenset(
+    {
+        "list",
+        "info",
+        "read",
+        "download",
+        "commit",
+        "create repo",
+        "tag",
+        "collection",
+        "list namespace",
+        "fetch",
+        "toolchain",
+        "verify",
+        "bundle",
+        "run",
+        None,
+    }
+)
 _NEVER_REMEMBERED_STAGES = frozenset({"publish"})
 
 
@@ -86,12 +102,22 @@ class StatusEntry(_Record):
         A source whose rebuild failed or was skipped keeps its earlier published pair (the repos still hold the
         last good build), so it stays in the collection and on the chart.
         """
-        if not (self.draft_repo and self.target_repo) or self.accept_length is None \
-                or self.speedup is None or self.recommended_k is None:
+        if (
+            not (self.draft_repo and self.target_repo)
+            or self.accept_length is None
+            or self.speedup is None
+            or self.recommended_k is None
+        ):
             return None
-        return PublishedPair(draft_repo=self.draft_repo, target_repo=self.target_repo, source_repo=self.source,
-                             target_source=self.target or "", accept_length=self.accept_length,
-                             speedup=self.speedup, recommended_k=self.recommended_k)
+        return PublishedPair(
+            draft_repo=self.draft_repo,
+            target_repo=self.target_repo,
+            source_repo=self.source,
+            target_source=self.target or "",
+            accept_length=self.accept_length,
+            speedup=self.speedup,
+            recommended_k=self.recommended_k,
+        )
 
 
 class StatusFile(_Record):
@@ -113,11 +139,11 @@ class StatusFile(_Record):
 
     def to_json_bytes(self) -> bytes:
         """The file's bytes: stable key order and formatting, so equal content gives equal bytes."""
-        return (json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-                ).encode()
+        return (json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
 # ---- fingerprints the memory compares ----
+
 
 def toolchain_fingerprint(toolchain: Toolchain, profile_fingerprints: Iterable[str] = ()) -> str:
     """What the skip/failure memory compares for "the toolchain changed".
@@ -127,8 +153,11 @@ def toolchain_fingerprint(toolchain: Toolchain, profile_fingerprints: Iterable[s
         profile_fingerprints: `Profile.fingerprint()` of every profile in `toolchains/profiles.yaml`, so a
             changed or added profile re-examines what it might now cover.
     """
-    payload = {"versions": dict(sorted(toolchain.versions.items())), "capabilities": sorted(toolchain.capabilities),
-               "profiles": sorted(profile_fingerprints)}
+    payload = {
+        "versions": dict(sorted(toolchain.versions.items())),
+        "capabilities": sorted(toolchain.capabilities),
+        "profiles": sorted(profile_fingerprints),
+    }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -141,9 +170,18 @@ def recipe_memory_fingerprint(recipe: Recipe) -> str:
 
 # ---- the memory rules (pure) ----
 
-def needs_recheck(entry: StatusEntry | None, *, revision: str | None, toolchain_fp: str, recipe_fp: str,
-                  now: dt.datetime, recheck_after: dt.timedelta | None, recheck: bool,
-                  card_fp: str | None = None) -> bool:
+
+def needs_recheck(
+    entry: StatusEntry | None,
+    *,
+    revision: str | None,
+    toolchain_fp: str,
+    recipe_fp: str,
+    now: dt.datetime,
+    recheck_after: dt.timedelta | None,
+    recheck: bool,
+    card_fp: str | None = None,
+) -> bool:
     """Whether planning must examine a listed source again instead of trusting its status entry.
 
     Args:
@@ -166,16 +204,21 @@ def needs_recheck(entry: StatusEntry | None, *, revision: str | None, toolchain_
     """
     if recheck or entry is None:
         return True
-    if entry.revision != revision or entry.toolchain_fingerprint != toolchain_fp \
-            or entry.recipe_fingerprint != recipe_fp:
+    if (
+        entry.revision != revision
+        or entry.toolchain_fingerprint != toolchain_fp
+        or entry.recipe_fingerprint != recipe_fp
+    ):
         return True
     if entry.status == PUBLISHED:
         # Also by age: a published pair's target may have a new commit, which only a look at it shows.
         return (card_fp is not None and entry.card_fingerprint != card_fp) or (
-            recheck_after is not None and now - entry.last_checked >= recheck_after)
+            recheck_after is not None and now - entry.last_checked >= recheck_after
+        )
     # A failure with no stage is an error nobody foresaw (the bot's, not the source's): always examined again.
-    if entry.stage in _NEVER_REMEMBERED_STAGES or (entry.status == FAILED
-                                                     and entry.stage in _ENVIRONMENT_FAILURE_STAGES):
+    if entry.stage in _NEVER_REMEMBERED_STAGES or (
+        entry.status == FAILED and entry.stage in _ENVIRONMENT_FAILURE_STAGES
+    ):
         return True
     return recheck_after is not None and now - entry.last_checked >= recheck_after
 
@@ -206,15 +249,26 @@ def with_repo_shas(status: StatusFile, namespace_listing: Mapping[str, str]) -> 
     A target repo shared by several drafts is committed to by each of their publishes, so shas recorded per
     publish go stale within the run; one listing at the end records the final ones.
     """
-    entries = tuple(entry.model_copy(update={"repo_shas": {repo: namespace_listing[repo] for repo in entry.repos
-                                                           if repo in namespace_listing}})
-                    for entry in status.entries)
+    entries = tuple(
+        entry.model_copy(
+            update={"repo_shas": {repo: namespace_listing[repo] for repo in entry.repos if repo in namespace_listing}}
+        )
+        for entry in status.entries
+    )
     return status.model_copy(update={"entries": entries})
 
 
-def merged(previous: StatusFile | None, updates: Iterable[StatusEntry], *, recipe: str, namespace: str,
-           watched: Iterable[str] | None, collection_title: str | None = None,
-           collection_url: str | None = None, renderer: str = "") -> StatusFile:
+def merged(
+    previous: StatusFile | None,
+    updates: Iterable[StatusEntry],
+    *,
+    recipe: str,
+    namespace: str,
+    watched: Iterable[str] | None,
+    collection_title: str | None = None,
+    collection_url: str | None = None,
+    renderer: str = "",
+) -> StatusFile:
     """The next status file: this run's entries over the previous ones.
 
     Args:
@@ -231,10 +285,14 @@ def merged(previous: StatusFile | None, updates: Iterable[StatusEntry], *, recip
         by_source = {source: entry for source, entry in by_source.items() if source in keep}
     for entry in updates:
         by_source[entry.source] = entry
-    return StatusFile(recipe=recipe, namespace=namespace,
-                      collection_title=collection_title or (previous.collection_title if previous else None),
-                      collection_url=collection_url or (previous.collection_url if previous else None),
-                      renderer=renderer, entries=tuple(by_source[source] for source in sorted(by_source)))
+    return StatusFile(
+        recipe=recipe,
+        namespace=namespace,
+        collection_title=collection_title or (previous.collection_title if previous else None),
+        collection_url=collection_url or (previous.collection_url if previous else None),
+        renderer=renderer,
+        entries=tuple(by_source[source] for source in sorted(by_source)),
+    )
 
 
 def collection_needs_sync(previous: StatusFile | None, status: StatusFile) -> bool:
@@ -247,9 +305,18 @@ def collection_needs_sync(previous: StatusFile | None, status: StatusFile) -> bo
 
 # ---- entries from what a run learned ----
 
-def published_entry(built: BuildRecord, *, draft_repo: str, target_repo: str, toolchain_fp: str, recipe_fp: str,
-                    card_fp: str | None, now: dt.datetime, repo_shas: Mapping[str, str] | None = None
-                    ) -> StatusEntry:
+
+def published_entry(
+    built: BuildRecord,
+    *,
+    draft_repo: str,
+    target_repo: str,
+    toolchain_fp: str,
+    recipe_fp: str,
+    card_fp: str | None,
+    now: dt.datetime,
+    repo_shas: Mapping[str, str] | None = None,
+) -> StatusEntry:
     """The entry of a published (or up-to-date) source, from its build record.
 
     Used after a publish, for a source planning found up to date, and to rebuild a deleted status repo from
@@ -258,19 +325,41 @@ def published_entry(built: BuildRecord, *, draft_repo: str, target_repo: str, to
     validation = built.validation
     at_k = validation.best_run
     return StatusEntry(
-        source=built.source.repo or "", revision=built.source.revision, status=PUBLISHED,
-        kind=built.draft.kind, target=built.target.repo, target_revision=built.target.revision,
-        draft_repo=draft_repo, target_repo=target_repo, repo_shas=dict(repo_shas or {}),
-        accept_length=validation.accept_length, speedup=at_k.speedup,
-        recommended_k=validation.recommended_num_assistant_tokens, profile=built.toolchain.profile,
-        toolchain_fingerprint=toolchain_fp, recipe_fingerprint=recipe_fp, card_fingerprint=card_fp,
-        last_built=dt.datetime.fromisoformat(built.built_at), last_checked=now)
+        source=built.source.repo or "",
+        revision=built.source.revision,
+        status=PUBLISHED,
+        kind=built.draft.kind,
+        target=built.target.repo,
+        target_revision=built.target.revision,
+        draft_repo=draft_repo,
+        target_repo=target_repo,
+        repo_shas=dict(repo_shas or {}),
+        accept_length=validation.accept_length,
+        speedup=at_k.speedup,
+        recommended_k=validation.recommended_num_assistant_tokens,
+        profile=built.toolchain.profile,
+        toolchain_fingerprint=toolchain_fp,
+        recipe_fingerprint=recipe_fp,
+        card_fingerprint=card_fp,
+        last_built=dt.datetime.fromisoformat(built.built_at),
+        last_checked=now,
+    )
 
 
-def problem_entry(source: str, revision: str | None, status: Literal["skipped", "failed"], reason: str, *,
-                  toolchain_fp: str, recipe_fp: str, now: dt.datetime, stage: str | None = None,
-                  kind: str | None = None, target: str | None = None,
-                  previous: StatusEntry | None = None) -> StatusEntry:
+def problem_entry(
+    source: str,
+    revision: str | None,
+    status: Literal["skipped", "failed"],
+    reason: str,
+    *,
+    toolchain_fp: str,
+    recipe_fp: str,
+    now: dt.datetime,
+    stage: str | None = None,
+    kind: str | None = None,
+    target: str | None = None,
+    previous: StatusEntry | None = None,
+) -> StatusEntry:
     """The entry of a source that was skipped or failed: what the memory needs to leave it alone next time.
 
     `previous` carries its published pair over (repos, shas, figures, profile, last build): a failed rebuild of
@@ -278,16 +367,37 @@ def problem_entry(source: str, revision: str | None, status: Literal["skipped", 
     """
     kept: dict = {}
     if previous is not None and previous.repos:
-        kept = previous.model_dump(include={"draft_repo", "target_repo", "repo_shas", "accept_length", "speedup",
-                                            "recommended_k", "profile", "target_revision", "card_fingerprint"})
+        kept = previous.model_dump(
+            include={
+                "draft_repo",
+                "target_repo",
+                "repo_shas",
+                "accept_length",
+                "speedup",
+                "recommended_k",
+                "profile",
+                "target_revision",
+                "card_fingerprint",
+            }
+        )
     kept["kind"] = kind or (previous.kind if previous else None)
     kept["target"] = target or (previous.target if previous else None)
-    return StatusEntry(**kept, source=source, revision=revision, status=status, reason=reason, stage=stage,
-                       toolchain_fingerprint=toolchain_fp, recipe_fingerprint=recipe_fp,
-                       last_built=previous.last_built if previous else None, last_checked=now)
+    return StatusEntry(
+        **kept,
+        source=source,
+        revision=revision,
+        status=status,
+        reason=reason,
+        stage=stage,
+        toolchain_fingerprint=toolchain_fp,
+        recipe_fingerprint=recipe_fp,
+        last_built=previous.last_built if previous else None,
+        last_checked=now,
+    )
 
 
 # ---- the Hub ----
+
 
 def read_status(hub: Hub, repo_id: str) -> StatusFile | None:
     """The status file (one request), or None when there is none, it is damaged, or a newer schema wrote it.
@@ -305,9 +415,13 @@ def read_status(hub: Hub, repo_id: str) -> StatusFile | None:
     try:
         raw = json.loads(data)
         if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
-            log.get().warning("%s: %s has schema version %r (this bot reads %d); rebuilding it", repo_id,
-                              STATUS_JSON, raw.get("schema_version") if isinstance(raw, dict) else None,
-                              SCHEMA_VERSION)
+            log.get().warning(
+                "%s: %s has schema version %r (this bot reads %d); rebuilding it",
+                repo_id,
+                STATUS_JSON,
+                raw.get("schema_version") if isinstance(raw, dict) else None,
+                SCHEMA_VERSION,
+            )
             return None
         return StatusFile.model_validate(raw)
     except (ValueError, ValidationError) as exc:
@@ -318,8 +432,15 @@ def read_status(hub: Hub, repo_id: str) -> StatusFile | None:
 _UNREAD = object()
 
 
-def write_status(hub: Hub, repo_id: str, status: StatusFile, *, current: StatusFile | None | object = _UNREAD,
-                 endpoint: str | None = None, private: bool = False) -> str | None:
+def write_status(
+    hub: Hub,
+    repo_id: str,
+    status: StatusFile,
+    *,
+    current: StatusFile | object | None = _UNREAD,
+    endpoint: str | None = None,
+    private: bool = False,
+) -> str | None:
     """Write README.md, status.json and speedups.png in one commit, only when their content changed.
 
     Args:

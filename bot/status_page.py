@@ -78,48 +78,70 @@ def _row(entry: StatusEntry, endpoint: str) -> _Row:
         return value.strftime("%Y-%m-%d %H:%M UTC") if value is not None else ""
 
     return _Row(
-        source=md_link(entry.source, endpoint), status=md_text(entry.status),
+        source=md_link(entry.source, endpoint),
+        status=md_text(entry.status),
         reason=md_text(f"{entry.stage}: {entry.reason}" if entry.stage and entry.reason else entry.reason),
         revision=md_text((entry.revision or "")[:7]),
         target=md_link(entry.target, endpoint) if entry.target else "",
         repos="<br>".join(md_link(repo, endpoint) for repo in entry.repos),
-        accept_length=figure(entry.accept_length), speedup=figure(entry.speedup, "×"),
-        k=str(entry.recommended_k) if entry.recommended_k is not None else "", profile=md_text(entry.profile),
-        last_built=when(entry.last_built), last_checked=when(entry.last_checked))
+        accept_length=figure(entry.accept_length),
+        speedup=figure(entry.speedup, "×"),
+        k=str(entry.recommended_k) if entry.recommended_k is not None else "",
+        profile=md_text(entry.profile),
+        last_built=when(entry.last_built),
+        last_checked=when(entry.last_checked),
+    )
 
 
 def _metadata(recipe: str) -> str:
     from huggingface_hub import DatasetCardData
 
-    data = DatasetCardData(pretty_name=f"dflash-bot status ({recipe})", viewer=False,
-                           tags=["dflash-bot", "openvino", "speculative-decoding", "status"])
+    data = DatasetCardData(
+        pretty_name=f"dflash-bot status ({recipe})",
+        viewer=False,
+        tags=["dflash-bot", "openvino", "speculative-decoding", "status"],
+    )
     return data.to_yaml()
 
 
 def render_readme(status: StatusFile, *, endpoint: str) -> str:
     """The status repo's card: the table of every watched source, with links, figures and the chart."""
-    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                                     keep_trailing_newline=True, autoescape=False)
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
     counts = {state: sum(entry.status == state for entry in status.entries) for state in (PUBLISHED, SKIPPED, FAILED)}
     collection = None
     if status.collection_url:
         title = md_text(status.collection_title or "collection")
         collection = f"[{title}]({quote(status.collection_url, safe=':/')})"
     return environment.get_template(STATUS_TEMPLATE).render(
-        metadata=_metadata(status.recipe), recipe=md_text(status.recipe), namespace=md_text(status.namespace),
-        counts=counts, collection=collection, rows=[_row(entry, endpoint) for entry in status.entries],
-        schema_version=status.schema_version)
+        metadata=_metadata(status.recipe),
+        recipe=md_text(status.recipe),
+        namespace=md_text(status.namespace),
+        counts=counts,
+        collection=collection,
+        rows=[_row(entry, endpoint) for entry in status.entries],
+        schema_version=status.schema_version,
+    )
 
 
 def chart_pairs(status: StatusFile) -> list[PairFigures]:
-    return [PairFigures(label=pair.draft_repo.split("/")[-1], accept_length=pair.accept_length,
-                        speedup=pair.speedup) for pair in status.published_pairs()]
+    return [
+        PairFigures(label=pair.draft_repo.split("/")[-1], accept_length=pair.accept_length, speedup=pair.speedup)
+        for pair in status.published_pairs()
+    ]
 
 
 def render_files(status: StatusFile, *, endpoint: str) -> dict[str, bytes]:
     """README.md, status.json and speedups.png: equal status, equal bytes."""
-    return {README: render_readme(status, endpoint=endpoint).encode(), STATUS_JSON: status.to_json_bytes(),
-            CHART: speedups_png(chart_pairs(status))}
+    return {
+        README: render_readme(status, endpoint=endpoint).encode(),
+        STATUS_JSON: status.to_json_bytes(),
+        CHART: speedups_png(chart_pairs(status)),
+    }
 
 
 def print_status(status: StatusFile, *, as_json: bool = False) -> None:
@@ -132,18 +154,33 @@ def print_status(status: StatusFile, *, as_json: bool = False) -> None:
     from rich.table import Table
 
     table = Table(title=f"dflash-bot status: {escape(status.recipe)} ({escape(status.namespace)})")
-    for column in ("source", "revision", "status", "reason", "repos", "accept", "speed-up", "k", "profile",
-                   "last checked"):
+    for column in (
+        "source",
+        "revision",
+        "status",
+        "reason",
+        "repos",
+        "accept",
+        "speed-up",
+        "k",
+        "profile",
+        "last checked",
+    ):
         table.add_column(column, overflow="fold")
     styles = {PUBLISHED: "green", SKIPPED: "yellow", FAILED: "red"}
     for entry in status.entries:
         table.add_row(
-            escape(entry.source), escape((entry.revision or "")[:7]),
-            f"[{styles[entry.status]}]{entry.status}[/]", escape(entry.reason), escape("\n".join(entry.repos)),
+            escape(entry.source),
+            escape((entry.revision or "")[:7]),
+            f"[{styles[entry.status]}]{entry.status}[/]",
+            escape(entry.reason),
+            escape("\n".join(entry.repos)),
             "" if entry.accept_length is None else f"{entry.accept_length:.2f}",
             "" if entry.speedup is None else f"{entry.speedup:.2f}×",
-            "" if entry.recommended_k is None else str(entry.recommended_k), escape(entry.profile or ""),
-            entry.last_checked.strftime("%Y-%m-%d %H:%M"))
+            "" if entry.recommended_k is None else str(entry.recommended_k),
+            escape(entry.profile or ""),
+            entry.last_checked.strftime("%Y-%m-%d %H:%M"),
+        )
     console = Console(width=200)
     console.print(table)
     if status.collection_url:

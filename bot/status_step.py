@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bot import log
-from bot.errors import Failure
 from bot.collection import CollectionResult, sync_collection
+from bot.errors import Failure
 from bot.hub import Hub, RepoListing
 from bot.outcome import Outcome, Status
 from bot.recipe import Recipe
@@ -65,17 +65,31 @@ class Memory:
         was changed or deleted by someone else.
         """
         entry = self.status.entry(repo_id) if self.status is not None else None
-        if entry is None or needs_recheck(entry, revision=revision, toolchain_fp=self.toolchain_fp,
-                                          recipe_fp=self.recipe_fp, now=self.now, recheck_after=self.recheck_after,
-                                          recheck=self.recheck, card_fp=self.card_fp):
+        if entry is None or needs_recheck(
+            entry,
+            revision=revision,
+            toolchain_fp=self.toolchain_fp,
+            recipe_fp=self.recipe_fp,
+            now=self.now,
+            recheck_after=self.recheck_after,
+            recheck=self.recheck,
+            card_fp=self.card_fp,
+        ):
             return None
         if self.stale & set(entry.repos):
             return None
         return entry
 
 
-def load_memory(reader: Hub, recipe: Recipe, *, toolchain_fp: str | None = None, card_fp: str | None = None,
-                recheck: bool = False, now: dt.datetime | None = None) -> Memory:
+def load_memory(
+    reader: Hub,
+    recipe: Recipe,
+    *,
+    toolchain_fp: str | None = None,
+    card_fp: str | None = None,
+    recheck: bool = False,
+    now: dt.datetime | None = None,
+) -> Memory:
     """Read the status repo and list the output namespace: two requests, whatever the number of sources.
 
     Args:
@@ -93,17 +107,26 @@ def load_memory(reader: Hub, recipe: Recipe, *, toolchain_fp: str | None = None,
         unreadable = False
     except Failure as error:
         # Examine everything this run, and do not write the page blind over one we could not read.
-        log.get().info("status repo unreadable (%s): every source is examined, the page is left as it is",
-                       error.message)
+        log.get().info(
+            "status repo unreadable (%s): every source is examined, the page is left as it is", error.message
+        )
         status, unreadable = None, True
     listing = reader.list_namespace(recipe.publish.namespace)
     stale = frozenset(stale_published(status.entries, listing)) if status is not None else frozenset()
     if stale:
         log.get().info("published repos changed outside the bot, re-examined: %s", ", ".join(sorted(stale)))
-    return Memory(status=status, namespace_listing=dict(listing), stale=stale,
-                  toolchain_fp=toolchain_fp or current_toolchain_fingerprint(),
-                  recipe_fp=recipe_memory_fingerprint(recipe), card_fp=card_fp, now=now or now_utc(),
-                  recheck_after=recipe.watch.recheck_after, recheck=recheck, unreadable=unreadable)
+    return Memory(
+        status=status,
+        namespace_listing=dict(listing),
+        stale=stale,
+        toolchain_fp=toolchain_fp or current_toolchain_fingerprint(),
+        recipe_fp=recipe_memory_fingerprint(recipe),
+        card_fp=card_fp,
+        now=now or now_utc(),
+        recheck_after=recipe.watch.recheck_after,
+        recheck=recheck,
+        unreadable=unreadable,
+    )
 
 
 @dataclass(frozen=True)
@@ -130,9 +153,18 @@ def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) 
         if entry is not None and entry.status == "skipped" and entry.reason == skip.reason:
             remembered.append(entry)
         else:
-            listing_skips.append(problem_entry(skip.repo_id, skip.revision, "skipped", skip.reason, stage=skip.stage,
-                                               toolchain_fp=memory.toolchain_fp, recipe_fp=memory.recipe_fp,
-                                               now=memory.now))
+            listing_skips.append(
+                problem_entry(
+                    skip.repo_id,
+                    skip.revision,
+                    "skipped",
+                    skip.reason,
+                    stage=skip.stage,
+                    toolchain_fp=memory.toolchain_fp,
+                    recipe_fp=memory.recipe_fp,
+                    now=memory.now,
+                )
+            )
     for listing in listings:
         entry = memory.remembered(listing.repo_id, listing.sha)
         if entry is not None:
@@ -142,8 +174,9 @@ def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) 
     return MemoryPlan(tuple(remembered), tuple(examine), tuple(listing_skips))
 
 
-def entries_for(memory: Memory, outcomes: Iterable[Outcome], published: Mapping[str, tuple[BuildRecord, Repos]]
-                ) -> list[StatusEntry]:
+def entries_for(
+    memory: Memory, outcomes: Iterable[Outcome], published: Mapping[str, tuple[BuildRecord, Repos]]
+) -> list[StatusEntry]:
     """Status entries for the sources a run examined, from their outcomes and the records it holds in memory.
 
     Args:
@@ -155,13 +188,24 @@ def entries_for(memory: Memory, outcomes: Iterable[Outcome], published: Mapping[
     for outcome in outcomes:
         if outcome.status in (Status.PUBLISHED, Status.UP_TO_DATE) and outcome.source in published:
             built, repos = published[outcome.source]
-            entries.append(published_entry(built, draft_repo=repos.draft, target_repo=repos.target,
-                                           card_fp=memory.card_fp, **fingerprints))
+            entries.append(
+                published_entry(
+                    built, draft_repo=repos.draft, target_repo=repos.target, card_fp=memory.card_fp, **fingerprints
+                )
+            )
         elif outcome.status in (Status.SKIPPED, Status.FAILED):
             previous = memory.status.entry(outcome.source) if memory.status is not None else None
-            entries.append(problem_entry(outcome.source, outcome.revision, "skipped" if outcome.status ==
-                                         Status.SKIPPED else "failed", outcome.reason, stage=outcome.stage,
-                                         previous=previous, **fingerprints))
+            entries.append(
+                problem_entry(
+                    outcome.source,
+                    outcome.revision,
+                    "skipped" if outcome.status == Status.SKIPPED else "failed",
+                    outcome.reason,
+                    stage=outcome.stage,
+                    previous=previous,
+                    **fingerprints,
+                )
+            )
     return entries
 
 
@@ -170,9 +214,13 @@ def remembered_outcome(entry: StatusEntry) -> Outcome:
     if entry.status == "published":
         return Outcome(entry.source, entry.revision, Status.UP_TO_DATE, "", entry.repos)
     when = entry.last_checked.date().isoformat()
-    return Outcome(entry.source, entry.revision, Status.SKIPPED,
-                   f"{entry.status} when last examined ({when}), nothing changed since: {entry.reason}",
-                   stage=entry.stage)
+    return Outcome(
+        entry.source,
+        entry.revision,
+        Status.SKIPPED,
+        f"{entry.status} when last examined ({when}), nothing changed since: {entry.reason}",
+        stage=entry.stage,
+    )
 
 
 def current_toolchain_fingerprint() -> str:
@@ -205,8 +253,15 @@ class StatusResult:
         return "\n\n".join(lines) + "\n"
 
 
-def publish_status(writer: Hub, recipe: Recipe, memory: Memory, updates: Iterable[StatusEntry], *,
-                   watched: Iterable[str] | None, committed: bool) -> StatusResult:
+def publish_status(
+    writer: Hub,
+    recipe: Recipe,
+    memory: Memory,
+    updates: Iterable[StatusEntry],
+    *,
+    watched: Iterable[str] | None,
+    committed: bool,
+) -> StatusResult:
     """Merge this run's entries into the status, sync the collection if needed, write the status repo.
 
     Args:
@@ -228,10 +283,16 @@ def publish_status(writer: Hub, recipe: Recipe, memory: Memory, updates: Iterabl
         Failure: a Hub write failed (the models are published already; the next run retries the status).
     """
     publish = recipe.publish
-    status = merged(memory.status, updates, recipe=recipe.name, namespace=publish.namespace, watched=watched,
-                    collection_title=publish.collection.title, renderer=_renderer())
-    status = with_repo_shas(status, writer.list_namespace(publish.namespace) if committed
-                            else memory.namespace_listing)
+    status = merged(
+        memory.status,
+        updates,
+        recipe=recipe.name,
+        namespace=publish.namespace,
+        watched=watched,
+        collection_title=publish.collection.title,
+        renderer=_renderer(),
+    )
+    status = with_repo_shas(status, writer.list_namespace(publish.namespace) if committed else memory.namespace_listing)
     collection = None
     # No collection is created before there is something to list in it.
     if collection_needs_sync(memory.status, status) and (status.published_pairs() or status.collection_url):
@@ -239,8 +300,13 @@ def publish_status(writer: Hub, recipe: Recipe, memory: Memory, updates: Iterabl
         status = status.model_copy(update={"collection_url": collection.url})
     repo_id = publish.status_repo_id
     commit = write_status(writer, repo_id, status, current=memory.status, private=publish.private)
-    return StatusResult(status=status, repo_id=repo_id, page_url=f"{writer.endpoint}/datasets/{repo_id}",
-                        commit=commit, collection=collection)
+    return StatusResult(
+        status=status,
+        repo_id=repo_id,
+        page_url=f"{writer.endpoint}/datasets/{repo_id}",
+        commit=commit,
+        collection=collection,
+    )
 
 
 def _renderer() -> str:

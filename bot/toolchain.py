@@ -60,7 +60,7 @@ def _optimum_openvino_dir() -> Path | None:
     spec = importlib.util.find_spec("optimum.exporters")
     if spec is None or not spec.submodule_search_locations:
         return None
-    folder = Path(list(spec.submodule_search_locations)[0]) / "openvino"
+    folder = Path(next(iter(spec.submodule_search_locations))) / "openvino"
     return folder if folder.is_dir() else None
 
 
@@ -68,9 +68,11 @@ def _draft_architectures(exporter_dir: Path) -> set[str]:
     """Keys of optimum-intel's `_CUSTOM_DRAFT_MODEL_MAP`, read without importing torch."""
     tree = ast.parse((exporter_dir / "__main__.py").read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "_CUSTOM_DRAFT_MODEL_MAP" for t in node.targets
-        ) and isinstance(node.value, ast.Dict):
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "_CUSTOM_DRAFT_MODEL_MAP" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+        ):
             return {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
     return set()
 

@@ -56,6 +56,7 @@ PYPROJECT = REPO_ROOT / "pyproject.toml"
 
 # ---- asking the index ----
 
+
 @dataclass(frozen=True)
 class Resolution:
     """pip's answer for a set of requirements: the install set's versions and declared requirements."""
@@ -118,8 +119,11 @@ class PipIndex:
         except subprocess.TimeoutExpired:
             raise Failure(f"pip {args[0]} ran past {self.timeout_s:.0f}s", stage="toolchain") from None
         if done.returncode != 0:
-            errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or \
-                done.stderr.strip().splitlines()[-1:] or ["(no output)"]
+            errors = (
+                [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
+                or done.stderr.strip().splitlines()[-1:]
+                or ["(no output)"]
+            )
             raise Failure(f"pip {' '.join(args[:2])}: {' '.join(errors)[:600]}", stage="toolchain")
         return done.stdout
 
@@ -127,8 +131,7 @@ class PipIndex:
         """Raises Failure when pip finds no set of releases that satisfies the requirements."""
         with tempfile.TemporaryDirectory(prefix="dflash-bot-resolve-") as tmp:
             report = Path(tmp) / "report.json"
-            self._pip("install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report),
-                      *requirements)
+            self._pip("install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), *requirements)
             return Resolution.from_report(json.loads(report.read_text(encoding="utf-8")))
 
     def versions(self, package: str) -> list[str]:
@@ -139,8 +142,15 @@ class PipIndex:
         installed = _optimum_model_configs()
         if installed is not None and _installed_version("optimum-intel") == optimum_intel:
             return installed
-        self._pip("download", "--no-deps", "--only-binary=:all:", "--quiet", "--dest", str(work),
-                  f"optimum-intel=={optimum_intel}")
+        self._pip(
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--quiet",
+            "--dest",
+            str(work),
+            f"optimum-intel=={optimum_intel}",
+        )
         return extract_model_configs(work)
 
 
@@ -177,6 +187,7 @@ def _installed_version(dist: str) -> str | None:
 
 # ---- proposing each profile's pins ----
 
+
 @dataclass(frozen=True)
 class ProfileProposal:
     """One profile's pins now and the candidate's (None when no release fits the candidate's bounds)."""
@@ -194,13 +205,18 @@ class ProfileProposal:
     def changes(self) -> dict[str, tuple[str, str]]:
         if self.candidate is None:
             return {}
-        return {name: (self.current.get(name, "-"), version) for name, version in self.candidate.items()
-                if self.current.get(name) != version}
+        return {
+            name: (self.current.get(name, "-"), version)
+            for name, version in self.candidate.items()
+            if self.current.get(name) != version
+        }
 
 
 def _pins(profile: Profile) -> dict[str, str]:
-    return {requirement.partition("==")[0].strip(): profile.pin(requirement.partition("==")[0]) or "-"
-            for requirement in profile.requirements}
+    return {
+        requirement.partition("==")[0].strip(): profile.pin(requirement.partition("==")[0]) or "-"
+        for requirement in profile.requirements
+    }
 
 
 def intersect_bounds(table: Mapping[str, tuple[str | None, str | None]], model_types: Iterable[str]) -> Bounds:
@@ -248,25 +264,42 @@ def propose(profiles: ProfileSet, index: Index, *, work: Path) -> list[ProfilePr
     available = index.versions("transformers")
     proposals = []
     for profile in profiles.profiles:
-        moved = {t: (transformers_bounds(t, profiles).requirement(),
-                     Bounds(t, *table.get(t, (None, None)), "candidate").requirement()) for t in profile.model_types}
+        moved = {
+            t: (
+                transformers_bounds(t, profiles).requirement(),
+                Bounds(t, *table.get(t, (None, None)), "candidate").requirement(),
+            )
+            for t in profile.model_types
+        }
         bounds = intersect_bounds(table, profile.model_types)
         allowed = bounds.requirement().replace("transformers ", "") + (f" and {declared.specifier}" if declared else "")
         current = _pins(profile)
         transformers = newest_allowed(available, bounds, declared)
         if transformers is None:
-            note = (f"no transformers release satisfies {allowed} (optimum-intel {optimum_intel}, model types "
-                    f"{list(profile.model_types)})")
+            note = (
+                f"no transformers release satisfies {allowed} (optimum-intel {optimum_intel}, model types "
+                f"{list(profile.model_types)})"
+            )
             proposals.append(ProfileProposal(profile.name, profile.model_types, current, None, allowed, note, moved))
             continue
         wanted = {name: stack.version(name) for name in STACK if name != "transformers"} | {
-            "transformers": transformers}
+            "transformers": transformers
+        }
         if all(profile.pin(name) == version for name, version in wanted.items()):
-            proposals.append(ProfileProposal(profile.name, profile.model_types, current, dict(current), allowed,
-                                             bounds=moved))
+            proposals.append(
+                ProfileProposal(profile.name, profile.model_types, current, dict(current), allowed, bounds=moved)
+            )
             continue
-        proposals.append(ProfileProposal(profile.name, profile.model_types, current,
-                                         _resolve_profile(profile, wanted, index), allowed, bounds=moved))
+        proposals.append(
+            ProfileProposal(
+                profile.name,
+                profile.model_types,
+                current,
+                _resolve_profile(profile, wanted, index),
+                allowed,
+                bounds=moved,
+            )
+        )
     return proposals
 
 
@@ -284,6 +317,7 @@ def _resolve_profile(profile: Profile, wanted: Mapping[str, str], index: Index) 
 
 # ---- trying a candidate ----
 
+
 @dataclass(frozen=True)
 class Probe:
     """What an environment's toolchain can do: versions and capabilities (`bot.toolchain.CAPABILITY_*`), and
@@ -293,8 +327,11 @@ class Probe:
     bounds: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"versions": self.toolchain.versions, "capabilities": sorted(self.toolchain.capabilities),
-                "bounds": self.bounds}
+        return {
+            "versions": self.toolchain.versions,
+            "capabilities": sorted(self.toolchain.capabilities),
+            "bounds": self.bounds,
+        }
 
 
 def probe(python: Path | str, profile: str, model_types: Sequence[str] = ()) -> Probe:
@@ -305,13 +342,24 @@ def probe(python: Path | str, profile: str, model_types: Sequence[str] = ()) -> 
         Failure: its optimum-intel's bounds could not be read.
     """
     toolchain = detect_in(Path(python), profile)
-    code = ("import json, sys; from bot.profiles import transformers_bounds; "
-            "print(json.dumps({t: transformers_bounds(t).requirement() for t in sys.argv[1:]}))")
-    done = subprocess.run([str(python), "-c", code, *model_types], capture_output=True, text=True, timeout=300,
-                          env=child_env(dict(os.environ), str(python)), check=False)
+    code = (
+        "import json, sys; from bot.profiles import transformers_bounds; "
+        "print(json.dumps({t: transformers_bounds(t).requirement() for t in sys.argv[1:]}))"
+    )
+    done = subprocess.run(
+        [str(python), "-c", code, *model_types],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(dict(os.environ), str(python)),
+        check=False,
+    )
     if done.returncode != 0:
-        raise Failure(f"profile {profile}: reading optimum-intel's bounds failed: "
-                      f"{(done.stderr.strip().splitlines() or ['(no output)'])[-1][:300]}", stage="toolchain")
+        raise Failure(
+            f"profile {profile}: reading optimum-intel's bounds failed: "
+            f"{(done.stderr.strip().splitlines() or ['(no output)'])[-1][:300]}",
+            stage="toolchain",
+        )
     return Probe(toolchain, json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -339,13 +387,19 @@ def run_tiny_pair(toolchain: Toolchain, work: Path, *, sweep: tuple[int, ...] = 
 
     pair = make_tiny("oracle", work / "oracle")
     recipe = load_recipe()
-    recipe = recipe.model_copy(update={"validation": recipe.validation.model_copy(
-        update={"num_assistant_tokens": list(sweep), "repeats": 1})})
+    recipe = recipe.model_copy(
+        update={"validation": recipe.validation.model_copy(update={"num_assistant_tokens": list(sweep), "repeats": 1})}
+    )
     scratch = work / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     candidate = classify_folders(pair.draft, pair.target, recipe, toolchain=toolchain)
-    (outcome,) = build_group(Checkout(pair.target), [DraftBuild(candidate, Checkout(pair.draft), work / "bundle")],
-                             recipe, work=scratch, toolchain=toolchain)
+    (outcome,) = build_group(
+        Checkout(pair.target),
+        [DraftBuild(candidate, Checkout(pair.draft), work / "bundle")],
+        recipe,
+        work=scratch,
+        toolchain=toolchain,
+    )
     if outcome.bundle is None:
         return PairResult(False, reason=outcome.error.one_line() if outcome.error else "no bundle written")
     validation = outcome.bundle.record.validation
@@ -354,9 +408,13 @@ def run_tiny_pair(toolchain: Toolchain, work: Path, *, sweep: tuple[int, ...] = 
     reason = outcome.error.one_line() if outcome.error else None
     if wrong:
         reason = f"oracle accept length {wrong} instead of k + 1"
-    return PairResult(passed=outcome.ok and not wrong, lossless=validation.lossless,
-                      accept_lengths=accepts, draft_format=outcome.bundle.record.draft.format,
-                      reason=reason)
+    return PairResult(
+        passed=outcome.ok and not wrong,
+        lossless=validation.lossless,
+        accept_lengths=accepts,
+        draft_format=outcome.bundle.record.draft.format,
+        reason=reason,
+    )
 
 
 @dataclass(frozen=True)
@@ -372,13 +430,19 @@ class CandidateResult:
         return not self.problems
 
 
-def try_candidate(proposal: ProfileProposal, base: Profile, current: Toolchain, *, root: Path,
-                  work: Path) -> CandidateResult:
+def try_candidate(
+    proposal: ProfileProposal, base: Profile, current: Toolchain, *, root: Path, work: Path
+) -> CandidateResult:
     """Build (or reuse) the candidate environment of one profile, probe it and run the tiny pair in it."""
     assert proposal.candidate is not None
-    candidate = Profile(name=f"candidate-{proposal.profile}", description=f"candidate of {proposal.profile}",
-                        requirements=tuple(f"{n}=={v}" for n, v in proposal.candidate.items()), torch=base.torch,
-                        uninstall=base.uninstall, model_types=base.model_types)
+    candidate = Profile(
+        name=f"candidate-{proposal.profile}",
+        description=f"candidate of {proposal.profile}",
+        requirements=tuple(f"{n}=={v}" for n, v in proposal.candidate.items()),
+        torch=base.torch,
+        uninstall=base.uninstall,
+        model_types=base.model_types,
+    )
     try:
         python = ensure_environment(candidate, root=root)
         found = probe(python, candidate.name, candidate.model_types)
@@ -393,18 +457,28 @@ def try_candidate(proposal: ProfileProposal, base: Profile, current: Toolchain, 
         bounds = _bounds_in(python, model_type)
         if bounds is not None and not bounds.allows(pin):
             problems.append(f"transformers {pin} is outside {model_type}'s {bounds.requirement()}")
-    pair = run_tiny_pair(Toolchain(found.toolchain.versions, found.toolchain.capabilities, candidate.name,
-                                   str(python)), work / proposal.profile)
+    pair = run_tiny_pair(
+        Toolchain(found.toolchain.versions, found.toolchain.capabilities, candidate.name, str(python)),
+        work / proposal.profile,
+    )
     if not pair.passed:
         problems.append(f"tiny oracle pair: {pair.reason}")
     return CandidateResult(proposal.profile, str(python.parent.parent), found, pair, tuple(problems))
 
 
 def _bounds_in(python: Path, model_type: str) -> Bounds | None:
-    code = ("import json, sys; from bot.profiles import transformers_bounds; b = transformers_bounds(sys.argv[1]); "
-            "print(json.dumps([b.minimum, b.maximum]))")
-    done = subprocess.run([str(python), "-c", code, model_type], capture_output=True, text=True, timeout=300,
-                          env=child_env(dict(os.environ), str(python)), check=False)
+    code = (
+        "import json, sys; from bot.profiles import transformers_bounds; b = transformers_bounds(sys.argv[1]); "
+        "print(json.dumps([b.minimum, b.maximum]))"
+    )
+    done = subprocess.run(
+        [str(python), "-c", code, model_type],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(dict(os.environ), str(python)),
+        check=False,
+    )
     if done.returncode != 0:
         return None
     low, high = json.loads(done.stdout.strip().splitlines()[-1])
@@ -412,6 +486,7 @@ def _bounds_in(python: Path, model_type: str) -> Bounds | None:
 
 
 # ---- the check ----
+
 
 @dataclass(frozen=True)
 class CheckReport:
@@ -444,17 +519,29 @@ class CheckReport:
         return "candidate passes" if self.passed else "candidate fails"
 
     def as_dict(self) -> dict:
-        return {"status": self.status, "newer": self.newer, "passed": self.passed,
-                "current": self.current.as_dict(),
-                "profiles": [asdict(p) | {"changes": {k: list(v) for k, v in p.changes.items()}}
-                             for p in self.proposals],
-                "candidates": [{"profile": r.profile, "environment": r.environment, "passed": r.passed,
-                                "problems": list(r.problems), "probe": r.probe.as_dict() if r.probe else None,
-                                "pair": asdict(r.pair) if r.pair else None} for r in self.results]}
+        return {
+            "status": self.status,
+            "newer": self.newer,
+            "passed": self.passed,
+            "current": self.current.as_dict(),
+            "profiles": [asdict(p) | {"changes": {k: list(v) for k, v in p.changes.items()}} for p in self.proposals],
+            "candidates": [
+                {
+                    "profile": r.profile,
+                    "environment": r.environment,
+                    "passed": r.passed,
+                    "problems": list(r.problems),
+                    "probe": r.probe.as_dict() if r.probe else None,
+                    "pair": asdict(r.pair) if r.pair else None,
+                }
+                for r in self.results
+            ],
+        }
 
 
-def check(profiles: ProfileSet | None = None, index: Index | None = None, *, build: bool = True,
-          root: Path | None = None) -> CheckReport:
+def check(
+    profiles: ProfileSet | None = None, index: Index | None = None, *, build: bool = True, root: Path | None = None
+) -> CheckReport:
     """Ask the index for newer releases and, for each profile whose pins would move, try the candidate.
 
     Args:
@@ -477,8 +564,15 @@ def check(profiles: ProfileSet | None = None, index: Index | None = None, *, bui
         if build:
             for proposal in proposals:
                 if proposal.changes:
-                    results.append(try_candidate(proposal, profiles.get(proposal.profile), installed,
-                                                 root=root or profiles_dir() / "candidates", work=work))
+                    results.append(
+                        try_candidate(
+                            proposal,
+                            profiles.get(proposal.profile),
+                            installed,
+                            root=root or profiles_dir() / "candidates",
+                            work=work,
+                        )
+                    )
         return CheckReport(proposals, current, results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -494,8 +588,15 @@ def table(report: CheckReport, *, markdown: bool = False) -> str:
             if name in STACK or changed:
                 rows.append((proposal.profile, name, proposal.current[name], new, changed))
         for model_type, (now, then) in proposal.bounds.items():
-            rows.append((proposal.profile, f"bounds {model_type}", now.replace("transformers ", ""),
-                         then.replace("transformers ", ""), "moved" if now != then else ""))
+            rows.append(
+                (
+                    proposal.profile,
+                    f"bounds {model_type}",
+                    now.replace("transformers ", ""),
+                    then.replace("transformers ", ""),
+                    "moved" if now != then else "",
+                )
+            )
         rows.append((proposal.profile, "transformers range", "", proposal.transformers_range, proposal.note or ""))
     by_profile = {r.profile: r for r in report.results}
     current_caps = ", ".join(sorted(report.current.toolchain.capabilities)) or "none"
@@ -508,15 +609,21 @@ def table(report: CheckReport, *, markdown: bool = False) -> str:
         rows.append((proposal.profile, "capabilities", current_caps, caps, ""))
         if result:
             pair = result.pair
-            rows.append((proposal.profile, "tiny oracle pair", "", (
-                f"lossless {pair.lossless}, accept {pair.accept_lengths}" if pair else "-"),
-                "pass" if result.passed else "FAIL: " + "; ".join(result.problems)))
+            rows.append(
+                (
+                    proposal.profile,
+                    "tiny oracle pair",
+                    "",
+                    (f"lossless {pair.lossless}, accept {pair.accept_lengths}" if pair else "-"),
+                    "pass" if result.passed else "FAIL: " + "; ".join(result.problems),
+                )
+            )
     if markdown:
         lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
         lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows[1:]]
         return "\n".join(lines) + f"\n\n**{report.status}**\n"
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in rows]
     return "\n".join(lines) + f"\n\n{report.status}\n"
 
 
@@ -562,4 +669,4 @@ def _repin(line: str, pins: Mapping[str, str]) -> str:
     wanted = {_canonical(n): v for n, v in pins.items()}.get(_canonical(match["name"]))
     if wanted is None or wanted == match["version"]:
         return line
-    return line[:match.start("version")] + wanted + line[match.end("version"):]
+    return line[: match.start("version")] + wanted + line[match.end("version") :]

@@ -79,20 +79,25 @@ class ValidationReport:
     @property
     def best_speedup(self) -> float:
         """The speed-up at the recommended num_assistant_tokens."""
-        return next((run.speedup for run in self.runs
-                     if run.num_assistant_tokens == self.recommended_num_assistant_tokens), 0.0)
+        return next(
+            (run.speedup for run in self.runs if run.num_assistant_tokens == self.recommended_num_assistant_tokens), 0.0
+        )
 
     def failed_gates(self) -> list[str]:
         failed = []
         if not self.lossless:
             first = self.mismatches[0]
-            failed.append(f"lossless gate: speculative output differs from plain greedy on {len(self.mismatches)} "
-                          f"prompt/k combination(s), first at prompt {first.prompt_index} "
-                          f"(k={first.num_assistant_tokens}) token {first.first_difference}")
+            failed.append(
+                f"lossless gate: speculative output differs from plain greedy on {len(self.mismatches)} "
+                f"prompt/k combination(s), first at prompt {first.prompt_index} "
+                f"(k={first.num_assistant_tokens}) token {first.first_difference}"
+            )
         if not self.acceptance_passed:
-            failed.append(f"acceptance gate: accept length {self.accept_length:.2f} at k="
-                          f"{self.recommended_num_assistant_tokens} is below the recipe's minimum "
-                          f"{self.min_accept_length:.2f}")
+            failed.append(
+                f"acceptance gate: accept length {self.accept_length:.2f} at k="
+                f"{self.recommended_num_assistant_tokens} is below the recipe's minimum "
+                f"{self.min_accept_length:.2f}"
+            )
         if not self.speedup_passed:
             failed.append(speedup_gate(self.best_speedup, self.min_speedup) or "speed-up gate")
         return failed
@@ -117,9 +122,17 @@ def aligned_new_tokens(max_new_tokens: int, k: int) -> int:
     return 1 + max(1, round((max_new_tokens - 1) / (k + 1))) * (k + 1)
 
 
-def validate_pair(target_dir: Path, draft_dir: Path, settings: ValidationSettings, *, work: Path,
-                  is_vlm: bool = False, python: str | None = None,
-                  memory_budget_bytes: int | None = None, baseline: Path | None = None) -> ValidationReport:
+def validate_pair(
+    target_dir: Path,
+    draft_dir: Path,
+    settings: ValidationSettings,
+    *,
+    work: Path,
+    is_vlm: bool = False,
+    python: str | None = None,
+    memory_budget_bytes: int | None = None,
+    baseline: Path | None = None,
+) -> ValidationReport:
     """Run the GenAI validation of one pair in a time-limited child process without Hub credentials.
 
     `is_vlm` runs it through `VLMPipeline`; `python` is the interpreter of the job's toolchain profile;
@@ -134,25 +147,43 @@ def validate_pair(target_dir: Path, draft_dir: Path, settings: ValidationSetting
     """
     out = work / "validation.json"
     writes = [work, baseline.parent] if baseline is not None else [work]  # the shared baseline has its own folder
-    cmd = [*sandboxed("validate", python, reads=[target_dir, draft_dir], writes=writes),
-           "--target", str(target_dir), "--draft", str(draft_dir), "--settings", settings.model_dump_json(), "--out", str(out)]
+    cmd = [
+        *sandboxed("validate", python, reads=[target_dir, draft_dir], writes=writes),
+        "--target",
+        str(target_dir),
+        "--draft",
+        str(draft_dir),
+        "--settings",
+        settings.model_dump_json(),
+        "--out",
+        str(out),
+    ]
     if is_vlm:
         cmd.append("--vlm")
     if baseline is not None:
         cmd += ["--baseline", str(baseline)]
-    run_logged(cmd, log_path=work / "validate.log", timeout_s=settings.timeout_s,
-               env=child_env(untrusted_env(home=work / "hf-home"), python), what="GenAI validation",
-               memory_budget_bytes=memory_budget_bytes)
+    run_logged(
+        cmd,
+        log_path=work / "validate.log",
+        timeout_s=settings.timeout_s,
+        env=child_env(untrusted_env(home=work / "hf-home"), python),
+        what="GenAI validation",
+        memory_budget_bytes=memory_budget_bytes,
+    )
     return ValidationReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
 
 
 # ---- everything below runs inside the child process ----
 
+
 def _exact_properties() -> dict:
     import openvino as ov
 
-    return {"KV_CACHE_PRECISION": ov.Type.f32, "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0,
-            "INFERENCE_PRECISION_HINT": ov.Type.f32}
+    return {
+        "KV_CACHE_PRECISION": ov.Type.f32,
+        "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0,
+        "INFERENCE_PRECISION_HINT": ov.Type.f32,
+    }
 
 
 def linear_attention_blocks(num_assistant_tokens: list[int]) -> int:
@@ -182,8 +213,9 @@ def generated_image(height: int = 64, width: int = 96):
     import openvino as ov
 
     y, x = np.mgrid[0:height, 0:width]
-    image = np.stack([x * 255 // max(width - 1, 1), y * 255 // max(height - 1, 1),
-                      ((x // 8 + y // 8) % 2) * 255], axis=-1).astype(np.uint8)
+    image = np.stack(
+        [x * 255 // max(width - 1, 1), y * 255 // max(height - 1, 1), ((x // 8 + y // 8) % 2) * 255], axis=-1
+    ).astype(np.uint8)
     return ov.Tensor(image)
 
 
@@ -201,21 +233,34 @@ def _generation_config(max_new_tokens: int, k: int | None):
 class _Pair:
     """A plain and a speculative pipeline over the same target, with one set of CPU properties."""
 
-    def __init__(self, target: Path, draft: Path, device: str, properties: dict, *, vlm: bool = False,
-                 linear_blocks: int | None = None):
+    def __init__(
+        self,
+        target: Path,
+        draft: Path,
+        device: str,
+        properties: dict,
+        *,
+        vlm: bool = False,
+        linear_blocks: int | None = None,
+    ):
         import openvino_genai as genai
 
         self.vlm = vlm
         pipeline = genai.VLMPipeline if vlm else genai.LLMPipeline
         self.plain = pipeline(str(target), device, scheduler_config=_scheduler(linear_blocks), **properties)
         self.speculative = pipeline(
-            str(target), device, draft_model=genai.draft_model(str(draft), device, **properties),
-            scheduler_config=_scheduler(linear_blocks), **properties)
+            str(target),
+            device,
+            draft_model=genai.draft_model(str(draft), device, **properties),
+            scheduler_config=_scheduler(linear_blocks),
+            **properties,
+        )
         if not vlm:
             tokenizer = self.plain.get_tokenizer()
             self._encode = lambda prompt: tokenizer.encode(
                 tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True),
-                add_special_tokens=False)
+                add_special_tokens=False,
+            )
 
     def tokens(self, prompt: str, max_new_tokens: int, k: int | None, image=None):
         pipe = self.plain if k is None else self.speculative
@@ -225,8 +270,9 @@ class _Pair:
             # VLMDecodedResults holds texts only: the token ids come through a streamer. The pipeline applies
             # the chat template and puts the image placeholder tokens in front of the prompt.
             collector = _token_collector()
-            result = pipe.generate(prompt, images=[image] if image is not None else [], generation_config=config,
-                                   streamer=collector)
+            result = pipe.generate(
+                prompt, images=[image] if image is not None else [], generation_config=config, streamer=collector
+            )
             tokens = collector.tokens
         else:
             result = pipe.generate(self._encode(prompt), config)
@@ -260,7 +306,7 @@ def _target_steps(metrics) -> int:
 
 
 def _first_difference(a: list[int], b: list[int]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def _load_baseline(baseline: Path | None, key: dict) -> dict | None:
@@ -271,8 +317,9 @@ def _load_baseline(baseline: Path | None, key: dict) -> dict | None:
     return data if data.get("key") == key else None
 
 
-def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, vlm: bool = False,
-                   baseline_file: Path | None = None) -> ValidationReport:
+def run_validation(
+    target: Path, draft: Path, settings: ValidationSettings, *, vlm: bool = False, baseline_file: Path | None = None
+) -> ValidationReport:
     """The gates and the sweep, in this process (called by the child).
 
     For a VLM target the lossless gate runs the text prompts and, in addition, the first prompt with a generated
@@ -291,8 +338,11 @@ def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, v
         cases.append((settings.prompts[0], generated_image()))
     mismatches: list[Mismatch] = []
     exact = _Pair(target, draft, settings.device, _exact_properties(), vlm=vlm, linear_blocks=linear_blocks)
-    expected_by_case = known["expected"] if known else [
-        exact.tokens(prompt, settings.max_new_tokens, None, image)[0] for prompt, image in cases]
+    expected_by_case = (
+        known["expected"]
+        if known
+        else [exact.tokens(prompt, settings.max_new_tokens, None, image)[0] for prompt, image in cases]
+    )
     for k in settings.num_assistant_tokens:
         for index, (prompt, image) in enumerate(cases):
             got, _, _ = exact.tokens(prompt, settings.max_new_tokens, k, image)
@@ -302,15 +352,17 @@ def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, v
 
     default = _Pair(target, draft, settings.device, {}, vlm=vlm, linear_blocks=linear_blocks)
     plain_seconds_by_case: dict[tuple[str, int], float] = {
-        (prompt, new_tokens): seconds for prompt, new_tokens, seconds in (known or {}).get("plain_seconds", [])}
+        (prompt, new_tokens): seconds for prompt, new_tokens, seconds in (known or {}).get("plain_seconds", [])
+    }
 
     def plain_best(prompt: str, new_tokens: int) -> float:
         """Plain greedy speed does not depend on k: measured once per prompt and length, after a warm-up."""
         key = (prompt, new_tokens)
         if key not in plain_seconds_by_case:
             default.tokens(prompt, new_tokens, None)
-            plain_seconds_by_case[key] = min(default.tokens(prompt, new_tokens, None)[1]
-                                             for _ in range(settings.repeats))
+            plain_seconds_by_case[key] = min(
+                default.tokens(prompt, new_tokens, None)[1] for _ in range(settings.repeats)
+            )
         return plain_seconds_by_case[key]
 
     runs = []
@@ -334,25 +386,49 @@ def run_validation(target: Path, draft: Path, settings: ValidationSettings, *, v
             plain_seconds += best_plain
         tokens_per_s = generated / spec_seconds
         baseline = generated / plain_seconds
-        runs.append(SpeedRun(num_assistant_tokens=k, max_new_tokens=new_tokens,
-                             accept_length=round(committed / max(steps, 1), 3), tokens_per_s=round(tokens_per_s, 2),
-                             baseline_tokens_per_s=round(baseline, 2), speedup=round(tokens_per_s / baseline, 3)))
+        runs.append(
+            SpeedRun(
+                num_assistant_tokens=k,
+                max_new_tokens=new_tokens,
+                accept_length=round(committed / max(steps, 1), 3),
+                tokens_per_s=round(tokens_per_s, 2),
+                baseline_tokens_per_s=round(baseline, 2),
+                speedup=round(tokens_per_s / baseline, 3),
+            )
+        )
     if baseline_file is not None and known is None:
-        baseline_file.write_text(json.dumps({"key": key, "expected": expected_by_case, "plain_seconds": [
-            [prompt, new_tokens, seconds] for (prompt, new_tokens), seconds in plain_seconds_by_case.items()]}),
-            encoding="utf-8")
+        baseline_file.write_text(
+            json.dumps(
+                {
+                    "key": key,
+                    "expected": expected_by_case,
+                    "plain_seconds": [
+                        [prompt, new_tokens, seconds] for (prompt, new_tokens), seconds in plain_seconds_by_case.items()
+                    ],
+                }
+            ),
+            encoding="utf-8",
+        )
     best = max(runs, key=lambda run: run.tokens_per_s)
     cores = os.cpu_count()
     return ValidationReport(
-        lossless=not mismatches, mismatches=mismatches, prompts=list(settings.prompts), runs=runs,
-        recommended_num_assistant_tokens=best.num_assistant_tokens, accept_length=best.accept_length,
+        lossless=not mismatches,
+        mismatches=mismatches,
+        prompts=list(settings.prompts),
+        runs=runs,
+        recommended_num_assistant_tokens=best.num_assistant_tokens,
+        accept_length=best.accept_length,
         min_accept_length=settings.min_accept_length,
-        acceptance_passed=best.accept_length >= settings.min_accept_length, device=settings.device,
+        acceptance_passed=best.accept_length >= settings.min_accept_length,
+        device=settings.device,
         hardware=str(ov.Core().get_property(settings.device, "FULL_DEVICE_NAME")),
-        pipeline="VLMPipeline" if vlm else "LLMPipeline", image_prompts=1 if vlm else 0,
-        num_linear_attention_blocks=linear_blocks, cores=cores,
+        pipeline="VLMPipeline" if vlm else "LLMPipeline",
+        image_prompts=1 if vlm else 0,
+        num_linear_attention_blocks=linear_blocks,
+        cores=cores,
         speedup_note=no_speedup_note([run.speedup for run in runs], device=settings.device, cores=cores),
-        min_speedup=settings.min_speedup, speedup_passed=speedup_gate(best.speedup, settings.min_speedup) is None,
+        min_speedup=settings.min_speedup,
+        speedup_passed=speedup_gate(best.speedup, settings.min_speedup) is None,
     )
 
 

@@ -48,32 +48,54 @@ def per_row_support(library: Path | None = None) -> RuntimeSupport:
         return RuntimeSupport(False, "not installed", "openvino-genai is not installed")
     if library is None:
         spec = importlib.util.find_spec("openvino_genai")
-        folder = Path(list(spec.submodule_search_locations)[0]) if spec and spec.submodule_search_locations else None
-        found = sorted(folder.glob("libopenvino_genai.so*")) + sorted(folder.glob("openvino_genai*.dll")) \
-            if folder else []
+        folder = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+        found = (
+            sorted(folder.glob("libopenvino_genai.so*")) + sorted(folder.glob("openvino_genai*.dll")) if folder else []
+        )
         library = found[0] if found else None
     if library is None or not library.is_file():
         return RuntimeSupport(False, version, f"openvino-genai {version}: its library was not found to inspect")
     if PER_ROW_MARKER in library.read_bytes():
-        return RuntimeSupport(True, version, f"openvino-genai {version} reads dflash/candidate_position_offset: "
-                                             "per-row drafts run through continuous batching")
-    return RuntimeSupport(False, version, (
-        f"openvino-genai {version} has no per-row DFlash support: its library never reads the per-row rt_info key "
-        "dflash/candidate_position_offset, and its DFlash path is the single-request stateful proof of concept "
-        "(one active request, batch 1); per-row drafts need openvino.genai PR #4790 in a release"))
+        return RuntimeSupport(
+            True,
+            version,
+            f"openvino-genai {version} reads dflash/candidate_position_offset: "
+            "per-row drafts run through continuous batching",
+        )
+    return RuntimeSupport(
+        False,
+        version,
+        (
+            f"openvino-genai {version} has no per-row DFlash support: its library never reads the per-row rt_info key "
+            "dflash/candidate_position_offset, and its DFlash path is the single-request stateful proof of concept "
+            "(one active request, batch 1); per-row drafts need openvino.genai PR #4790 in a release"
+        ),
+    )
 
 
 def per_row_support_in(python: str | None) -> RuntimeSupport:
     """`per_row_support()` as seen by another environment's python (a toolchain profile's); None: this one."""
     if python is None or Path(python) == Path(sys.executable):
         return per_row_support()
-    code = ("import dataclasses, json; from bot.validate_per_row import per_row_support; "
-            "print(json.dumps(dataclasses.asdict(per_row_support())))")
-    done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, check=False,
-                          env=child_env(untrusted_env(), python))
+    code = (
+        "import dataclasses, json; from bot.validate_per_row import per_row_support; "
+        "print(json.dumps(dataclasses.asdict(per_row_support())))"
+    )
+    done = subprocess.run(
+        [python, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=child_env(untrusted_env(), python),
+    )
     if done.returncode != 0:
-        return RuntimeSupport(False, "unknown", f"GenAI per-row support could not be detected with {python}: "
-                                                f"{(done.stderr.strip().splitlines() or ['(no output)'])[-1][:300]}")
+        return RuntimeSupport(
+            False,
+            "unknown",
+            f"GenAI per-row support could not be detected with {python}: "
+            f"{(done.stderr.strip().splitlines() or ['(no output)'])[-1][:300]}",
+        )
     return RuntimeSupport(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -100,9 +122,16 @@ class PerRowValidation:
         return asdict(self)
 
 
-def validate_per_row_pair(target_dir: Path, draft_dir: Path, settings: ValidationSettings, *, work: Path,
-                          python: str | None = None, requests: int = CONCURRENT_REQUESTS,
-                          support: RuntimeSupport | None = None) -> PerRowValidation:
+def validate_per_row_pair(
+    target_dir: Path,
+    draft_dir: Path,
+    settings: ValidationSettings,
+    *,
+    work: Path,
+    python: str | None = None,
+    requests: int = CONCURRENT_REQUESTS,
+    support: RuntimeSupport | None = None,
+) -> PerRowValidation:
     """Serve `requests` concurrent requests with the per-row pair and compare each with plain greedy.
 
     Args:
@@ -121,16 +150,33 @@ def validate_per_row_pair(target_dir: Path, draft_dir: Path, settings: Validatio
     if not support.supported:
         raise Skip(support.reason, stage="validate")
     out = work / "validation-per-row.json"
-    cmd = [*sandboxed("validate-per-row", python, reads=[target_dir, draft_dir], writes=[work]),
-           "--target", str(target_dir), "--draft", str(draft_dir), "--settings", settings.model_dump_json(), "--requests", str(requests), "--out", str(out)]
-    run_logged(cmd, log_path=work / "validate-per-row.log", timeout_s=settings.timeout_s,
-               env=child_env(untrusted_env(home=work / "hf-home"), python), what="GenAI per-row validation")
+    cmd = [
+        *sandboxed("validate-per-row", python, reads=[target_dir, draft_dir], writes=[work]),
+        "--target",
+        str(target_dir),
+        "--draft",
+        str(draft_dir),
+        "--settings",
+        settings.model_dump_json(),
+        "--requests",
+        str(requests),
+        "--out",
+        str(out),
+    ]
+    run_logged(
+        cmd,
+        log_path=work / "validate-per-row.log",
+        timeout_s=settings.timeout_s,
+        env=child_env(untrusted_env(home=work / "hf-home"), python),
+        what="GenAI per-row validation",
+    )
     data = json.loads(out.read_text(encoding="utf-8"))
     data["results"] = [RequestResult(**r) for r in data["results"]]
     return PerRowValidation(**data)
 
 
 # ---- below runs inside the child process ----
+
 
 def run_concurrent(target: Path, draft: Path, settings: ValidationSettings, requests: int) -> PerRowValidation:
     """Plain greedy, then the speculative pipeline, each serving all requests together (in this process)."""
@@ -140,29 +186,50 @@ def run_concurrent(target: Path, draft: Path, settings: ValidationSettings, requ
 
     tokenizer = genai.Tokenizer(str(target))
     prompts = [settings.prompts[i % len(settings.prompts)] for i in range(requests)]
-    inputs = [tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": p}],
-                                                             add_generation_prompt=True),
-                               add_special_tokens=False).input_ids for p in prompts]
+    inputs = [
+        tokenizer.encode(
+            tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True),
+            add_special_tokens=False,
+        ).input_ids
+        for p in prompts
+    ]
     k = settings.num_assistant_tokens[0]
     properties = _exact_properties()
     plain = genai.ContinuousBatchingPipeline(str(target), _scheduler(), settings.device, properties)
-    expected = [list(r.m_generation_ids[0]) for r in
-                plain.generate(inputs, [_generation_config(settings.max_new_tokens, None)] * requests)]
+    expected = [
+        list(r.m_generation_ids[0])
+        for r in plain.generate(inputs, [_generation_config(settings.max_new_tokens, None)] * requests)
+    ]
     del plain
     speculative = genai.ContinuousBatchingPipeline(
-        str(target), _scheduler(), settings.device,
-        {**properties, "draft_model": genai.draft_model(str(draft), settings.device, **properties)})
+        str(target),
+        _scheduler(),
+        settings.device,
+        {**properties, "draft_model": genai.draft_model(str(draft), settings.device, **properties)},
+    )
     # generate() adds every request before the first step: all of them are in flight together.
-    got = [list(r.m_generation_ids[0]) for r in
-           speculative.generate(inputs, [_generation_config(settings.max_new_tokens, k)] * requests)]
+    got = [
+        list(r.m_generation_ids[0])
+        for r in speculative.generate(inputs, [_generation_config(settings.max_new_tokens, k)] * requests)
+    ]
     results = []
-    for index, (want, have) in enumerate(zip(expected, got)):
+    for index, (want, have) in enumerate(zip(expected, got, strict=False)):
         same = want == have
-        first = None if same else next((i for i, (a, b) in enumerate(zip(want, have)) if a != b),
-                                       min(len(want), len(have)))
+        first = (
+            None
+            if same
+            else next(
+                (i for i, (a, b) in enumerate(zip(want, have, strict=False)) if a != b), min(len(want), len(have))
+            )
+        )
         results.append(RequestResult(index % len(settings.prompts), len(have), same, first))
-    return PerRowValidation(requests=requests, num_assistant_tokens=k, lossless=all(r.matches_greedy for r in results),
-                            results=results, genai=importlib.metadata.version("openvino-genai"))
+    return PerRowValidation(
+        requests=requests,
+        num_assistant_tokens=k,
+        lossless=all(r.matches_greedy for r in results),
+        results=results,
+        genai=importlib.metadata.version("openvino-genai"),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,8 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=CONCURRENT_REQUESTS)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    report = run_concurrent(args.target, args.draft, ValidationSettings.model_validate_json(args.settings),
-                            args.requests)
+    report = run_concurrent(
+        args.target, args.draft, ValidationSettings.model_validate_json(args.settings), args.requests
+    )
     args.out.write_text(json.dumps(asdict(report), indent=2), encoding="utf-8")
     return 0
 

@@ -44,9 +44,15 @@ class FormatResult:
     def from_validation(cls, weight_format: str, report: ValidationReport, ir_dir: Path) -> FormatResult:
         """The figures of one format's `validate_pair` report and its exported IR folder."""
         best = next(run for run in report.runs if run.num_assistant_tokens == report.recommended_num_assistant_tokens)
-        return cls(weight_format=weight_format, lossless=report.lossless, acceptance_passed=report.acceptance_passed,
-                   accept_length=best.accept_length, num_assistant_tokens=best.num_assistant_tokens,
-                   speedup=best.speedup, ir_bytes=(ir_dir / "openvino_model.bin").stat().st_size)
+        return cls(
+            weight_format=weight_format,
+            lossless=report.lossless,
+            acceptance_passed=report.acceptance_passed,
+            accept_length=best.accept_length,
+            num_assistant_tokens=best.num_assistant_tokens,
+            speedup=best.speedup,
+            ir_bytes=(ir_dir / "openvino_model.bin").stat().st_size,
+        )
 
 
 @dataclass(frozen=True)
@@ -78,8 +84,10 @@ def choose_draft_format(results: list[FormatResult]) -> FormatChoice:
     tied = [r for r in pool if r.speedup >= fastest * (1 - TIE_TOLERANCE)]
     chosen = min(tied, key=lambda r: (r.ir_bytes, -r.speedup))
     others = [r for r in results if r is not chosen]
-    reason = (f"{chosen.weight_format}: speed-up ×{chosen.speedup:.2f} at num_assistant_tokens="
-              f"{chosen.num_assistant_tokens} (accept length {chosen.accept_length:.2f})")
+    reason = (
+        f"{chosen.weight_format}: speed-up ×{chosen.speedup:.2f} at num_assistant_tokens="
+        f"{chosen.num_assistant_tokens} (accept length {chosen.accept_length:.2f})"
+    )
     if len(tied) > 1:
         rivals = ", ".join(f"{r.weight_format} ×{r.speedup:.2f}" for r in tied if r is not chosen)
         reason += f", within {TIE_TOLERANCE:.0%} of {rivals}; the smaller file wins the tie"
