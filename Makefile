@@ -34,11 +34,16 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-# Workflow lint, all offline: actionlint (with the pinned shellcheck, so CI and laptops agree), zizmor's security
+# Code lint: ruff (lint and format) and mypy on bot/, and the committed JSON Schema of openvino_export.json against
+# the models it is generated from. Workflow lint, all offline: actionlint (with the pinned shellcheck, so CI and laptops agree), zizmor's security
 # audits of the workflows and the Dependabot config (no findings allowed), and the SchemaStore workflow and
 # Dependabot schemas.
 WORKFLOWS := $(wildcard .github/workflows/*.yml)
 lint: $(STAMP)
+	$(VENV)/bin/ruff check bot
+	$(VENV)/bin/ruff format --check bot
+	$(VENV)/bin/mypy
+	$(PY) -m bot.record --check
 	$(VENV)/bin/actionlint -shellcheck=$(VENV)/bin/shellcheck $(WORKFLOWS)
 	$(VENV)/bin/zizmor --offline --no-progress .github
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)

@@ -161,7 +161,9 @@ def build_group(
         schedule = plan_schedule(drafts, recipe, scratch)
         with measure(scratch) as whole:
             outcomes = _build_group(target, drafts, recipe, toolchain, scratch, schedule)
-        return [_with_total(outcome, whole.result) for outcome in outcomes]
+        total = whole.result
+        assert total is not None  # set when the measured block ends
+        return [_with_total(outcome, total) for outcome in outcomes]
     finally:
         if not keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -258,7 +260,7 @@ def _build_group(
         for index, pair in verified.items():
             draft = drafts[index]
             draft_src = safe_copy(draft.checkout.path, scratch / "src" / f"draft-{index}", subject=draft.checkout.name)
-            draft_futures = {}
+            draft_futures: dict[str, Future[ExportResult]] = {}
             for fmt in formats:  # each weight format of the draft (the recipe's draft_weight_formats)
                 request = ExportRequest(
                     "draft",

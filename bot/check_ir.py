@@ -12,6 +12,7 @@ import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bot.checkpoints import DraftSpec, TargetSpec
 from bot.errors import Failure
@@ -306,7 +307,7 @@ def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
             outputs=outputs,
             mask_token_id=mask_token_id,
             target_layer_ids=layer_ids,
-            candidate_position_offset=int(offset),
+            candidate_position_offset=int(offset) if offset is not None else None,
             paged_attention=report.paged_attention,
             quantization=quantization_parameters(rt_info),
             rules=report.rules,
@@ -412,7 +413,8 @@ class PerRowReport:
 
 def is_per_row(inputs: tuple[str, ...] | set[str], rt_info: dict) -> bool:
     """A per-row draft has the `token_type_ids` input or the per-row rt_info key (a broken one may lack one)."""
-    dflash = rt_info.get("dflash") if isinstance(rt_info.get("dflash"), dict) else {}
+    raw_dflash = rt_info.get("dflash")
+    dflash: dict = raw_dflash if isinstance(raw_dflash, dict) else {}
     return ("token_type_ids" in inputs and {"inputs_embeds", "hidden_states"} <= set(inputs)) or (
         "candidate_position_offset" in dflash
     )
@@ -488,7 +490,7 @@ def check_per_row(model_path: Path, layout: DraftLayout | None) -> PerRowReport:
             else f"token_type_ids reaches all {len(ops)} PagedAttention ops",
         )
     )
-    windows = tuple(_constant_int(op.input_value(_PA_SLIDING_WINDOW)) for op in ops)
+    windows = tuple(_window(op) for op in ops)
     if layout is None:
         rules.append(
             RuleResult(
@@ -524,7 +526,8 @@ def _input_rule(inputs: set[str], outputs: set[str]) -> RuleResult:
 
 
 def _rt_info_rule(rt_info: dict) -> RuleResult:
-    dflash = rt_info.get("dflash") if isinstance(rt_info.get("dflash"), dict) else {}
+    raw_dflash = rt_info.get("dflash")
+    dflash: dict = raw_dflash if isinstance(raw_dflash, dict) else {}
     problems = [] if str(rt_info.get("dflash_mode", "")).lower() == "true" else ["dflash_mode is not True"]
     problems += [f"missing dflash/{key}" for key in PER_ROW_RT_INFO if key not in dflash]
     offset = dflash.get("candidate_position_offset")
@@ -549,6 +552,12 @@ def _reads_parameter(op, name: str) -> bool:
         if node.get_type_name() == "Parameter" and name in node.get_output_tensor(0).get_names():
             return True
     return False
+
+
+def _window(op) -> int:
+    """A PagedAttention op's sliding window; -1 when it is not a constant (never equal to an expected window)."""
+    value = _constant_int(op.input_value(_PA_SLIDING_WINDOW))
+    return -1 if value is None else value
 
 
 def _constant_int(output) -> int | None:
@@ -576,7 +585,7 @@ def inspect_folder(ir_dir: Path) -> dict:
     model = ov.Core().read_model(path)
     inputs = tuple(sorted(i.get_any_name() for i in model.inputs))
     rt_info = read_rt_info(model)
-    record = {
+    record: dict[str, Any] = {
         "path": str(path),
         "inputs": list(inputs),
         "outputs": sorted(o.get_any_name() for o in model.outputs),
@@ -631,7 +640,8 @@ def inspect_folder(ir_dir: Path) -> dict:
 
 
 def _stateful_rt_info_rule(rt_info: dict) -> RuleResult:
-    dflash = rt_info.get("dflash") if isinstance(rt_info.get("dflash"), dict) else {}
+    raw_dflash = rt_info.get("dflash")
+    dflash: dict = raw_dflash if isinstance(raw_dflash, dict) else {}
     missing = [f"dflash/{k}" for k in ("mask_token_id", "target_layer_ids") if k not in dflash]
     return RuleResult(
         "rt_info",

@@ -153,7 +153,8 @@ def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
         isinstance(dflash_config, dict) and dflash_config.get("projector_type") == "dspark"
     ):
         nested = isinstance(dflash_config, dict) and "mask_token_id" in dflash_config
-        fields, at = (dflash_config, "dflash_config.") if nested else (config, "")
+        fields: dict = dflash_config if nested and isinstance(dflash_config, dict) else config
+        at = "dflash_config." if nested else ""
         return DraftSpec(
             kind="dspark",
             architecture=architecture or "DSparkDraftModel",

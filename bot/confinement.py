@@ -174,7 +174,7 @@ def start_builder(argv: Sequence[str], *, env: Mapping[str, str] | None = None, 
     """
     use_namespaces = "namespaces" in wanted_layers(env) and _namespaces_work(BUILDER_PREFIX)[0]
     prefix = list(BUILDER_PREFIX) if use_namespaces else []
-    return subprocess.Popen([*prefix, *argv], env=builder_env(env), close_fds=True, start_new_session=True, **popen)  # type: ignore[arg-type]
+    return subprocess.Popen([*prefix, *argv], env=builder_env(env), close_fds=True, start_new_session=True, **popen)  # type: ignore[call-overload]
 
 
 def _set_dumpable(dumpable: bool) -> None:

@@ -19,6 +19,7 @@ The hand-off files are typed records (`MatrixPlan`, `BuildOutcomeFile`) parsed w
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import tempfile
@@ -350,7 +351,7 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
     )
     for source in planned.card_refresh if planned else []:
         with log.group(f"refresh cards of {source}"):
-            guard(report, source, None, lambda source=source: _card_refresh(report, state, writer, recipe, source))
+            guard(report, source, None, functools.partial(_card_refresh, report, state, writer, recipe, source))
     if planned is not None:
         groups = [(entry.jobs, (bundles / entry.artifact) if bundles else None) for entry in planned.entries]
     else:
@@ -362,7 +363,7 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
                 guard_group(
                     report,
                     [job for job, _ in ready],
-                    lambda ready=ready: publish_jobs(report, writer, recipe, ready, state),
+                    functools.partial(publish_jobs, report, writer, recipe, ready, state),
                 )
     if planned is not None:  # the status page needs the plan's view of every listed source
         state.memory = load_memory(

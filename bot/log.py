@@ -28,7 +28,7 @@ def setup(verbose: bool = False, *, on_actions: bool = False) -> logging.Logger:
     """
     _state["on_actions"] = on_actions
     with contextlib.suppress(AttributeError, ValueError):
-        sys.stdout.reconfigure(line_buffering=True)
+        getattr(sys.stdout, "reconfigure", lambda **_: None)(line_buffering=True)
     logger = logging.getLogger(_LOGGER_NAME)
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)

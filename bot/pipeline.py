@@ -8,6 +8,7 @@ read token and publishes with the write token, and never loads a checkpoint itse
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -149,8 +150,8 @@ def plan_run(
                 report,
                 listing.repo_id,
                 listing.sha,
-                lambda listing=listing: _plan_one(
-                    reader, recipe, options, listing, card_fp, context, report, state, decisions, jobs
+                functools.partial(
+                    _plan_one, reader, recipe, options, listing, card_fp, context, report, state, decisions, jobs
                 ),
             )
     return decisions, jobs
@@ -273,9 +274,7 @@ def run(
                 report,
                 decision.listing.repo_id,
                 decision.listing.sha,
-                lambda published=published, decision=decision: _refresh(
-                    report, state, writer, recipe, decision.listing, published
-                ),
+                functools.partial(_refresh, report, state, writer, recipe, decision.listing, published),
             )
 
     if options.work is not None:

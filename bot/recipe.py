@@ -23,6 +23,8 @@ from bot.naming import template_parts, validate_repo_id
 DEFAULT_RECIPE = Path(__file__).resolve().parent.parent / "workflows" / "dflash.yaml"
 
 DraftKind = Literal["dflash", "dflash-other-base", "dflash2", "dspark", "unknown"]
+TargetRule = Literal["map", "card_metadata", "card_text", "repo_name"]
+WeightFormat = Literal["int4", "int8"]
 
 
 class _Strict(BaseModel):
@@ -43,7 +45,7 @@ class WatchRules(_Strict):
     sources: list[SourceQuery] = Field(
         default_factory=lambda: [SourceQuery(author="z-lab", search="DFlash")], min_length=1
     )
-    kinds: list[DraftKind] = Field(default_factory=lambda: ["dflash"], description="kinds to build")
+    kinds: list[DraftKind] = Field(default_factory=lambda: list[DraftKind](["dflash"]), description="kinds to build")
     exclude: list[str] = Field(default_factory=list, description="repo ids never to build")
     max_candidates: int = Field(200, ge=1)
     max_checkpoint_bytes: int = Field(40 * 1024**3, ge=1, description="draft + target safetensors bytes")
@@ -64,8 +66,8 @@ class WatchRules(_Strict):
 class TargetRules(_Strict):
     """How a draft's target is found: the draft config does not name it (DESIGN §4)."""
 
-    order: list[Literal["map", "card_metadata", "card_text", "repo_name"]] = Field(
-        default_factory=lambda: ["map", "card_metadata", "card_text", "repo_name"]
+    order: list[TargetRule] = Field(
+        default_factory=lambda: list[TargetRule](["map", "card_metadata", "card_text", "repo_name"])
     )
     map: dict[str, str] = Field(default_factory=dict, description="draft repo id -> target repo id")
     default_namespace: str = Field("Qwen", description="namespace for targets inferred from a repo name")
@@ -85,8 +87,8 @@ class ExportSettings(_Strict):
     group_size_fallback: Literal["error", "ignore", "adjust"] = "adjust"
     backup_precision: Literal["none", "int8_sym", "int8_asym"] | None = None
     timeout_s: int = Field(3600, ge=1)
-    draft_weight_formats: list[Literal["int4", "int8"]] = Field(
-        default_factory=lambda: ["int4", "int8"],
+    draft_weight_formats: list[WeightFormat] = Field(
+        default_factory=lambda: list[WeightFormat](["int4", "int8"]),
         min_length=1,
         description="draft exported, gated and measured in each; the best measured speed-up is published",
     )
@@ -160,7 +162,7 @@ class PublishSettings(_Strict):
     def _one_name_field(cls, template: str, info: ValidationInfo) -> str:
         prefix, suffix = template_parts(template, "source_name" if info.field_name == "draft_name" else "target_name")
         try:
-            validate_repo_id(f"namespace/{prefix}x{suffix}", what=info.field_name)
+            validate_repo_id(f"namespace/{prefix}x{suffix}", what=str(info.field_name))
         except Skip as skip:
             raise ValueError(f"{template!r} does not make valid repo names ({skip.message})") from None
         return template

@@ -183,14 +183,19 @@ def entries_for(
         outcomes: the run's outcomes of examined sources (not of those reported from memory).
         published: source -> (build record, repos) for every source the run published or found up to date.
     """
-    fingerprints = {"toolchain_fp": memory.toolchain_fp, "recipe_fp": memory.recipe_fp, "now": memory.now}
     entries = []
     for outcome in outcomes:
         if outcome.status in (Status.PUBLISHED, Status.UP_TO_DATE) and outcome.source in published:
             built, repos = published[outcome.source]
             entries.append(
                 published_entry(
-                    built, draft_repo=repos.draft, target_repo=repos.target, card_fp=memory.card_fp, **fingerprints
+                    built,
+                    draft_repo=repos.draft,
+                    target_repo=repos.target,
+                    card_fp=memory.card_fp,
+                    toolchain_fp=memory.toolchain_fp,
+                    recipe_fp=memory.recipe_fp,
+                    now=memory.now,
                 )
             )
         elif outcome.status in (Status.SKIPPED, Status.FAILED):
@@ -203,7 +208,9 @@ def entries_for(
                     outcome.reason,
                     stage=outcome.stage,
                     previous=previous,
-                    **fingerprints,
+                    toolchain_fp=memory.toolchain_fp,
+                    recipe_fp=memory.recipe_fp,
+                    now=memory.now,
                 )
             )
     return entries

@@ -73,7 +73,7 @@ def _draft_architectures(exporter_dir: Path) -> set[str]:
             and any(isinstance(t, ast.Name) and t.id == "_CUSTOM_DRAFT_MODEL_MAP" for t in node.targets)
             and isinstance(node.value, ast.Dict)
         ):
-            return {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+            return {str(k.value) for k in node.value.keys if isinstance(k, ast.Constant)}
     return set()
 
 

@@ -73,17 +73,17 @@ def choose_draft_format(results: list[FormatResult]) -> FormatChoice:
     Formats that also passed the acceptance gate come before those that did not; speed-ups within
     `TIE_TOLERANCE` of the best are a tie, which the smaller IR wins.
     """
-    results = tuple(results)
-    eligible = [r for r in results if r.lossless]
+    measured = tuple(results)
+    eligible = [r for r in measured if r.lossless]
     if not eligible:
-        failed = ", ".join(r.weight_format for r in results) or "none measured"
-        return FormatChoice(None, f"no draft format passed the lossless gate ({failed})", results)
+        failed = ", ".join(r.weight_format for r in measured) or "none measured"
+        return FormatChoice(None, f"no draft format passed the lossless gate ({failed})", measured)
     accepted = [r for r in eligible if r.acceptance_passed]
     pool = accepted or eligible
     fastest = max(r.speedup for r in pool)
     tied = [r for r in pool if r.speedup >= fastest * (1 - TIE_TOLERANCE)]
     chosen = min(tied, key=lambda r: (r.ir_bytes, -r.speedup))
-    others = [r for r in results if r is not chosen]
+    others = [r for r in measured if r is not chosen]
     reason = (
         f"{chosen.weight_format}: speed-up ×{chosen.speedup:.2f} at num_assistant_tokens="
         f"{chosen.num_assistant_tokens} (accept length {chosen.accept_length:.2f})"
@@ -95,7 +95,7 @@ def choose_draft_format(results: list[FormatResult]) -> FormatChoice:
         reason += ", ahead of " + ", ".join(_why_not(r, accepted) for r in others)
     if not accepted:
         reason += "; no format passed the acceptance gate"
-    return FormatChoice(chosen.weight_format, reason, results)
+    return FormatChoice(chosen.weight_format, reason, measured)
 
 
 def _why_not(result: FormatResult, accepted: list[FormatResult]) -> str:
