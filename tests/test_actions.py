@@ -344,24 +344,30 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     planned = plan_matrix(reader, RECIPE, RunOptions(force=True))
     (entry,) = planned.entries
     assert sorted(job.source for job in entry.jobs) == sorted([demo.DRAFT_REPO, copy])
-    # A runner class that takes one draft with the target but not both: the group is split, one entry per draft,
-    # and over the entry limit the second is deferred.
-    job = entry.jobs[0]
-    single = choose_runner(job.draft_bytes, job.target_bytes, RECIPE.runners)[1]
-    both = choose_runner(sum(j.draft_bytes for j in entry.jobs), job.target_bytes, RECIPE.runners)[1]
+
+
+def test_a_group_no_runner_class_takes_whole_is_split_one_entry_per_draft():
+    """Real sizes: a Qwen3-4B-class target with two 1 GB drafts; a class that takes the target with one draft but
+    not with both gets one entry per draft (each still one target export), and a smaller class none."""
+    from bot.fanout import _fit, _group_bytes
+
+    def job(index: int) -> BuildJob:
+        return BuildJob(source=f"z-lab/A-DFlash-{index}", revision="a" * 40, target="Qwen/A", target_revision="b" * 40,
+                        kind="dflash", format="stateful", target_model_type="qwen3", target_is_vlm=False,
+                        draft_bytes=10**9, target_bytes=8 * 10**9, profile="default", draft_files=(),
+                        target_files=(), download_bytes=9 * 10**9, reasons=("new",), draft_repo=f"ns/A-{index}",
+                        target_repo="ns/A")
+
+    group = [job(0), job(1)]
+    single = choose_runner(*_group_bytes(group[:1]), RECIPE.runners)[1]
+    both = choose_runner(*_group_bytes(group), RECIPE.runners)[1]
     assert both.peak_disk_bytes > single.peak_disk_bytes  # every draft's IR and export scratch take disk
-    narrow = RECIPE.model_copy(update={"runners": RECIPE.runners.model_copy(update={"max_entries": 1, "classes": [
-        RECIPE.runners.classes[0].model_copy(update={
-            "name": "narrow", "max_memory_bytes": max(single.peak_memory_bytes, both.peak_memory_bytes),
-            "max_disk_bytes": single.peak_disk_bytes})]})})
-    planned = plan_matrix(reader, narrow, RunOptions(force=True))
-    assert len(planned.entries) == 1 and len(planned.entries[0].jobs) == 1 and len(planned.matrix()["include"]) == 1
-    (deferred,) = planned.report.deferred
-    outcome = {o.source: o for o in planned.report.outcomes}[deferred]
-    assert outcome.status == "deferred" and "next run" in outcome.reason
-    dry = plan_matrix(reader, narrow, RunOptions(force=True, dry_run=True))
-    assert dry.matrix() == {"include": []} and len(dry.entries) == 1  # a dry run hands nothing on
-    assert "planned" in {o.status for o in dry.report.outcomes}
+    fits_one = RECIPE.runners.model_copy(update={"classes": [RECIPE.runners.classes[0].model_copy(update={
+        "max_memory_bytes": single.peak_memory_bytes, "max_disk_bytes": single.peak_disk_bytes})]})
+    assert choose_runner(*_group_bytes(group), fits_one)[0] is None
+    assert _fit(group, fits_one) == [[group[0]], [group[1]]]
+    assert _fit(group, RECIPE.runners.model_copy(update={"classes": [RECIPE.runners.classes[0].model_copy(
+        update={"max_memory_bytes": 10**12, "max_disk_bytes": 10**13})]})) == [group]
 
 
 def test_watch_workflow_keeps_the_trust_boundary(repo_root):
