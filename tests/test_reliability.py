@@ -477,6 +477,68 @@ def test_a_publisher_killed_between_the_target_and_the_draft_leaves_no_dangling_
            "; ".join(f"{r}: {s}" for r, (s, _) in zip((draft_repo, target_repo), states)))
 
 
+def test_actions_handoffs_that_are_not_the_planned_build_are_failures_and_the_rest_publishes(hub, bundle, tmp_path):
+    """The publish job's inputs as a build job can leave them: a truncated bundle, a bundle of another revision
+    than its entry, a missing artifact, and a plan from another recipe. Each is a failure naming its cause,
+    nothing is published from it, and the good bundle in the same run is published."""
+    from bot.fanout import JobError, MatrixEntry, MatrixPlan, PlanReport, load_plan, publish_run
+    from bot.handoff import BuildOutcomeFile, OutcomeRecord, artifact_name
+    from bot.outcome import Outcome, Status
+    from bot.plan import BuildJob
+
+    recipe = recipe_for("rel-handoff")
+    built = Bundle.read(bundle).record
+
+    def job(namespace: str, revision: str | None = None) -> BuildJob:
+        return BuildJob(source=demo.DRAFT_REPO, revision=revision or built.source.revision,
+                        target=demo.TARGET_REPO, target_revision=built.target.revision, kind="dflash",
+                        format="stateful", target_model_type="qwen3", target_is_vlm=False, draft_bytes=1,
+                        target_bytes=1, profile="default", draft_files=(), target_files=(), download_bytes=2,
+                        reasons=("new",), draft_repo=f"{namespace}/Draft-int4-ov", target_repo=f"{namespace}/Target-int4-ov")
+
+    cases = {"good": job("rel-handoff"), "truncated": job("rel-handoff-trunc"),
+             "other-revision": job("rel-handoff-rev", "c" * 40), "missing": job("rel-handoff-miss")}
+    bundles = tmp_path / "bundles"
+    entries = []
+    for index, (name, planned_job) in enumerate(cases.items()):
+        artifact = f"{artifact_name(demo.TARGET_REPO)}-{index + 1}"
+        entries.append(MatrixEntry(jobs=[planned_job], name=name, artifact=artifact, runner="standard",
+                                   runs_on="ubuntu-latest", peak_bytes=1))
+        if name == "missing":
+            continue
+        folder = bundles / artifact / artifact_name(demo.DRAFT_REPO)
+        shutil.copytree(bundle, folder)
+        outcome = Outcome(demo.DRAFT_REPO, planned_job.revision, Status.BUILT, "", [])
+        (folder / "build-outcome.json").write_text(BuildOutcomeFile(
+            job=planned_job, outcome=OutcomeRecord.of(outcome)).model_dump_json())
+        if name == "truncated":
+            (folder / "draft" / "openvino_model.bin").unlink()
+    planned = MatrixPlan(recipe=recipe.name, recipe_fingerprint=recipe.fingerprint(), dry_run=False, entries=entries,
+                         card_refresh=[], report=PlanReport(outcomes=[], hub_requests=0, deferred=[]))
+    report = publish_run(Hub(hub.url, TOKEN), recipe, bundles, planned)
+    statuses = sorted((o.status, o.reason.split(":")[0][:40]) for o in report.outcomes)
+    published = [o for o in report.outcomes if o.status == "published"]
+    failed = {o.reason for o in report.outcomes if o.status == "failed"}
+    assert len(published) == 1 and published[0].repos[0] == "rel-handoff/Draft-int4-ov", statuses
+    assert any("incomplete" in r for r in failed) and any("not the planned revisions" in r for r in failed)
+    assert any("left no bundle" in r for r in failed) and len(failed) == 3, failed
+    api = Hub(hub.url, TOKEN).api
+    for namespace in ("rel-handoff-trunc", "rel-handoff-rev", "rel-handoff-miss"):
+        assert not api.repo_exists(f"{namespace}/Draft-int4-ov") and not api.repo_exists(f"{namespace}/Target-int4-ov")
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(planned.model_dump_json())
+    with pytest.raises(JobError, match="another recipe|not from"):
+        load_plan(plan_file, recipe_for("rel-other").model_copy(update={"name": "other"}))
+    for case, reason in (("a truncated bundle artifact (an IR file missing)", "incomplete"),
+                         ("a bundle whose record names another revision than its matrix entry", "planned revisions"),
+                         ("a matrix entry whose build job left no artifact", "left no bundle")):
+        record("hostile", f"Actions hand-off: {case}",
+               f"failed: {next(r for r in failed if reason in r)[:110]}; the good bundle of the same run published",
+               "nothing published from it")
+    record("hostile", "Actions hand-off: a plan record made from another recipe",
+           "refused before anything is published (JobError naming both recipes)", "unchanged")
+
+
 def test_build_processes_refuse_to_run_with_a_token_in_reach():
     env = {**os.environ, "HF_TOKEN": CANARY}
     done = subprocess.run([sys.executable, "-m", "bot.sandbox", "validate", "--help"], env=env, capture_output=True,
