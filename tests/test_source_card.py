@@ -143,7 +143,7 @@ def test_the_hubs_card_data_wins_over_our_own_parse():
 
 
 def test_our_metadata_round_trips_through_huggingface_hubs_parser():
-    """What the lead's card renderer writes from this record parses back to the same values (no injection)."""
+    """What the card renderer writes from this record parses back to the same values (no injection)."""
     from huggingface_hub import ModelCard, ModelCardData
 
     card = read_source_card(f"---\n{INJECTED_LICENSE}base_model: Qwen/Qwen3-8B\n---\n".encode(), repo_id=REPO)
