@@ -21,8 +21,8 @@ NOTE_MAX_CHARS = 500  # the Hub refuses longer notes
 class PublishedPair:
     """One published draft and the target repo it was validated with, as the collection and status page show it.
 
-    Filled from the status entries (`StatusEntry.pair`), which come from build records: repo ids of the outputs, the source
-    repos they were made from, and the validation figures at the recommended `num_assistant_tokens`.
+    Filled from the status entries (`StatusEntry.pair`), which come from build records: repo ids of the outputs,
+    the source repos they were made from, and the validation figures at the recommended `num_assistant_tokens`.
     """
 
     draft_repo: str
