@@ -28,7 +28,7 @@ from bot.record import (
 T = TypeVar("T")
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _RETRY_STATUSES = {429, 500, 502, 503, 504}
-MAX_NAMESPACE_REPOS = 50_000  # far more than two repos per watched source
+MAX_NAMESPACE_PAGES = 50  # 50,000 repos at 1000 a page: far more than two repos per watched source
 _LISTING_EXPAND = ["sha", "lastModified", "tags", "gated", "private", "config", "cardData"]
 
 
@@ -373,15 +373,25 @@ class Hub:
         """Every model repo of `namespace` with its current sha, from one listing (one request per 1000 repos).
 
         Used to cross-check published repos cheaply: a repo whose sha differs from the one the status recorded,
-        or that is missing, was changed or deleted by someone else.
+        or that is missing, was changed or deleted by someone else. Pages are followed by their `Link` header up to
+        `MAX_NAMESPACE_PAGES`, so a listing that never ends (even with empty pages) still stops.
         """
+        hf = _hf()
 
         def fetch() -> dict[str, str]:
+            headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
+            url: str | None = f"{self.endpoint}/api/models"
+            params: dict | None = {"author": namespace, "expand": ["sha", "lastModified"], "limit": 1000}
             repos: dict[str, str] = {}
-            for info in self.api.list_models(author=namespace, expand=["sha", "lastModified"]):
-                if info.id in repos or len(repos) >= MAX_NAMESPACE_REPOS:
-                    break  # a listing that repeats itself or never ends stops here
-                repos[info.id] = info.sha or ""
+            for _ in range(MAX_NAMESPACE_PAGES):
+                if url is None:
+                    break
+                response = hf.utils.get_session().get(url, params=params, headers=headers, timeout=30)
+                hf.utils.hf_raise_for_status(response)
+                for item in response.json():
+                    if isinstance(item, dict) and isinstance(item.get("id"), str):
+                        repos[item["id"]] = str(item.get("sha") or "")
+                url, params = response.links.get("next", {}).get("url"), None
             return repos
 
         return self.call("list namespace", fetch, subject=namespace)

@@ -233,7 +233,7 @@ def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes], drop: list[
     if not pair.exists():
         from tinymodels import make_tiny
 
-        make_tiny("dflash", pair, target_repo=demo.TARGET_REPO)
+        make_tiny("dflash-deep", pair, target_repo=demo.TARGET_REPO)  # the demo's target is the deep one
     api = HfApi(endpoint=hub.url, token=TOKEN)
     api.create_repo(repo, exist_ok=True)
     operations = [CommitOperationAdd(p.name, str(p)) for p in (pair / "draft").iterdir()
@@ -288,9 +288,12 @@ def _safetensors_with(header: str) -> bytes:
 LONG_NAME = "Qwen3-Tiny-DFlash-Hostile-" + "l" * 60  # 86 characters: {name}-int4-ov is over the Hub's 96
 CRASHERS = {
     # repo -> (files replacing the draft's, the words its named outcome must carry)
+    # A base_model that is a URL is dropped by the card check (the repo name then names the target: the source is
+    # planned like any other); one ending in a newline passes huggingface_hub's check and is refused by the bot's.
     "z-lab/Qwen3-Tiny-DFlash-Hostile-url": ({"README.md": _card("base_model: https://huggingface.co/Qwen/Qwen3-Tiny")},
-                                            "not a"),
-    "z-lab/Qwen3-Tiny-DFlash-Hostile-newline": ({"README.md": _card('base_model: "Qwen/Qwen3-Tiny\\n"')}, "repo id"),
+                                            None),
+    "z-lab/Qwen3-Tiny-DFlash-Hostile-newline": ({"README.md": _card('base_model: "Qwen/Qwen3-Tiny\\n"')},
+                                                "not a valid Hub repo id"),
     "z-lab/Qwen3.-DFlash-Hostile-dot": ({"README.md": b"A draft with no metadata.\n"}, "Qwen/Qwen3."),
     "z-lab/Qwen3-Tiny-DFlash-Hostile-inf": ({"config.json": b'{"architectures": ["DFlashDraftModel"], '
                                              b'"model_type": "qwen3", "hidden_size": Infinity, "dflash_config": '
@@ -324,7 +327,10 @@ def test_crash_inputs_are_named_outcomes_and_the_report_is_written(hub, tmp_path
     assert done.returncode == 0, done.stderr[-3000:]
     outcomes = {o["source"]: o for o in json.loads((tmp_path / "report.json").read_text())["outcomes"]}
     for repo, (_, words) in CRASHERS.items():
-        assert outcomes[repo]["status"] == "skipped" and words in outcomes[repo]["reason"], outcomes[repo]
+        if words is None:
+            assert outcomes[repo]["status"] == "planned", outcomes[repo]
+        else:
+            assert outcomes[repo]["status"] == "skipped" and words in outcomes[repo]["reason"], outcomes[repo]
     long_one = outcomes[f"z-lab/{LONG_NAME}"]
     assert long_one["status"] == "planned", long_one  # its output name is shortened with a hash, not refused
     assert "x[/b][red].bin" in done.stdout  # printed as text, not parsed as markup
@@ -332,7 +338,7 @@ def test_crash_inputs_are_named_outcomes_and_the_report_is_written(hub, tmp_path
                                str(recipe_file)], env=env, capture_output=True, text=True, timeout=120)
     assert bad_only.returncode == 2 and "Traceback" not in bad_only.stderr and "--only" in bad_only.stderr
     for repo, (_, words) in CRASHERS.items():
-        record("hostile", f"{repo.split('Hostile-')[-1]}: crashed the run before", f"skipped: "
+        record("hostile", f"{repo.split('Hostile-')[-1]}: crashed the run before", f"{outcomes[repo]['status']}: "
                f"{outcomes[repo]['reason'][:120]}", "unchanged; report written, table printed")
     record("hostile", "a source name whose output name is over 96 characters", "planned; output name shortened "
            "deterministically with a hash suffix", "unchanged (dry run)")
