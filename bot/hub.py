@@ -26,6 +26,7 @@ from bot.record import (
 )
 
 T = TypeVar("T")
+R = TypeVar("R", BuildRecord, TargetRecord)
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _RETRY_STATUSES = {429, 500, 502, 503, 504}
 MAX_NAMESPACE_PAGES = 50  # 50,000 repos at 1000 a page: far more than two repos per watched source
@@ -242,13 +243,19 @@ class Hub:
         return self.call("info", lambda: str(self.api.model_info(repo_id).sha), subject=repo_id)
 
     def read_file(
-        self, repo_id: str, filename: str, revision: str | None = None, *, max_bytes: int = 4 * 1024 * 1024
+        self,
+        repo_id: str,
+        filename: str,
+        revision: str | None = None,
+        *,
+        max_bytes: int = 4 * 1024 * 1024,
+        repo_type: str | None = None,
     ) -> bytes | None:
         """One small file in one GET (no HEAD round trip), or None when the repo or file does not exist."""
         hf = _hf()
 
         def fetch() -> bytes | None:
-            url = hf.hf_hub_url(repo_id, filename, revision=revision, endpoint=self.endpoint)
+            url = hf.hf_hub_url(repo_id, filename, revision=revision, repo_type=repo_type, endpoint=self.endpoint)
             headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
             with hf.utils.get_session().stream(
                 "GET", url, headers=headers, follow_redirects=True, timeout=30
@@ -277,34 +284,27 @@ class Hub:
         return self.call("read", fetch, subject=repo_id)
 
     def draft_record(self, repo_id: str) -> BuildRecord | None:
-        """The build record of a published draft repo (one GET); None when there is none, or when it is damaged
-        or from a schema this bot cannot read (then it is rebuilt rather than trusted)."""
-        data = self._record_bytes(repo_id)
-        if data is None:
-            return None
-        try:
-            return parse_draft_record(data)
-        except RecordError as exc:
-            log.step("%s: published %s is not usable (%s): rebuilding", repo_id, PROVENANCE_FILE, exc)
-            return None
+        """The build record of a published draft repo (one GET); None when there is none, or when it is damaged,
+        oversized or from a schema this bot cannot read (then it is rebuilt rather than trusted)."""
+        return self._record(repo_id, parse_draft_record)
 
-    def _record_bytes(self, repo_id: str) -> bytes | None:
+    def target_record(self, repo_id: str) -> TargetRecord | None:
+        """The record of a published target repo (one GET); None as for `draft_record`."""
+        return self._record(repo_id, parse_target_record)
+
+    def _record(self, repo_id: str, parse: Callable[[bytes], R]) -> R | None:
         try:
-            return self.read_file(repo_id, PROVENANCE_FILE)
+            data = self.read_file(repo_id, PROVENANCE_FILE)
         except Skip as skip:
             # Over the size limit (a card bomb expanded into an old record): rebuilt, never a permanent skip.
             log.step("%s: published %s is unusable (%s): rebuilding", repo_id, PROVENANCE_FILE, skip.message)
             return None
-
-    def target_record(self, repo_id: str) -> TargetRecord | None:
-        """The record of a published target repo (one GET); None as for `draft_record`."""
-        data = self._record_bytes(repo_id)
         if data is None:
             return None
         try:
-            return parse_target_record(data)
+            return parse(data)
         except RecordError as exc:
-            log.step("%s: published %s is not usable (%s)", repo_id, PROVENANCE_FILE, exc)
+            log.step("%s: published %s is not usable (%s): rebuilding", repo_id, PROVENANCE_FILE, exc)
             return None
 
     def download(self, repo_id: str, revision: str, dest: Path, files: Iterable[str]) -> Path:
@@ -397,25 +397,12 @@ class Hub:
         return self.call("list namespace", fetch, subject=namespace)
 
     def read_dataset_file(self, repo_id: str, filename: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes | None:
-        """One small file of a dataset repo in one GET, or None when the repo or the file does not exist."""
-        hf = _hf()
-
-        def fetch() -> bytes | None:
-            url = hf.hf_hub_url(repo_id, filename, repo_type="dataset", endpoint=self.endpoint)
-            headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
-            response = hf.utils.get_session().get(url, headers=headers, follow_redirects=True, timeout=30)
-            if response.status_code == 404 and response.headers.get("X-Error-Code") in (
-                "EntryNotFound",
-                "RepoNotFound",
-                None,
-            ):
-                return None
-            hf.utils.hf_raise_for_status(response)
-            if len(response.content) > max_bytes:
-                raise Failure(f"{filename} is over the {max_bytes}-byte limit", subject=repo_id, stage="read")
-            return response.content
-
-        return self.call("read", fetch, subject=repo_id)
+        """One small file of a dataset repo (`read_file`); a file over the limit is a Failure here, since the
+        status repo is the bot's own."""
+        try:
+            return self.read_file(repo_id, filename, max_bytes=max_bytes, repo_type="dataset")
+        except Skip as skip:
+            raise Failure(skip.message, subject=repo_id, stage="read") from None
 
     def commit_files(
         self, repo_id: str, files: dict[str, bytes], *, message: str, repo_type: str = "dataset", private: bool = False
