@@ -21,6 +21,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from packaging.version import InvalidVersion, Version
@@ -448,6 +449,22 @@ def _record_capabilities(python: Path, capabilities: frozenset[str]) -> None:
         pass  # a marker we cannot update only costs the next plan a fallback
 
 
+def json_from(python: Path | str, code: str, *args: str) -> tuple[Any, str]:
+    """Run `code` in another environment's python (which can import this checkout's `bot`) and parse the JSON on
+    its last output line; returns (value, "") or (None, the last error line)."""
+    done = subprocess.run(
+        [str(python), "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(dict(os.environ), str(python)),
+        check=False,
+    )
+    if done.returncode != 0:
+        return None, (done.stderr.strip().splitlines() or ["(no output)"])[-1][:300]
+    return json.loads(done.stdout.strip().splitlines()[-1]), ""
+
+
 def detect_in(python: Path, profile: str):
     """Run `bot.toolchain.detect()` inside another environment.
 
@@ -460,21 +477,12 @@ def detect_in(python: Path, profile: str):
         "import json; from bot.toolchain import detect; t = detect(); "
         "print(json.dumps({'versions': t.versions, 'capabilities': sorted(t.capabilities)}))"
     )
-    done = subprocess.run(
-        [str(python), "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=child_env(dict(os.environ), str(python)),
-        check=False,
-    )
-    if done.returncode != 0:
+    data, error = json_from(python, code)
+    if data is None:
         raise Skip(
-            f"toolchain profile '{profile}' environment at {python.parent.parent} does not work: "
-            f"{(done.stderr.strip().splitlines() or ['(no output)'])[-1][:300]}",
+            f"toolchain profile '{profile}' environment at {python.parent.parent} does not work: {error}",
             stage="toolchain",
         )
-    data = json.loads(done.stdout.strip().splitlines()[-1])
     return Toolchain(
         versions=data["versions"], capabilities=frozenset(data["capabilities"]), profile=profile, python=str(python)
     )

@@ -43,6 +43,7 @@ from bot.profiles import (
     child_env,
     detect_in,
     ensure_environment,
+    json_from,
     load_profiles,
     profiles_dir,
     transformers_bounds,
@@ -346,21 +347,10 @@ def probe(python: Path | str, profile: str, model_types: Sequence[str] = ()) -> 
         "import json, sys; from bot.profiles import transformers_bounds; "
         "print(json.dumps({t: transformers_bounds(t).requirement() for t in sys.argv[1:]}))"
     )
-    done = subprocess.run(
-        [str(python), "-c", code, *model_types],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=child_env(dict(os.environ), str(python)),
-        check=False,
-    )
-    if done.returncode != 0:
-        raise Failure(
-            f"profile {profile}: reading optimum-intel's bounds failed: "
-            f"{(done.stderr.strip().splitlines() or ['(no output)'])[-1][:300]}",
-            stage="toolchain",
-        )
-    return Probe(toolchain, json.loads(done.stdout.strip().splitlines()[-1]))
+    bounds, error = json_from(python, code, *model_types)
+    if bounds is None:
+        raise Failure(f"profile {profile}: reading optimum-intel's bounds failed: {error}", stage="toolchain")
+    return Probe(toolchain, bounds)
 
 
 @dataclass(frozen=True)
