@@ -297,26 +297,18 @@ def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
             stage="inspect",
         )
     offset = dflash.get("candidate_position_offset")
+    rules: tuple[RuleResult, ...] = ()
+    windows: tuple[int, ...] = ()
     if draft_format == "per-row":
         report = check_per_row(path, DraftLayout.read(ir_dir, draft.num_layers))
         if not report.passed:
             raise Failure(f"per-row draft IR breaks the per-row rules: {report.failure_reason()}", stage="inspect")
-        return DraftIrReport(
-            format=draft_format,
-            inputs=inputs,
-            outputs=outputs,
-            mask_token_id=mask_token_id,
-            target_layer_ids=layer_ids,
-            candidate_position_offset=int(offset) if offset is not None else None,
-            paged_attention=report.paged_attention,
-            quantization=quantization_parameters(rt_info),
-            rules=report.rules,
-            layer_windows=report.layer_windows,
-        )
-    check = paged_attention_check(path, draft.num_layers or check_layers_from_sdpa(model))
-    if draft_format == "stateful":
+        check, rules, windows = report.paged_attention, report.rules, report.layer_windows
+        position_offset = int(offset) if offset is not None else None  # 0 is a real value here
+    else:  # stateful: the transformation is expected to refuse it, which is reported, not hidden
         if not model.get_variables():
             raise Failure("stateful draft IR has no KV-cache state", stage="inspect")
+        check = paged_attention_check(path, draft.num_layers or check_layers_from_sdpa(model))
         if not check.ready:
             check = PagedAttentionCheck(
                 False,
@@ -327,17 +319,18 @@ def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
                 check.sdpa_left,
                 check.state_ops_left,
             )
-    elif not check.ready:
-        raise Failure(f"per-row draft IR fails the SDPA→PagedAttention check: {check.reason}", stage="inspect")
+        position_offset = int(offset) if offset else None
     return DraftIrReport(
         format=draft_format,
         inputs=inputs,
         outputs=outputs,
         mask_token_id=mask_token_id,
         target_layer_ids=layer_ids,
-        candidate_position_offset=int(offset) if offset else None,
+        candidate_position_offset=position_offset,
         paged_attention=check,
         quantization=quantization_parameters(rt_info),
+        rules=rules,
+        layer_windows=windows,
     )
 
 

@@ -15,7 +15,6 @@ Asking costs a few pip resolutions and no environment: with no newer release not
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -40,7 +39,6 @@ from bot.profiles import (
     _bounds_from_source,
     _canonical,
     _optimum_model_configs,
-    child_env,
     detect_in,
     ensure_environment,
     json_from,
@@ -461,17 +459,10 @@ def _bounds_in(python: Path, model_type: str) -> Bounds | None:
         "import json, sys; from bot.profiles import transformers_bounds; b = transformers_bounds(sys.argv[1]); "
         "print(json.dumps([b.minimum, b.maximum]))"
     )
-    done = subprocess.run(
-        [str(python), "-c", code, model_type],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=child_env(dict(os.environ), str(python)),
-        check=False,
-    )
-    if done.returncode != 0:
+    bounds, _ = json_from(python, code, model_type)
+    if bounds is None:
         return None
-    low, high = json.loads(done.stdout.strip().splitlines()[-1])
+    low, high = bounds
     return Bounds(model_type, low, high, "candidate environment")
 
 
