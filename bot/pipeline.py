@@ -27,7 +27,7 @@ from bot.build import Checkout, DraftBuild, DraftOutcome, build_group
 from bot.bundle import Bundle
 from bot.card import template_fingerprint
 from bot.draft_formats import report_note
-from bot.errors import BotError, Failure, PreconditionFailed, Skip, UsageError
+from bot.errors import BotError, Failure, Skip, UsageError
 from bot.fetch import require_free_disk
 from bot.hub import REQUESTS, Hub, RepoListing
 from bot.isolation import tracked
@@ -331,24 +331,14 @@ def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Reci
     status_repo = recipe.publish.status_repo_id
 
     def write() -> None:
-        current = memory
-        for attempt in range(1, 4):
-            try:
-                result = status_step.publish_status(
-                    writer,
-                    recipe,
-                    current,
-                    updates,
-                    watched=None if options.only else state.listed,
-                    committed=bool(report.commits),
-                )
-                break
-            except PreconditionFailed:
-                if attempt == 3:
-                    raise
-                # Another run wrote the page meanwhile: merge into what it wrote, not over it.
-                log.step("status page %s: another writer committed first, merging again", status_repo)
-                current = status_step.load_memory(writer, recipe, card_fp=memory.card_fp, recheck=memory.recheck)
+        result = status_step.publish_status(
+            writer,
+            recipe,
+            memory,
+            updates,
+            watched=None if options.only else state.listed,
+            committed=bool(report.commits),
+        )
         report.status_page, report.collection = result.page_url, result.collection_url
         if result.commit:
             report.status_commit = result.commit

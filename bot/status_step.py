@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from bot import log
 from bot.collection import CollectionResult, sync_collection
-from bot.errors import Failure
+from bot.errors import Failure, PreconditionFailed
 from bot.hub import Hub, RepoListing
 from bot.outcome import Outcome, Status
 from bot.recipe import Recipe
@@ -40,6 +40,8 @@ from bot.status import (
     with_repo_shas,
     write_status,
 )
+
+_STATUS_ATTEMPTS = 3  # a lost race (412) re-reads the page and merges again
 
 
 @dataclass(frozen=True)
@@ -289,6 +291,30 @@ def publish_status(
     Raises:
         Failure: a Hub write failed (the models are published already; the next run retries the status).
     """
+    current = memory
+    for attempt in range(1, _STATUS_ATTEMPTS + 1):
+        try:
+            return _publish_status_once(writer, recipe, current, updates, watched=watched, committed=committed)
+        except PreconditionFailed:
+            if attempt == _STATUS_ATTEMPTS:
+                raise
+            # Another run wrote the page meanwhile: merge into what it wrote, not over it.
+            log.get().info("status page: another writer committed first, merging again")
+            current = load_memory(
+                writer, recipe, toolchain_fp=memory.toolchain_fp, card_fp=memory.card_fp, recheck=memory.recheck
+            )
+    raise AssertionError("unreachable")
+
+
+def _publish_status_once(
+    writer: Hub,
+    recipe: Recipe,
+    memory: Memory,
+    updates: Iterable[StatusEntry],
+    *,
+    watched: Iterable[str] | None,
+    committed: bool,
+) -> StatusResult:
     publish = recipe.publish
     status = merged(
         memory.status,
