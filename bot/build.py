@@ -243,16 +243,20 @@ def _build_group(
         ThreadPoolExecutor(max_workers=len(verified)) as finishers,
         log.group(f"build {target.name} and {len(verified)} draft(s): export, inspect, validate, bundle"),
     ):
-        target_future = exporters.submit(
-            export_model,
-            target_request,
-            recipe.export,
-            log_dir=logs,
-            home=scratch / "hf",
-            python=toolchain.python,
-            memory_budget_bytes=schedule.memory_budget_bytes,
-            quantization=int4.cli_args() if int4 else None,
-        )
+
+        def submit(request: ExportRequest, quantization: list[str] | None) -> Future[ExportResult]:
+            return exporters.submit(
+                export_model,
+                request,
+                recipe.export,
+                log_dir=logs,
+                home=scratch / "hf",
+                python=toolchain.python,
+                memory_budget_bytes=schedule.memory_budget_bytes,
+                quantization=quantization,
+            )
+
+        target_future = submit(target_request, int4.cli_args() if int4 else None)
         target_report: _Once[TargetIrReport] = _Once()
         target_quality: _Once[QualityReport] = _Once()
         all_exports: list[Future[ExportResult]] = [target_future]
@@ -270,16 +274,7 @@ def _build_group(
                     trust_remote_code=True,
                     name=f"draft-{index}-{fmt}",
                 )
-                draft_futures[fmt] = exporters.submit(
-                    export_model,
-                    request,
-                    recipe.export,
-                    log_dir=logs,
-                    home=scratch / "hf",
-                    python=toolchain.python,
-                    memory_budget_bytes=schedule.memory_budget_bytes,
-                    quantization=weight_format_args(fmt, recipe.export),
-                )
+                draft_futures[fmt] = submit(request, weight_format_args(fmt, recipe.export))
             all_exports += draft_futures.values()
             job = _DraftJob(
                 index,
