@@ -59,6 +59,8 @@ def test_both_draft_formats_export_validate_against_one_baseline_and_one_is_chos
     from tests.conftest import fast_recipe
 
     recipe = fast_recipe(num_assistant_tokens=[3])
+    recipe = recipe.model_copy(update={"export": recipe.export.model_copy(
+        update={"draft_weight_formats": ["int4", "int8"]})})
     pair = tiny("oracle")
     target = export_model(ExportRequest("target", pair.target, tmp_path / "ir-target", TASK_LLM, False),
                           recipe.export, log_dir=tmp_path / "logs", home=tmp_path / "hf")
