@@ -194,10 +194,17 @@ def make_tiny_command(
             "qwen3-8b, qwen3.5-0.8b): real sizes, for scale benchmarks; then the only argument is OUT"
         ),
     ] = None,
+    sparse: Annotated[
+        bool,
+        typer.Option(
+            help="with --shape: all-zero weights as sparse files (real sizes and configs in no disk, for "
+            "planning and sizing; not for export)"
+        ),
+    ] = False,
 ) -> None:
     """Write a tiny generated draft/target pair laid out like Hub checkouts (or, with --shape, a real-size one)."""
     if shape is not None:
-        _make_shape(shape, out or (Path(kind) if kind else None), seed)
+        _make_shape(shape, out or (Path(kind) if kind else None), seed, sparse)
         return
     from tinymodels import TINY_KINDS, make_tiny
 
@@ -211,13 +218,13 @@ def make_tiny_command(
     typer.echo(f"{kind}: target {pair.target}, draft {pair.draft}")
 
 
-def _make_shape(shape: str, out: Path | None, seed: int) -> None:
+def _make_shape(shape: str, out: Path | None, seed: int, sparse: bool) -> None:
     from tinymodels.shapes import SHAPES, make_shape
 
     if shape not in SHAPES or out is None:
         typer.echo(f"error: make-tiny --shape NAME OUT, NAME one of: {', '.join(SHAPES)}", err=True)
         raise typer.Exit(2)
-    pair = make_shape(shape, out, seed=seed)
+    pair = make_shape(shape, out, seed=seed, sparse=sparse)
     typer.echo(f"{shape}: target {pair.target}, draft {pair.draft}")
 
 

@@ -241,7 +241,7 @@ class RunnerSettings(_Strict):
     classes: list[RunnerClass] = Field(
         default_factory=lambda: [
             RunnerClass(
-                name="standard", max_memory_bytes=15 * 10**9, max_disk_bytes=14 * 10**9, runs_on="ubuntu-latest"
+                name="standard", max_memory_bytes=15 * 10**9, max_disk_bytes=30 * 10**9, runs_on="ubuntu-latest"
             )
         ],
         min_length=1,

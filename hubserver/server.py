@@ -18,6 +18,8 @@ from typing import Any
 
 from .app import HubApp, HubHTTPServer
 from .faults import FaultRule, parse_rules
+from .gitobjects import needs_lfs
+from .storage import DEFAULT_BRANCH, AddFile, CommitOp, FileEntry
 
 LISTENING = "Local hub listening on "
 TOKEN_ENV = "LOCAL_HUB_TOKEN"  # how start_subprocess hands over the token: argv is visible to `ps`
@@ -129,6 +131,28 @@ class LocalHub:
 
     def add_token(self, token: str, user: str, *, write: bool = False, orgs: Iterable[str] = ()) -> None:
         self.app.accounts.add_token(token, user, write=write, orgs=tuple(orgs))
+
+    def seed_folder(self, repo_id: str, folder: Path, *, title: str = "seed") -> str:
+        """Commit every file of `folder` to the model repo `repo_id` (created if missing) from inside the server,
+        without sending the bytes over HTTP: weights are adopted into the blob store (`HubStore.adopt_file`), so a
+        sparse real-size checkpoint stays a few kilobytes. Clients then see an ordinary repo. Returns the commit id.
+        """
+        store = self.app.store
+        repo, _ = store.create_repo("model", repo_id, private=False, author=self.user)
+        ops: list[CommitOp] = []
+        for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+            name = path.relative_to(folder).as_posix()
+            size = path.stat().st_size
+            with path.open("rb") as handle:
+                sample = handle.read(512)
+            if needs_lfs(name, size, sample, ["*.safetensors"]):
+                ops.append(AddFile(name, FileEntry.lfs_object(store.adopt_file(path), size)))
+            else:
+                data = path.read_bytes()
+                store.put_bytes(data)
+                ops.append(AddFile(name, FileEntry.regular(data)))
+        commit = store.commit(repo, DEFAULT_BRANCH, ops, title=title, message="", author=self.user, parent=None)
+        return commit.id
 
     def grant(self, repo_id: str, user: str, repo_type: str = "model") -> None:
         """Let `user` download the gated repo `repo_id`."""

@@ -427,6 +427,28 @@ class HubStore:
         finally:
             tmp.unlink(missing_ok=True)
 
+    def adopt_file(self, path: Path) -> str:
+        """Store a local file's content without reading it into memory or copying its blocks: a hard link when the
+        file lies on the blob store's filesystem (a sparse checkpoint stays sparse), else a copy. Returns its sha256.
+
+        For seeding real-size checkpoints (`LocalHub.seed_folder`); uploads go through `put_stream`.
+        """
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 24):
+                digest.update(chunk)
+        sha256 = digest.hexdigest()
+        if not self.has_blob(sha256, path.stat().st_size):
+            target = self.blob_path(sha256)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._tmp_dir / f"adopt-{uuid.uuid4().hex}"
+            try:
+                os.link(path, tmp)
+            except OSError:
+                shutil.copyfile(path, tmp)
+            os.replace(tmp, target)
+        return sha256
+
     # Commits
 
     def commit(

@@ -17,8 +17,9 @@ Qwen checkpoints pad their embedding past the tokenizer.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
@@ -81,13 +82,15 @@ SHAPES: Mapping[str, Shape] = MappingProxyType({
 """Every shape `make_shape` writes; the 8B shape is for sizing (16 GB of weights), not for this machine."""
 
 
-def make_shape(name: str | Shape, out: Path, *, seed: int = 0) -> TinyPair:
+def make_shape(name: str | Shape, out: Path, *, seed: int = 0, sparse: bool = False) -> TinyPair:
     """Write a random-weight target checkout to ``out/target`` and its DFlash draft to ``out/draft``.
 
     Args:
         name: One of `SHAPES` (or a `Shape`).
         out: Parent directory; created if missing.
         seed: Seed for every random weight.
+        sparse: Write all-zero weights as sparse files instead (`write_sparse_weights`): the real files, bytes and
+            headers in no disk and no time, for what reads only sizes and configs (planning, sizing); not for export.
 
     Returns:
         The two directories (`TinyPair.kind` is the shape's name).
@@ -133,7 +136,8 @@ def make_shape(name: str | Shape, out: Path, *, seed: int = 0) -> TinyPair:
             (dirs.target / file_name).write_text(text)
     tokenizer.save_pretrained(dirs.target)
     target_shapes = _state_shapes(model_class, target_config, tied=shape.tied)
-    write_random_weights(dirs.target, target_shapes, generator(seed, stream=0))
+    write_weights = write_sparse_weights if sparse else functools.partial(write_random_weights, seed=seed)
+    write_weights(dirs.target, target_shapes, stream=0)
 
     draft_config = layouts._qwen3_config(shape.dims, vocab, version) | {
         "architectures": ["DFlashDraftModel"],
@@ -160,7 +164,7 @@ def make_shape(name: str | Shape, out: Path, *, seed: int = 0) -> TinyPair:
         body=(f"Random-weight DFlash drafter with the shape of z-lab's drafts (seed {seed}), for scale benchmarks.\n\n"
               f"This drafter must be used in conjunction with the target model {shape.target_repo}.")))
     (dirs.draft / "dflash.py").write_text(layouts._code_stub("DFlashDraftModel"))
-    write_random_weights(dirs.draft, draft_shapes(shape), generator(seed, stream=1))
+    write_weights(dirs.draft, draft_shapes(shape), stream=1)
     return dirs
 
 
@@ -212,25 +216,56 @@ def target_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
     return _state_shapes(model_class, config, tied=shape.tied)
 
 
-def write_random_weights(directory: Path, tensor_shapes: Mapping[str, tuple[int, ...]],
-                         rng: torch.Generator) -> None:
+def write_random_weights(directory: Path, tensor_shapes: Mapping[str, tuple[int, ...]], *, seed: int,
+                         stream: int) -> None:
     """Write bf16 random tensors (norms: ones) as Hub-style shards, one shard in memory at a time.
 
     One shard is ``model.safetensors``; more are ``model-0000i-of-0000n.safetensors`` plus
     ``model.safetensors.index.json``, as transformers' `save_pretrained` names them.
     """
+    rng = generator(seed, stream=stream)
+
+    def write_shard(path: Path, names: list[str]) -> None:
+        save_file({name: _random_tensor(name, tensor_shapes[name], rng) for name in names}, path,
+                  metadata={"format": "pt"})
+
+    _write_shards(directory, tensor_shapes, write_shard)
+
+
+def write_sparse_weights(directory: Path, tensor_shapes: Mapping[str, tuple[int, ...]], *, stream: int = 0) -> None:
+    """Write the same shards as `write_random_weights`, all zeros, as sparse files: a valid safetensors header
+    followed by a hole of the tensors' size, so an 8 GB checkpoint takes a few kilobytes of disk and no time."""
+    del stream  # zeros need no random stream; the argument keeps the two writers interchangeable
+
+    def write_shard(path: Path, names: list[str]) -> None:
+        header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+        offset = 0
+        for name in names:
+            nbytes = checkpoint_bytes({name: tensor_shapes[name]})
+            header[name] = {"dtype": "BF16", "shape": list(tensor_shapes[name]),
+                            "data_offsets": [offset, offset + nbytes]}
+            offset += nbytes
+        encoded = json.dumps(header, separators=(",", ":")).encode()
+        encoded += b" " * (-len(encoded) % 8)  # the format pads the header to 8 bytes
+        with open(path, "wb") as handle:
+            handle.write(len(encoded).to_bytes(8, "little") + encoded)
+            handle.truncate(8 + len(encoded) + offset)
+
+    _write_shards(directory, tensor_shapes, write_shard)
+
+
+def _write_shards(directory: Path, tensor_shapes: Mapping[str, tuple[int, ...]],
+                  write_shard: Callable[[Path, list[str]], None]) -> None:
     shards = list(_plan_shards(tensor_shapes))
-    total = checkpoint_bytes(tensor_shapes)
     weight_map: dict[str, str] = {}
     for index, names in enumerate(shards, start=1):
         file_name = "model.safetensors" if len(shards) == 1 else f"model-{index:05d}-of-{len(shards):05d}.safetensors"
-        tensors = {name: _random_tensor(name, tensor_shapes[name], rng) for name in names}
-        save_file(tensors, directory / file_name, metadata={"format": "pt"})
-        del tensors
+        write_shard(directory / file_name, names)
         weight_map |= dict.fromkeys(names, file_name)
     if len(shards) > 1:
         _write_json(directory / "model.safetensors.index.json",
-                    {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))})
+                    {"metadata": {"total_size": checkpoint_bytes(tensor_shapes)},
+                     "weight_map": dict(sorted(weight_map.items()))})
 
 
 def _plan_shards(tensor_shapes: Mapping[str, tuple[int, ...]]) -> Iterator[list[str]]:
