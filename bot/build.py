@@ -38,6 +38,7 @@ from bot.quantization import (
 )
 from bot.recipe import Recipe
 from bot.resources import StageResources, measure
+from bot.reuse import ReusedTarget, check_reused
 from bot.sizing import estimate_build, gb, local_runner
 from bot.source_card import card_license
 from bot.toolchain import Toolchain
@@ -91,8 +92,11 @@ class DraftOutcome:
         return self.bundle is not None and self.bundle.passed and self.error is None
 
 
-def verify_pair(candidate: Candidate, draft: Checkout, target: Checkout) -> VerifiedPair:
+def verify_pair(candidate: Candidate, draft: Checkout, target: Checkout, *, target_is_ir: bool = False) -> VerifiedPair:
     """Check that the downloaded files are the ones discovery classified (kind, target family, weight bytes).
+
+    With `target_is_ir` the target folder is a published int4 IR (`bot.reuse`): its config is checked, its weight
+    bytes cannot be (the record it came with names the target revision).
 
     Raises:
         Skip: a config or weight file is broken (the source's defect).
@@ -106,8 +110,9 @@ def verify_pair(candidate: Candidate, draft: Checkout, target: Checkout) -> Veri
         "target model_type": (candidate.target_model_type, target_spec.model_type),
         "target is a VLM": (candidate.target_is_vlm, target_spec.is_vlm),
         "draft weight bytes": (candidate.draft_bytes, check_weights(draft.path, subject=draft.name)),
-        "target weight bytes": (candidate.target_bytes, check_weights(target.path, subject=target.name)),
     }
+    if not target_is_ir:
+        seen["target weight bytes"] = (candidate.target_bytes, check_weights(target.path, subject=target.name))
     differ = [
         f"{what}: discovery saw {before}, the download has {after}"
         for what, (before, after) in seen.items()
@@ -130,16 +135,18 @@ def build_group(
     work: Path | None = None,
     keep_work: bool = False,
     toolchain: Toolchain | None = None,
+    reused: ReusedTarget | None = None,
 ) -> list[DraftOutcome]:
     """Build every draft of one target into its own bundle folder, exporting the target once.
 
     Args:
-        target: the target checkpoint shared by all drafts.
+        target: the target checkpoint shared by all drafts (with `reused`: the published target's IR folder).
         drafts: the drafts, each with discovery's candidate and its bundle folder.
         recipe: export and validation settings.
         work: scratch folder (a fresh temporary one by default); removed on every exit unless `keep_work`.
         toolchain: the toolchain to build with (default: the target family's profile; `toolchain check` passes a
             candidate environment's).
+        reused: the published target IR to build against instead of exporting the target (`bot.reuse`).
     """
     scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-", dir=work))
     try:
@@ -158,9 +165,19 @@ def build_group(
                 toolchain.profile,
                 toolchain.versions.get("transformers"),
             )
-        schedule = plan_schedule(drafts, recipe, scratch)
+        reused_ir = None
+        if reused is not None:
+            try:
+                task = TASK_VLM if drafts[0].candidate.target_is_vlm else TASK_LLM
+                published = check_reused(target.path, target.revision or "", recipe.export, task, toolchain)
+            except BotError as error:
+                log.step("%s", error.at(subject=target.name).one_line())
+                return [DraftOutcome(d.candidate, None, error) for d in drafts]
+            (target.path / record.PROVENANCE_FILE).unlink()  # the new record is written by publish
+            reused_ir = ReusedIr(published, reused.pinned)
+        schedule = plan_schedule(drafts, recipe, scratch, target_reused=reused is not None)
         with measure(scratch) as whole:
-            outcomes = _build_group(target, drafts, recipe, toolchain, scratch, schedule)
+            outcomes = _build_group(target, drafts, recipe, toolchain, scratch, schedule, reused_ir)
         total = whole.result
         assert total is not None  # set when the measured block ends
         return [_with_total(outcome, total) for outcome in outcomes]
@@ -178,11 +195,15 @@ class Schedule:
     estimate: str
 
 
-def plan_schedule(drafts: list[DraftBuild], recipe: Recipe, scratch: Path) -> Schedule:
+def plan_schedule(drafts: list[DraftBuild], recipe: Recipe, scratch: Path, *, target_reused: bool = False) -> Schedule:
     """The export schedule and the memory budget of each child, from the fitted model and this machine."""
     runner = local_runner(scratch)
     estimate = estimate_build(
-        sum(d.candidate.draft_bytes for d in drafts), drafts[0].candidate.target_bytes, runner, recipe.runners.sizing
+        sum(d.candidate.draft_bytes for d in drafts),
+        drafts[0].candidate.target_bytes,
+        runner,
+        recipe.runners.sizing,
+        target_reused=target_reused,
     )
     log.step("schedule: %s on this machine (%s memory available)", estimate.describe(), gb(runner.max_memory_bytes))
     return Schedule(estimate.parallel_exports, runner.max_memory_bytes, estimate.describe())
@@ -205,14 +226,22 @@ def _with_total(outcome: DraftOutcome, whole: StageResources) -> DraftOutcome:
 
 
 def _build_group(
-    target: Checkout, drafts: list[DraftBuild], recipe: Recipe, toolchain: Toolchain, scratch: Path, schedule: Schedule
+    target: Checkout,
+    drafts: list[DraftBuild],
+    recipe: Recipe,
+    toolchain: Toolchain,
+    scratch: Path,
+    schedule: Schedule,
+    reused: ReusedIr | None,
 ) -> list[DraftOutcome]:
     outcomes: dict[int, DraftOutcome] = {}
     verified: dict[int, VerifiedPair] = {}
     with log.group(f"verify {len(drafts)} draft(s) for {target.name}"):
         for index, draft in enumerate(drafts):
             try:
-                verified[index] = pair = verify_pair(draft.candidate, draft.checkout, target)
+                verified[index] = pair = verify_pair(
+                    draft.candidate, draft.checkout, target, target_is_ir=reused is not None
+                )
                 log.step(
                     "%s: %s draft (%s format), target %s %s",
                     draft.checkout.name,
@@ -228,12 +257,26 @@ def _build_group(
         return [outcomes[i] for i in range(len(drafts))]
 
     target_spec = next(iter(verified.values())).target
-    src = safe_copy(target.path, scratch / "src" / "target", subject=target.name)
     ir_root, logs = scratch / "ir", scratch / "logs"
-    target_request = ExportRequest(
-        "target", src, ir_root / "target", TASK_VLM if target_spec.is_vlm else TASK_LLM, trust_remote_code=False
-    )
-    int4 = target_int4(target, recipe, toolchain)
+    target_task = TASK_VLM if target_spec.is_vlm else TASK_LLM
+    target_quality: _Once[QualityReport] = _Once()
+    if reused is None:
+        src = safe_copy(target.path, scratch / "src" / "target", subject=target.name)
+        target_request = ExportRequest("target", src, ir_root / "target", target_task, trust_remote_code=False)
+        int4 = target_int4(target, recipe, toolchain)
+        provenance = TargetProvenance(
+            _license(src, target.repo_id), record._Open(**int4.as_provenance()) if int4 else None, None
+        )
+    else:
+        src = target.path  # the published IR folder: our own output, read as data and never exported again
+        log.step("%s: int4 IR reused from %s (no target export, quality from its record)", target.name, reused.pinned)
+        published = reused.record
+        provenance = TargetProvenance(
+            {"license": published.target.license, "license_link": published.target.license_link},
+            published.export.target_int4,
+            reused.pinned,
+        )
+        target_quality.get(lambda: reused.quality())
     formats = list(recipe.export.draft_weight_formats)
     # Exports are separate processes; on two cores a third one still overlaps Python start-up and I/O, and each
     # draft's validation starts as soon as its own export (and the target's) is done.
@@ -256,9 +299,12 @@ def _build_group(
                 quantization=quantization,
             )
 
-        target_future = submit(target_request, int4.cli_args() if int4 else None)
+        if reused is None:
+            target_future = submit(target_request, int4.cli_args() if int4 else None)
+        else:
+            target_future = Future()
+            target_future.set_result(ExportResult("target", target.path, 0.0, logs / "target.log"))
         target_report: _Once[TargetIrReport] = _Once()
-        target_quality: _Once[QualityReport] = _Once()
         all_exports: list[Future[ExportResult]] = [target_future]
         finishing: dict[int, Future[DraftOutcome]] = {}
         for index, pair in verified.items():
@@ -284,13 +330,13 @@ def _build_group(
                 draft_futures,
                 target,
                 src,
-                target_request.task,
+                target_task,
                 target_future,
                 target_report,
                 schedule,
                 target_quality,
                 all_exports,
-                int4,
+                provenance,
             )
             finishing[index] = finishers.submit(_finish_draft, job, recipe, toolchain, scratch)
         for index, future in finishing.items():
@@ -313,6 +359,30 @@ class _Once(Generic[T]):
 
 
 @dataclass(frozen=True)
+class ReusedIr:
+    """The published target IR a build uses instead of exporting the target (`bot.reuse`), and its record."""
+
+    record: record.TargetRecord
+    pinned: str  # repo@commit
+
+    def quality(self) -> QualityReport:
+        """The quality figures measured when the target was built (not measured again: same IR, same original)."""
+        if self.record.quality is None:
+            return QualityReport.not_measured(f"not measured when {self.pinned} was built")
+        measured = QualityReport.from_dict(self.record.quality.model_dump())
+        return replace(measured, seconds=None)
+
+
+@dataclass(frozen=True)
+class TargetProvenance:
+    """What the records say about the target beyond its checkpoint: license, int4 settings, reuse."""
+
+    license: dict[str, str | None]
+    int4: record._Open | None
+    reused_from: str | None
+
+
+@dataclass(frozen=True)
 class _DraftJob:
     index: int
     draft: DraftBuild
@@ -327,7 +397,7 @@ class _DraftJob:
     schedule: Schedule
     target_quality: _Once[QualityReport]
     all_exports: list[Future[ExportResult]]
-    int4: Int4Settings | None
+    target_provenance: TargetProvenance
 
 
 def _step(stage: str, action: Callable[[], object]):
@@ -431,15 +501,23 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
                 "export": built.export.model_copy(
                     update={
                         "draft_weight_format": chosen.weight_format,
-                        "target_int4": record._Open(**job.int4.as_provenance()) if job.int4 else None,
+                        "target_int4": job.target_provenance.int4,
+                        "target_reused_from": job.target_provenance.reused_from,
                     }
                 ),
                 "resources": {
                     "export-draft": record.StageResources(
                         seconds=round(chosen.export.seconds, 1), peak_rss_bytes=chosen.export.peak_rss_bytes or None
                     ),
-                    "export-target": record.StageResources(
-                        seconds=round(target_export.seconds, 1), peak_rss_bytes=target_export.peak_rss_bytes or None
+                    **(
+                        {}
+                        if job.target_provenance.reused_from
+                        else {
+                            "export-target": record.StageResources(
+                                seconds=round(target_export.seconds, 1),
+                                peak_rss_bytes=target_export.peak_rss_bytes or None,
+                            )
+                        }
                     ),
                     "validate": record.StageResources(seconds=round(chosen.validate_seconds, 1)),
                     **({"quality": record.StageResources(seconds=quality.seconds)} if quality.seconds else {}),
@@ -611,7 +689,7 @@ def build_record(
         target=record.TargetRef(
             repo=target.repo_id,
             revision=target.revision,
-            **_license(job.target_src, target.repo_id),
+            **job.target_provenance.license,
             model_type=pair.target.model_type,
             architecture=pair.target.architecture,
             is_vlm=pair.target.is_vlm,

@@ -125,7 +125,7 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
     entries: list[MatrixEntry] = []
     for (target, _), members in group_jobs(jobs).items():
         for part, group in enumerate(_fit(members, recipe.runners)):
-            runner, estimate, why = choose_runner(*_group_bytes(group), recipe.runners)
+            runner, estimate, why = _runner_for(group, recipe.runners)
             if runner is None:
                 for job in group:
                     report.add(Outcome(job.source, job.revision, Status.SKIPPED, why))
@@ -412,8 +412,13 @@ def _group_bytes(jobs: list[plan.BuildJob]) -> tuple[int, int]:
     return sum(job.draft_bytes for job in jobs), jobs[0].target_bytes
 
 
+def _runner_for(jobs: list[plan.BuildJob], runners: RunnerSettings):
+    """`choose_runner` for one entry (a target reused from the Hub is downloaded as its IR, not exported)."""
+    return choose_runner(*_group_bytes(jobs), runners, target_reused=jobs[0].reuse_target is not None)
+
+
 def _fit(jobs: list[plan.BuildJob], runners: RunnerSettings) -> list[list[plan.BuildJob]]:
     """The group as one entry when a runner class takes it whole, else one entry per draft."""
-    if len(jobs) == 1 or choose_runner(*_group_bytes(jobs), runners)[0] is not None:
+    if len(jobs) == 1 or _runner_for(jobs, runners)[0] is not None:
         return [jobs]
     return [[job] for job in jobs]

@@ -28,6 +28,7 @@ from bot.bundle import Bundle
 from bot.card import template_fingerprint
 from bot.draft_formats import report_note
 from bot.errors import BotError, Failure, Skip, UsageError
+from bot.export import TASK_LLM, TASK_VLM
 from bot.fetch import require_free_disk
 from bot.hub import REQUESTS, Hub, RepoListing
 from bot.isolation import tracked
@@ -36,6 +37,7 @@ from bot.publish import PublishResult, publish_group, refresh_cards
 from bot.recipe import Recipe
 from bot.record import BuildRecord, Repos
 from bot.report import RunReport
+from bot.reuse import ReusedTarget, plan_reuse
 from bot.sizing import estimate_build, gb, local_runner
 from bot.toolchain import Toolchain, detect
 
@@ -164,6 +166,7 @@ class _PlanContext:
         self.reader = reader
         self._toolchains: dict[str, Toolchain] = {}
         self._heads: dict[str, str | None] = {}
+        self._reusable: dict[tuple[str, str], ReusedTarget | None] = {}
 
     def toolchain(self, published: BuildRecord) -> Toolchain:
         """The toolchain a published build is compared with: its target family's profile, not this process's."""
@@ -174,6 +177,21 @@ class _PlanContext:
             except Skip:
                 self._toolchains[model_type] = detect()  # resolve() reports the missing profile with its reason
         return self._toolchains[model_type]
+
+    def reusable_target(self, job: plan.BuildJob, recipe: Recipe) -> ReusedTarget | None:
+        """The published target IR this job can build against instead of exporting (`bot.reuse`), once per target."""
+        key = (job.target_repo, job.target_revision)
+        if key not in self._reusable:
+            try:
+                toolchain = profiles.planned_toolchain(job.target_model_type)
+            except Skip:
+                self._reusable[key] = None
+            else:
+                task = TASK_VLM if job.target_is_vlm else TASK_LLM
+                self._reusable[key] = plan_reuse(
+                    self.reader, job.target_repo, job.target_revision, recipe.export, task, toolchain
+                )
+        return self._reusable[key]
 
     def target_head(self, published: BuildRecord) -> str | None:
         """The target's current revision (one light request per target); None when it cannot be read now."""
@@ -223,7 +241,10 @@ def _plan_one(
             state.published[listing.repo_id] = (published, repos)
     elif decision.action == plan.Action.BUILD:
         candidate = discover.resolve(reader, listing, recipe)
-        jobs.append(plan.BuildJob.from_candidate(candidate, decision.reasons, recipe.publish))
+        job = plan.BuildJob.from_candidate(candidate, decision.reasons, recipe.publish)
+        if not options.force:  # a forced build exports everything again
+            job = job.model_copy(update={"reuse_target": context.reusable_target(job, recipe)})
+        jobs.append(job)
     decisions.append(decision)
 
 
@@ -486,11 +507,21 @@ def fetch_and_build(
     group_dir = scratch / _safe_name(first.target)
     with log.group(f"fetch {first.target} and {len(members)} draft(s)"):
         try:
+            reuse = first.reuse_target
             estimate = estimate_build(
-                sum(j.draft_bytes for j in members), first.target_bytes, local_runner(scratch), recipe.runners.sizing
+                sum(j.draft_bytes for j in members),
+                first.target_bytes,
+                local_runner(scratch),
+                recipe.runners.sizing,
+                target_reused=reuse is not None,
             )
             require_free_disk(scratch, estimate.peak_disk_bytes, "download and export", subject=first.target)
-            target_dir = reader.download(first.target, first.target_revision, group_dir / "target", first.target_files)
+            if reuse is not None:  # the published int4 IR instead of the bf16 weights (bot.reuse)
+                target_dir = reader.download(reuse.repo, reuse.revision, group_dir / "target-ir", reuse.files)
+            else:
+                target_dir = reader.download(
+                    first.target, first.target_revision, group_dir / "target", first.target_files
+                )
         except BotError as error:
             failure = error if isinstance(error, Skip) else Failure(error.message, stage=error.stage or "download")
             for job in members:
@@ -520,7 +551,7 @@ def fetch_and_build(
     if not drafts:
         return []
     target = Checkout(target_dir, first.target, first.target_revision)
-    outcomes = build_group(target, drafts, recipe, work=scratch, keep_work=keep_work)
+    outcomes = build_group(target, drafts, recipe, work=scratch, keep_work=keep_work, reused=first.reuse_target)
     return list(zip(downloaded, outcomes, strict=True))
 
 

@@ -21,6 +21,7 @@ from bot.errors import Skip
 from bot.hub import RepoListing
 from bot.recipe import PublishSettings
 from bot.record import BuildInputs, BuildRecord, Repos
+from bot.reuse import ReusedTarget
 from bot.toolchain import Toolchain
 
 
@@ -72,6 +73,8 @@ class BuildJob(BaseModel):
     reasons: tuple[str, ...]
     draft_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
     target_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    # The published target whose int4 IR the build downloads instead of exporting the target (bot.reuse).
+    reuse_target: ReusedTarget | None = None
 
     @classmethod
     def from_candidate(cls, candidate: Candidate, reasons: tuple[str, ...], publish: PublishSettings) -> BuildJob:

@@ -17,9 +17,12 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+if TYPE_CHECKING:
+    from bot.recipe import ExportSettings
 
 PROVENANCE_FILE = "openvino_export.json"
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "openvino_export.schema.json"
@@ -125,15 +128,20 @@ class ExportInfo(_Record):
 
     def settings(self) -> tuple:
         """What changes the target IR's bytes: equal settings and inputs mean an equal export."""
-        return (
-            self.weight_format,
-            self.sym,
-            self.group_size,
-            self.ratio,
-            self.group_size_fallback,
-            self.backup_precision,
-            self.task.target,
-        )
+        return export_settings(self, self.task.target)
+
+
+def export_settings(export: ExportInfo | ExportSettings, target_task: str) -> tuple:
+    """The settings that change the target IR's bytes, of a record or of a recipe (equal means an equal export)."""
+    return (
+        export.weight_format,
+        export.sym,
+        export.group_size,
+        export.ratio,
+        export.group_size_fallback,
+        export.backup_precision,
+        target_task,
+    )
 
 
 class TargetInspect(_Record):

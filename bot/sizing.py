@@ -62,22 +62,29 @@ class StagePeaks:
     target_export_scratch: int
 
 
-def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel) -> StagePeaks:
-    """Evaluate every fitted line of `model` for a draft and a target of these safetensors sizes."""
+def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel, *, target_reused: bool = False) -> StagePeaks:
+    """Evaluate every fitted line of `model` for a draft and a target of these safetensors sizes (a reused target
+    is downloaded as its int4 IR, never exported: `bot.reuse`)."""
     return StagePeaks(
         draft_export_memory=model.draft_export_memory.at(draft_bytes),
-        target_export_memory=model.target_export_memory.at(target_bytes),
+        target_export_memory=0 if target_reused else model.target_export_memory.at(target_bytes),
         validate_memory=model.validate_memory.at(draft_bytes + target_bytes),
         inspect_memory=model.inspect_memory.at(target_bytes),
         draft_ir_bytes=model.ir_bytes.at(draft_bytes),
         target_ir_bytes=model.ir_bytes.at(target_bytes),
         draft_export_scratch=model.export_scratch_disk.at(draft_bytes),
-        target_export_scratch=model.export_scratch_disk.at(target_bytes),
+        target_export_scratch=0 if target_reused else model.export_scratch_disk.at(target_bytes),
     )
 
 
 def estimate_schedule(
-    draft_bytes: int, target_bytes: int, model: SizingModel, *, parallel_exports: bool, remove_sources: bool
+    draft_bytes: int,
+    target_bytes: int,
+    model: SizingModel,
+    *,
+    parallel_exports: bool,
+    remove_sources: bool,
+    target_reused: bool = False,
 ) -> BuildEstimate:
     """Peak memory and disk of one build for a given schedule (what `estimate_build` chooses between).
 
@@ -86,14 +93,15 @@ def estimate_schedule(
         model: the fitted sizing constants.
         parallel_exports: the draft and target exports run side by side.
         remove_sources: the downloaded sources are removed once both IRs are written.
+        target_reused: the target's published int4 IR is downloaded instead of its weights (no target export).
     """
-    peaks = stage_peaks(draft_bytes, target_bytes, model)
+    peaks = stage_peaks(draft_bytes, target_bytes, model, target_reused=target_reused)
     after_export = max(peaks.validate_memory, peaks.inspect_memory)
     if parallel_exports:
         exports = peaks.draft_export_memory + peaks.target_export_memory
     else:
         exports = max(peaks.draft_export_memory, peaks.target_export_memory)
-    sources = draft_bytes + target_bytes
+    sources = draft_bytes + (0 if target_reused else target_bytes)  # a reused target IR is counted in `irs`
     irs = peaks.draft_ir_bytes + peaks.target_ir_bytes
     if parallel_exports:  # both exports' temporary IRs at once
         scratch = peaks.draft_export_scratch + peaks.target_export_scratch
@@ -109,7 +117,9 @@ def estimate_schedule(
     )
 
 
-def estimate_build(draft_bytes: int, target_bytes: int, runner: RunnerClass, model: SizingModel) -> BuildEstimate:
+def estimate_build(
+    draft_bytes: int, target_bytes: int, runner: RunnerClass, model: SizingModel, *, target_reused: bool = False
+) -> BuildEstimate:
     """The schedule a build will use on `runner`, and its peak memory and disk.
 
     Exports run side by side only when both fit the runner's memory together; sources are removed after export
@@ -119,26 +129,38 @@ def estimate_build(draft_bytes: int, target_bytes: int, runner: RunnerClass, mod
         draft_bytes, target_bytes: safetensors bytes of the draft and of the target (bf16 weights).
         runner: the runner class the build would run on.
         model: the fitted sizing constants (the recipe's `runners.sizing`).
+        target_reused: the target's published int4 IR is downloaded instead of exported (`bot.reuse`).
 
     Returns:
         The estimate; it may exceed the runner's limits (`BuildEstimate.fits` says), `choose_runner` picks a class.
     """
-    parallel = estimate_schedule(draft_bytes, target_bytes, model, parallel_exports=True, remove_sources=False)
-    in_parallel = parallel.peak_memory_bytes <= runner.max_memory_bytes
-    kept = estimate_schedule(draft_bytes, target_bytes, model, parallel_exports=in_parallel, remove_sources=False)
+
+    def schedule(parallel_exports: bool, remove_sources: bool) -> BuildEstimate:
+        return estimate_schedule(
+            draft_bytes,
+            target_bytes,
+            model,
+            parallel_exports=parallel_exports,
+            remove_sources=remove_sources,
+            target_reused=target_reused,
+        )
+
+    in_parallel = schedule(True, False).peak_memory_bytes <= runner.max_memory_bytes
+    kept = schedule(in_parallel, False)
     if kept.peak_disk_bytes <= runner.max_disk_bytes:
         return kept
-    return estimate_schedule(draft_bytes, target_bytes, model, parallel_exports=in_parallel, remove_sources=True)
+    return schedule(in_parallel, True)
 
 
 def choose_runner(
-    draft_bytes: int, target_bytes: int, runners: RunnerSettings
+    draft_bytes: int, target_bytes: int, runners: RunnerSettings, *, target_reused: bool = False
 ) -> tuple[RunnerClass | None, BuildEstimate, str]:
     """The smallest runner class (by memory) whose memory and disk take the build's estimated peaks.
 
     Args:
         draft_bytes, target_bytes: safetensors bytes of the draft and of the target.
         runners: the recipe's runner classes and sizing constants.
+        target_reused: the target's published IR is downloaded instead of exported (`bot.reuse`).
 
     Returns:
         (class, estimate on it, reason). When no class fits: (None, the estimate on the largest class, a reason
@@ -146,7 +168,7 @@ def choose_runner(
     """
     estimate = None
     for runner in runners.classes:
-        estimate = estimate_build(draft_bytes, target_bytes, runner, runners.sizing)
+        estimate = estimate_build(draft_bytes, target_bytes, runner, runners.sizing, target_reused=target_reused)
         if estimate.fits(runner):
             return runner, estimate, f"runner class '{runner.name}': {estimate.describe()}"
     assert estimate is not None  # classes has at least one entry

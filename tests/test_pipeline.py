@@ -5,6 +5,7 @@ One seeded hub and one first run are shared by the module; the tests that change
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -170,6 +171,7 @@ def test_new_source_commit_triggers_exactly_one_rebuild(hub, first_run, tmp_path
     api = HfApi(endpoint=hub.url, token=TOKEN)
     readme = Hub(hub.url).read_file(demo.DRAFT_REPO, "README.md").decode() + "\nUpdated training notes.\n"
     new_sha = api.upload_file(path_or_fileobj=readme.encode(), path_in_repo="README.md", repo_id=demo.DRAFT_REPO).oid
+    target_commits_before = len(api.list_repo_commits(TARGET_OUT))
     report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path))
     published = [o for o in report.outcomes if o.status == "published"]
     assert [o.source for o in published] == [demo.DRAFT_REPO]
@@ -177,3 +179,54 @@ def test_new_source_commit_triggers_exactly_one_rebuild(hub, first_run, tmp_path
     provenance = json.loads(Hub(hub.url).read_file(DRAFT_OUT, "openvino_export.json"))
     assert provenance["source"]["revision"] == new_sha
     assert f"src-{new_sha[:7]}" in [t.name for t in api.list_repo_refs(DRAFT_OUT).tags]
+    # The target did not change: its published int4 IR was reused, not exported again (bot.reuse).
+    reused_from = provenance["export"]["target_reused_from"]
+    assert reused_from.split("@")[0] == TARGET_OUT
+    assert reused_from.split("@")[1] in {c.commit_id for c in api.list_repo_commits(TARGET_OUT)}
+    assert "export-target" not in provenance["resources"] and provenance["export"]["seconds"]["target"] == 0
+    target_record = json.loads(Hub(hub.url).read_file(TARGET_OUT, "openvino_export.json"))
+    assert provenance["quality"]["top1_agreement"] == target_record["quality"]["top1_agreement"]
+    target_commits = api.list_repo_commits(TARGET_OUT)  # newest first
+    new_titles = [c.title for c in target_commits[:len(target_commits) - target_commits_before]]
+    assert not [t for t in new_titles if t.startswith("Export target")], new_titles  # card commits only
+
+
+def test_reuse_is_planned_only_when_the_published_target_matches(hub, first_run):
+    """The published target matches this recipe and toolchain; another export setting, another tracked toolchain
+    version or another target revision each rule the reuse out, with the reason."""
+    from bot.export import TASK_LLM
+    from bot.profiles import planned_toolchain
+    from bot.reuse import plan_reuse, why_not_reusable
+    from bot.record import parse_target_record
+
+    reader = Hub(hub.url, READER)
+    revision = reader.head(demo.TARGET_REPO)
+    toolchain = planned_toolchain("qwen3")
+    reused = plan_reuse(reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain)
+    assert reused is not None and reused.repo == TARGET_OUT and reused.revision == reader.head(TARGET_OUT)
+    assert "openvino_model.bin" in reused.files and "openvino_export.json" in reused.files
+    assert "README.md" not in reused.files and reused.ir_bytes > 0
+    published = parse_target_record(reader.read_file(TARGET_OUT, "openvino_export.json"))
+    other_export = RECIPE.export.model_copy(update={"group_size": 64})
+    assert why_not_reusable(published, revision, other_export, TASK_LLM, toolchain) == "built with other export settings"
+    assert plan_reuse(reader, TARGET_OUT, revision, other_export, TASK_LLM, toolchain) is None
+    newer = dataclasses.replace(toolchain, versions={**toolchain.versions, "optimum-intel": "9.9.9"})
+    assert why_not_reusable(published, revision, RECIPE.export, TASK_LLM, newer) == (
+        "built with another toolchain (optimum-intel)")
+    assert "not " + "c" * 7 in why_not_reusable(published, "c" * 40, RECIPE.export, TASK_LLM, toolchain)
+    assert plan_reuse(reader, "OpenVINO-drafts/never-published", revision, RECIPE.export, TASK_LLM, toolchain) is None
+
+
+def test_a_new_target_revision_exports_the_target_again(hub, first_run, tmp_path):
+    """A published source is re-examined (and its target's revision compared) when the status memory lets it be:
+    its own revision, the toolchain or the recipe changed, `recheck_after` passed, or `--recheck` (used here)."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    readme = Hub(hub.url).read_file(demo.TARGET_REPO, "README.md").decode() + "\nNew target revision.\n"
+    new_sha = api.upload_file(path_or_fileobj=readme.encode(), path_in_repo="README.md", repo_id=demo.TARGET_REPO).oid
+    report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path, recheck=True))
+    assert [o.source for o in report.outcomes if o.status == "published"] == [demo.DRAFT_REPO]
+    provenance = json.loads(Hub(hub.url).read_file(DRAFT_OUT, "openvino_export.json"))
+    assert provenance["target"]["revision"] == new_sha
+    assert provenance["export"]["target_reused_from"] is None and "export-target" in provenance["resources"]
