@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.recipe import LinearFit, RunnerClass, RunnerSettings, SizingModel, load_recipe
-from bot.sizing import choose_runner, estimate_build, estimate_schedule, local_runner
+from bot.sizing import choose_runner, estimate_build, estimate_schedule, local_runner, stage_peaks
 
 GB = 10**9
 # A model with round numbers, so the expected figures can be worked out by hand.
@@ -126,3 +126,19 @@ def test_an_8b_pair_is_skipped_with_the_peaks_and_the_class_to_add():
 def test_this_machine_as_a_runner_class(tmp_path):
     here = local_runner(tmp_path)
     assert here.name == "local" and 0 < here.max_memory_bytes and 0 < here.max_disk_bytes
+
+
+def test_a_reused_target_leaves_the_draft_export_and_genai_as_the_peak():
+    """With the published target IR reused (bot.reuse) no target export runs: the peak is the draft export or the
+    validation. Measured, not hoped: GenAI with the exact CPU properties holds 12.2 GB for a Qwen3-4B pair
+    (docs/scale.md), so a draft update for a Qwen3-8B target still needs ~23 GB, for validation alone."""
+    runners = load_recipe().runners
+    full = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners)[1]
+    chosen, reused, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners, target_reused=True)
+    assert chosen is not None and chosen.name == "standard", reason
+    peaks = stage_peaks(QWEN3_4B_DFLASH, QWEN3_4B, runners.sizing)
+    assert reused.peak_memory_bytes == max(peaks.draft_export_memory, peaks.validate_memory) < full.peak_memory_bytes
+    assert reused.peak_disk_bytes < full.peak_disk_bytes / 2  # no bf16 target, no temporary IR
+    chosen, eight_b, reason = choose_runner(QWEN3_8B_DFLASH, QWEN3_8B, runners, target_reused=True)
+    assert chosen is None and eight_b.peak_memory_bytes == stage_peaks(
+        QWEN3_8B_DFLASH, QWEN3_8B, runners.sizing).validate_memory, reason
