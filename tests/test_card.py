@@ -60,3 +60,14 @@ def test_a_per_row_draft_card_says_pagedattention_ready_and_drops_the_stateful_l
     assert "**PagedAttention-ready**" in card and "one active request" not in card
     stateful, _ = cards()
     assert "**stateful**" in stateful and "one active request" in stateful
+
+
+def test_a_draft_built_against_a_reused_target_says_which_published_ir_it_was_validated_with():
+    built = build_record().published_as(REPOS, "fp")
+    fresh = render_draft_card(built)
+    assert "built and validated in the same run" in fresh and "not exported again" not in fresh
+    reused = built.model_copy(update={"export": built.export.model_copy(
+        update={"target_reused_from": f"{REPOS.target}@{'c' * 40}"})})
+    text = render_draft_card(reused)
+    assert "validated against that repo's published int4 IR (commit `ccccccc`" in text
+    assert "built and validated in the same run" not in text
