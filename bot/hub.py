@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import httpx
 
@@ -283,18 +283,18 @@ class Hub:
 
         return self.call("read", fetch, subject=repo_id)
 
-    def draft_record(self, repo_id: str) -> BuildRecord | None:
+    def draft_record(self, repo_id: str, revision: str | None = None) -> BuildRecord | None:
         """The build record of a published draft repo (one GET); None when there is none, or when it is damaged,
         oversized or from a schema this bot cannot read (then it is rebuilt rather than trusted)."""
-        return self._record(repo_id, parse_draft_record)
+        return self._record(repo_id, parse_draft_record, revision)
 
-    def target_record(self, repo_id: str) -> TargetRecord | None:
+    def target_record(self, repo_id: str, revision: str | None = None) -> TargetRecord | None:
         """The record of a published target repo (one GET); None as for `draft_record`."""
-        return self._record(repo_id, parse_target_record)
+        return self._record(repo_id, parse_target_record, revision)
 
-    def _record(self, repo_id: str, parse: Callable[[bytes], R]) -> R | None:
+    def _record(self, repo_id: str, parse: Callable[[bytes], R], revision: str | None) -> R | None:
         try:
-            data = self.read_file(repo_id, PROVENANCE_FILE)
+            data = self.read_file(repo_id, PROVENANCE_FILE, revision=revision)
         except Skip as skip:
             # Over the size limit (a card bomb expanded into an old record): rebuilt, never a permanent skip.
             log.step("%s: published %s is unusable (%s): rebuilding", repo_id, PROVENANCE_FILE, skip.message)
@@ -305,6 +305,13 @@ class Hub:
             return parse(data)
         except RecordError as exc:
             log.step("%s: published %s is not usable (%s): rebuilding", repo_id, PROVENANCE_FILE, exc)
+            return None
+
+    def head_or_none(self, repo_id: str) -> str | None:
+        """The current commit of a repo, or None when it does not exist (or cannot be seen with this token)."""
+        try:
+            return self.head(repo_id)
+        except Skip:
             return None
 
     def download(self, repo_id: str, revision: str, dest: Path, files: Iterable[str]) -> Path:
@@ -333,15 +340,29 @@ class Hub:
         private: bool,
         delete_stale: bool = True,
         only: Iterable[str] | None = None,
+        seen: str | Literal["head"] | None = "head",
     ) -> CommitResult:
         """Create the repo if needed and commit the folder in ONE commit, guarded by `parent_commit`.
 
         Unchanged files are skipped by the client (their oids match), stale files are deleted in the same
         commit, and a concurrent writer makes the commit fail with 412 instead of interleaving.
+
+        Args:
+            seen: the commit the caller decided to publish on (its record was read there): the commit's parent, so
+                a writer that committed since makes this one fail with 412 (`PreconditionFailed`) rather than land
+                on top of work the caller never saw. None: the caller saw no repo; a repo that holds files by now
+                is refused the same way. "head": whatever the head is now (nothing was decided from its content).
         """
         hf = _hf()
         self.call("create repo", lambda: self.api.create_repo(repo_id, private=private, exist_ok=True), subject=repo_id)
-        head = self.repo_files(repo_id)
+        head = self.repo_files(repo_id, revision=seen if isinstance(seen, str) and seen != "head" else None)
+        if seen is None and set(head.sizes) - {".gitattributes"}:
+            raise PreconditionFailed(
+                "another writer published to the repo since it was found empty",
+                status=412,
+                subject=repo_id,
+                stage="commit",
+            )
         names = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
         if only is not None:
             names = [n for n in names if n in set(only)]

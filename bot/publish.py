@@ -88,13 +88,12 @@ def _publish_once(
     the next run finishes the work."""
     ready: list[int] = []
     current: list[int] = []
+    seen: dict[int, str | None] = {}  # the draft repo's commit each decision was made on
     for i in pending:
         bundle, repos = members[i]
         try:
-            if _draft_is_current(hub, bundle.record, repos, card_fp):
-                current.append(i)
-            else:
-                ready.append(i)
+            is_current, seen[i] = _draft_is_current(hub, bundle.record, repos, card_fp)
+            (current if is_current else ready).append(i)
         except BotError as error:
             results[i] = error
     commits: dict[int, list[tuple[str, str]]] = {i: [] for i in ready + current}
@@ -111,7 +110,7 @@ def _publish_once(
     for i in ready:
         bundle, repos = members[i]
         try:
-            _publish_draft(hub, bundle, repos, card_fp, commits[i], private)
+            _publish_draft(hub, bundle, repos, card_fp, commits[i], private, seen[i])
         except PreconditionFailed:
             raise
         except BotError as error:
@@ -128,8 +127,9 @@ def _publish_once(
         results[i] = PublishResult(Status.PUBLISHED if commits[i] else Status.UP_TO_DATE, members[i][1], commits[i])
 
 
-def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) -> bool:
-    """Whether the draft repo already holds this build with this card.
+def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) -> tuple[bool, str | None]:
+    """Whether the draft repo already holds this build with this card, and the commit that was read (None: no
+    repo); a commit of this bundle must have that commit as its parent (`Hub.publish_folder(seen=...)`).
 
     Raises:
         Failure: the bundle did not pass its gates, or was built from local folders.
@@ -145,9 +145,10 @@ def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) 
             subject=source,
             stage="publish",
         )
-    published = hub.draft_record(repos.draft)
+    head = hub.head_or_none(repos.draft)
+    published = hub.draft_record(repos.draft, revision=head) if head is not None else None
     if published is None:
-        return False
+        return False, head
     if published.source.repo != source:
         raise Skip(
             f"{repos.draft} holds a build of {published.source.repo}, not of {source}: not overwritten "
@@ -158,7 +159,7 @@ def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) 
     if not published.inputs().changes_to(built.inputs()):
         if published.card is not None and published.card.template_fingerprint == card_fp:
             log.step("%s already holds this build", repos.draft)
-            return True
+            return True, head
     elif published.built_at > built.built_at and published.source.revision != built.source.revision:
         raise Skip(
             f"{repos.draft} already holds a newer build (source {str(published.source.revision)[:7]}); "
@@ -166,7 +167,7 @@ def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) 
             subject=source,
             stage="publish",
         )
-    return False
+    return False, head
 
 
 def _publish_target(
@@ -186,7 +187,8 @@ def _publish_target(
     """
     first, repos = members[0]
     built = first.record
-    published = hub.target_record(repos.target)
+    head = hub.head_or_none(repos.target)
+    published = hub.target_record(repos.target, revision=head) if head is not None else None
     if published is not None and published.target.repo != built.target.repo:
         raise Skip(
             f"{repos.target} holds an export of {published.target.repo}, not of {built.target.repo}: not "
@@ -219,7 +221,12 @@ def _publish_target(
         else f"List {len(target_record.drafts)} validated draft(s) on the model card"
     )
     result = hub.publish_folder(
-        repos.target, folder, message=message, private=private, only=_CARD_FILES if weights_current else None
+        repos.target,
+        folder,
+        message=message,
+        private=private,
+        only=_CARD_FILES if weights_current else None,
+        seen=head,
     )
     if result.commit:
         commits.append((repos.target, result.commit))
@@ -234,14 +241,22 @@ def _publish_target(
 
 
 def _publish_draft(
-    hub: Hub, bundle: Bundle, repos: Repos, card_fp: str, commits: list[tuple[str, str]], private: bool
+    hub: Hub,
+    bundle: Bundle,
+    repos: Repos,
+    card_fp: str,
+    commits: list[tuple[str, str]],
+    private: bool,
+    seen: str | None,
 ) -> None:
     built = bundle.record.published_as(repos, card_fp)
     folder = bundle.draft_dir
     record.write(built, folder)
     write_acceptance_chart(folder, built.validation)
     (folder / "README.md").write_text(render_draft_card(built), encoding="utf-8")
-    result = hub.publish_folder(repos.draft, folder, message=_message("draft", built.source), private=private)
+    result = hub.publish_folder(
+        repos.draft, folder, message=_message("draft", built.source), private=private, seen=seen
+    )
     if result.commit:
         commits.append((repos.draft, result.commit))
         log.step("%s: commit %s (%d files)", repos.draft, result.commit[:7], len(result.files))

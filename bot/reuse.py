@@ -98,7 +98,8 @@ def plan_reuse(
             and n.endswith((".xml", ".bin", ".json", ".jinja", ".txt", ".model"))
         )
     )
-    if "openvino_model.xml" not in files or PROVENANCE_FILE not in files:
+    if published.inspect.target.ir_file not in files or PROVENANCE_FILE not in files:
+        log.step("%s: not reused: its IR files are not all there", target_repo)
         return None
     ir_bytes = sum(head.sizes[n] for n in files)
     log.step("%s@%s: its int4 IR is reused (%.1f GB to download)", target_repo, head.sha[:7], ir_bytes / 1e9)

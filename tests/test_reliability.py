@@ -372,9 +372,36 @@ def test_endless_listing_terminates(hub, tmp_path):
            f"{len(set(listed))} distinct candidates", "unchanged (read-only)")
 
 
-@pytest.mark.xfail(reason="known open defect: two whole `run`s at once (build in token-free builders, then the "
-                          "group publish and the status page) failed this in the full module run on 2026-11-30; the "
-                          "publish race alone passes 10 of 10 (test_two_publishers_race_ten_times...)", strict=False)
+def test_a_commit_lands_only_on_the_commit_its_decision_was_made_on(tmp_path):
+    """The publish decision (is this build already there?) is read at one commit, and the commit that follows has
+    that commit as its parent: a writer that committed in between makes it a 412, which sends publish back to
+    re-read the Hub (it then finds the build there). Without this, two whole runs at once published one draft
+    twice: the second read "nothing there", published its target, and then committed on top of the first."""
+    from bot.errors import PreconditionFailed
+    from hubserver import LocalHub
+
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a")
+    with LocalHub(tmp_path / "hub", "maintainer", TOKEN) as server:
+        hub = Hub(server.url, TOKEN)
+        assert hub.head_or_none("ns/race") is None  # the decision: no repo yet
+        hub.publish_folder("ns/race", folder, message="the other writer", private=False)
+        with pytest.raises(PreconditionFailed):
+            hub.publish_folder("ns/race", folder, message="us", private=False, seen=None)
+        seen = hub.head_or_none("ns/race")
+        (folder / "a.txt").write_text("b")
+        hub.publish_folder("ns/race", folder, message="the other writer again", private=False)
+        (folder / "a.txt").write_text("ours")
+        with pytest.raises(PreconditionFailed):
+            hub.publish_folder("ns/race", folder, message="us", private=False, seen=seen)
+        titles = [c.title for c in hub.api.list_repo_commits("ns/race")]
+        assert titles == ["the other writer again", "the other writer", "initial commit"]
+        (folder / "a.txt").write_text("c")
+        result = hub.publish_folder("ns/race", folder, message="us", private=False, seen=hub.head_or_none("ns/race"))
+        assert result.commit is not None
+
+
 def test_two_runs_at_once_publish_each_repo_exactly_once(hub, tmp_path):
     recipe_file = tmp_path / "recipe.yaml"
     data = json.loads(recipe_for("rel-concurrent").model_dump_json())
