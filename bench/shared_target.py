@@ -40,14 +40,38 @@ def main() -> int:
             bot = timed([str(BIN / "dflash-bot"), "run", "--recipe", str(recipe), "--work", str(work / "w"),
                          "--report", str(work / "report.json")], env=env)
             report = json.loads((work / "report.json").read_text())
-    published = sorted(o["source"] for o in report["outcomes"] if o["status"] == "published")
-    if published != sorted([demo.DRAFT_REPO, SECOND_DRAFT]):
-        raise SystemExit(f"expected both drafts published, got {report['outcomes']}")
+            published = sorted(o["source"] for o in report["outcomes"] if o["status"] == "published")
+            if published != sorted([demo.DRAFT_REPO, SECOND_DRAFT]):
+                raise SystemExit(f"expected both drafts published, got {report['outcomes']}")
+            actions = actions_path(work, recipe, env)
     print_json({"drafts": 2, "shared_target": demo.TARGET_REPO, "bot_run_s": round(bot, 1),
                 "plain_per_draft_s": round(plain, 1), "ratio_bot_over_plain": round(bot / plain, 3),
                 "goal": "<= 0.7", "bot_includes": "discover, plan, download, export, IR checks, lossless + "
-                "acceptance gates, k sweep [3, 7, 15], publish of 3 repos with cards"})
+                "acceptance gates, k sweep [3, 7, 15], publish of 3 repos with cards",
+                "actions_path": actions})
     return 0
+
+
+def actions_path(work: Path, recipe: Path, env: dict) -> dict:
+    """The Actions fan-out on the same Hub: `plan --matrix --force` (both drafts again), then the build job of each
+    matrix entry as watch.yml runs it; every export process writes one log, so the logs count the exports."""
+    plan_file = work / "plan.json"
+    timed([str(BIN / "dflash-bot"), "plan", "--matrix", "--force", "--out", str(plan_file), "--recipe", str(recipe)],
+          env=env)
+    entries = json.loads(plan_file.read_text())["entries"]
+    build_s, logs = 0.0, []
+    for index, entry in enumerate(entries):
+        jobs = work / f"jobs-{index}.json"
+        jobs.write_text(json.dumps(entry["jobs"]))
+        scratch = work / f"actions-{index}"
+        build_s += timed([str(BIN / "dflash-bot"), "build", "--job", f"@{jobs}", "--out", str(work / "bundles"),
+                          "--recipe", str(recipe), "--work", str(scratch), "--keep-work"], env=env)
+        logs += sorted(p.name for p in scratch.rglob("export-*.log"))
+    target_exports = sum(1 for name in logs if name.startswith("export-target"))
+    if len(entries) != 1 or target_exports != 1:
+        raise SystemExit(f"expected one matrix entry and one target export, got {len(entries)} and {logs}")
+    return {"matrix_entries": len(entries), "drafts_in_entry": len(entries[0]["jobs"]), "target_exports": 1,
+            "draft_exports": len(logs) - 1, "build_job_s": round(build_s, 1)}
 
 
 if __name__ == "__main__":

@@ -29,12 +29,13 @@ TOKEN = "hf_bench_reuse_0123456789"
 
 
 def light_recipe(path: Path) -> Path:
-    """The default recipe with one k and one draft format: the draft's share of both runs stays small and equal,
-    so the ratio shows what the target costs."""
+    """The default recipe with one k and one draft format (the draft's share of both runs stays small and equal,
+    so the ratio shows what the target costs), and no acceptance minimum."""
     import yaml
 
     recipe = yaml.safe_load((Path(__file__).resolve().parent.parent / "workflows" / "dflash.yaml").read_text())
-    recipe["validation"].update({"num_assistant_tokens": [3], "repeats": 1})
+    # Random weights accept nothing: the acceptance gate (a real draft's) would refuse to publish either build.
+    recipe["validation"].update({"num_assistant_tokens": [3], "repeats": 1, "min_accept_length": 1.0})
     recipe["export"]["draft_weight_formats"] = ["int4"]
     path.write_text(yaml.safe_dump(recipe))
     return path
