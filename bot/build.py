@@ -260,21 +260,20 @@ def _build_group(
     ir_root, logs = scratch / "ir", scratch / "logs"
     target_task = TASK_VLM if target_spec.is_vlm else TASK_LLM
     target_quality: _Once[QualityReport] = _Once()
+    provenance: Future[TargetProvenance] = Future()
     if reused is None:
         src = safe_copy(target.path, scratch / "src" / "target", subject=target.name)
         target_request = ExportRequest("target", src, ir_root / "target", target_task, trust_remote_code=False)
-        int4 = target_int4(target, recipe, toolchain)
-        provenance = TargetProvenance(
-            _license(src, target.repo_id), record._Open(**int4.as_provenance()) if int4 else None, None
-        )
     else:
         src = target.path  # the published IR folder: our own output, read as data and never exported again
         log.step("%s: int4 IR reused from %s (no target export, quality from its record)", target.name, reused.pinned)
         published = reused.record
-        provenance = TargetProvenance(
-            {"license": published.target.license, "license_link": published.target.license_link},
-            published.export.target_int4,
-            reused.pinned,
+        provenance.set_result(
+            TargetProvenance(
+                {"license": published.target.license, "license_link": published.target.license_link},
+                published.export.target_int4,
+                reused.pinned,
+            )
         )
         target_quality.get(lambda: reused.quality())
     formats = list(recipe.export.draft_weight_formats)
@@ -300,7 +299,31 @@ def _build_group(
             )
 
         if reused is None:
-            target_future = submit(target_request, int4.cli_args() if int4 else None)
+
+            def export_target() -> ExportResult:
+                # Reading optimum-intel's int4 defaults costs seconds (an import in the toolchain's python): the
+                # draft exports start meanwhile, and the provenance gets the settings the export used.
+                try:
+                    int4 = target_int4(target, recipe, toolchain)
+                except BaseException as error:
+                    provenance.set_exception(error)
+                    raise
+                provenance.set_result(
+                    TargetProvenance(
+                        _license(src, target.repo_id), record._Open(**int4.as_provenance()) if int4 else None, None
+                    )
+                )
+                return export_model(
+                    target_request,
+                    recipe.export,
+                    log_dir=logs,
+                    home=scratch / "hf",
+                    python=toolchain.python,
+                    memory_budget_bytes=schedule.memory_budget_bytes,
+                    quantization=int4.cli_args() if int4 else None,
+                )
+
+            target_future = exporters.submit(export_target)
         else:
             target_future = Future()
             target_future.set_result(ExportResult("target", target.path, 0.0, logs / "target.log"))
@@ -397,7 +420,7 @@ class _DraftJob:
     schedule: Schedule
     target_quality: _Once[QualityReport]
     all_exports: list[Future[ExportResult]]
-    target_provenance: TargetProvenance
+    target_provenance: Future[TargetProvenance]  # known once the target's int4 settings are read
 
 
 def _step(stage: str, action: Callable[[], object]):
@@ -474,6 +497,7 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
             )
         validation = chosen.validation
         quality_failure = quality_gate(quality, recipe.validation.min_top1_agreement)
+        target_provenance = job.target_provenance.result()  # set before the target export ran
         built = build_record(
             job,
             recipe,
@@ -501,8 +525,8 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
                 "export": built.export.model_copy(
                     update={
                         "draft_weight_format": chosen.weight_format,
-                        "target_int4": job.target_provenance.int4,
-                        "target_reused_from": job.target_provenance.reused_from,
+                        "target_int4": target_provenance.int4,
+                        "target_reused_from": target_provenance.reused_from,
                     }
                 ),
                 "resources": {
@@ -511,7 +535,7 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
                     ),
                     **(
                         {}
-                        if job.target_provenance.reused_from
+                        if target_provenance.reused_from
                         else {
                             "export-target": record.StageResources(
                                 seconds=round(target_export.seconds, 1),
@@ -689,7 +713,7 @@ def build_record(
         target=record.TargetRef(
             repo=target.repo_id,
             revision=target.revision,
-            **job.target_provenance.license,
+            **job.target_provenance.result().license,
             model_type=pair.target.model_type,
             architecture=pair.target.architecture,
             is_vlm=pair.target.is_vlm,

@@ -53,7 +53,7 @@ def why_not_reusable(
         return f"built from target revision {(published.target.revision or 'none')[:7]}, not {target_revision[:7]}"
     if published.export.settings() != export_settings(export, target_task):
         return "built with other export settings"
-    if dict(published.toolchain.tracked()) != toolchain.tracked():
+    if published.toolchain.tracked() != toolchain.tracked():
         changed = sorted(
             name for name, version in toolchain.tracked().items() if published.toolchain.tracked().get(name) != version
         )
@@ -77,13 +77,8 @@ def plan_reuse(
         head = reader.repo_files(target_repo)
     except BotError:
         return None  # not published (or unreadable): export it
-    data = reader.read_file(target_repo, PROVENANCE_FILE, revision=head.sha)
-    if data is None:
-        return None
-    try:
-        published = parse_target_record(data)
-    except RecordError as error:
-        log.step("%s: published record unusable (%s): the target is exported again", target_repo, error)
+    published = reader.target_record(target_repo, revision=head.sha)  # None: no usable record there
+    if published is None:
         return None
     reason = why_not_reusable(published, target_revision, export, target_task, toolchain)
     if reason is not None:
