@@ -286,9 +286,8 @@ def _build_group(
         log.group(f"build {target.name} and {len(verified)} draft(s): export, inspect, validate, bundle"),
     ):
 
-        def submit(request: ExportRequest, quantization: list[str] | None) -> Future[ExportResult]:
-            return exporters.submit(
-                export_model,
+        def run_export(request: ExportRequest, quantization: list[str] | None) -> ExportResult:
+            return export_model(
                 request,
                 recipe.export,
                 log_dir=logs,
@@ -297,6 +296,9 @@ def _build_group(
                 memory_budget_bytes=schedule.memory_budget_bytes,
                 quantization=quantization,
             )
+
+        def submit(request: ExportRequest, quantization: list[str] | None) -> Future[ExportResult]:
+            return exporters.submit(run_export, request, quantization)
 
         if reused is None:
 
@@ -313,15 +315,7 @@ def _build_group(
                         _license(src, target.repo_id), record._Open(**int4.as_provenance()) if int4 else None, None
                     )
                 )
-                return export_model(
-                    target_request,
-                    recipe.export,
-                    log_dir=logs,
-                    home=scratch / "hf",
-                    python=toolchain.python,
-                    memory_budget_bytes=schedule.memory_budget_bytes,
-                    quantization=int4.cli_args() if int4 else None,
-                )
+                return run_export(target_request, int4.cli_args() if int4 else None)
 
             target_future = exporters.submit(export_target)
         else:
