@@ -272,7 +272,14 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
     if published.repos is None:
         raise Failure("the published record names no repos to refresh", subject=published.source.repo, stage="publish")
     repos, card_fp = published.repos, template_fingerprint()
-    refreshed = published.published_as(repos, card_fp)
+    # Render from the record at the commit the card will be committed on: a build published since the plan read
+    # `published` has its own fresh cards, and must not get this one's record back.
+    head = hub.head_or_none(repos.draft)
+    current = hub.draft_record(repos.draft, revision=head) if head is not None else None
+    if current is None or current.inputs().changes_to(published.inputs()):
+        log.step("%s holds another build since it was planned: its cards are its own", repos.draft)
+        return PublishResult(Status.UP_TO_DATE, repos, [])
+    refreshed = current.published_as(repos, card_fp)
     commits: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="dflash-bot-card-") as tmp:
         folder = Path(tmp)
@@ -280,18 +287,24 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
         write_acceptance_chart(folder, refreshed.validation)
         (folder / "README.md").write_text(render_draft_card(refreshed), encoding="utf-8")
         result = hub.publish_folder(
-            repos.draft, folder, message="Update model card", private=private, only=(*_CARD_FILES, ACCEPTANCE_CHART)
+            repos.draft,
+            folder,
+            message="Update model card",
+            private=private,
+            only=(*_CARD_FILES, ACCEPTANCE_CHART),
+            seen=head,
         )
         if result.commit:
             commits.append((repos.draft, result.commit))
-        target = hub.target_record(repos.target)
+        target_head = hub.head_or_none(repos.target)
+        target = hub.target_record(repos.target, revision=target_head) if target_head is not None else None
         if target is not None and target.card.template_fingerprint != card_fp:
             (folder / ACCEPTANCE_CHART).unlink()
             target = target.model_copy(update={"card": record.CardInfo(template_fingerprint=card_fp)})
             record.write(target, folder)
             (folder / "README.md").write_text(render_target_card(target, target_repo=repos.target), encoding="utf-8")
             result = hub.publish_folder(
-                repos.target, folder, message="Update model card", private=private, only=_CARD_FILES
+                repos.target, folder, message="Update model card", private=private, only=_CARD_FILES, seen=target_head
             )
             if result.commit:
                 commits.append((repos.target, result.commit))

@@ -165,6 +165,23 @@ def test_card_template_change_alone_re_renders_only_the_card(hub, first_run, tmp
     assert again.commits == []
 
 
+def test_a_card_refresh_planned_from_an_older_build_never_overwrites_a_newer_one(hub, first_run):
+    """A card refresh renders from the record at the commit it commits on: when the repo holds another build than
+    the one planned from (published in between), it leaves that build's cards alone."""
+    from huggingface_hub import HfApi
+
+    from bot.publish import refresh_cards
+
+    writer = Hub(hub.url, TOKEN)
+    published = writer.draft_record(DRAFT_OUT)
+    older = published.model_copy(update={"source": published.source.model_copy(update={"revision": "d" * 40})})
+    before = len(HfApi(endpoint=hub.url, token=TOKEN).list_repo_commits(DRAFT_OUT))
+    result = refresh_cards(writer, older, private=False)
+    assert result.status == "up-to-date" and result.commits == []
+    assert len(HfApi(endpoint=hub.url, token=TOKEN).list_repo_commits(DRAFT_OUT)) == before
+    assert writer.draft_record(DRAFT_OUT).source.revision == published.source.revision
+
+
 def test_new_source_commit_triggers_exactly_one_rebuild(hub, first_run, tmp_path):
     from huggingface_hub import HfApi
 
