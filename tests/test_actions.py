@@ -344,6 +344,30 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     planned = plan_matrix(reader, RECIPE, RunOptions(force=True))
     (entry,) = planned.entries
     assert sorted(job.source for job in entry.jobs) == sorted([demo.DRAFT_REPO, copy])
+    # A runner class that takes one draft with the target but not both (in no schedule): the group is split, one
+    # entry per draft, and over the entry limit the second is deferred. Tiny sizes: memory tells them apart.
+    from bot.sizing import estimate_schedule
+
+    job = entry.jobs[0]
+
+    def least_memory(draft_bytes: int) -> int:
+        return min(estimate_schedule(draft_bytes, job.target_bytes, RECIPE.runners.sizing, parallel_exports=parallel,
+                                     remove_sources=remove).peak_memory_bytes
+                   for parallel in (True, False) for remove in (True, False))
+
+    single, both = least_memory(job.draft_bytes), least_memory(sum(j.draft_bytes for j in entry.jobs))
+    assert single < both  # every draft's export and validation take memory
+    narrow = RECIPE.model_copy(update={"runners": RECIPE.runners.model_copy(update={"max_entries": 1, "classes": [
+        RECIPE.runners.classes[0].model_copy(update={
+            "name": "narrow", "max_memory_bytes": both - 1, "max_disk_bytes": 10**12})]})})
+    planned = plan_matrix(reader, narrow, RunOptions(force=True))
+    assert len(planned.entries) == 1 and len(planned.entries[0].jobs) == 1 and len(planned.matrix()["include"]) == 1
+    (deferred,) = planned.report.deferred
+    outcome = {o.source: o for o in planned.report.outcomes}[deferred]
+    assert outcome.status == "deferred" and "next run" in outcome.reason
+    dry = plan_matrix(reader, narrow, RunOptions(force=True, dry_run=True))
+    assert dry.matrix() == {"include": []} and len(dry.entries) == 1  # a dry run hands nothing on
+    assert "planned" in {o.status for o in dry.report.outcomes}
 
 
 def test_a_group_no_runner_class_takes_whole_is_split_one_entry_per_draft():
