@@ -291,10 +291,31 @@ def publish_status(
     Raises:
         Failure: a Hub write failed (the models are published already; the next run retries the status).
     """
+    publish, renderer = recipe.publish, _renderer()
+    updates, watched = list(updates), None if watched is None else list(watched)  # merged again after a lost race
     current = memory
     for attempt in range(1, _STATUS_ATTEMPTS + 1):
+        status = merged(
+            current.status,
+            updates,
+            recipe=recipe.name,
+            namespace=publish.namespace,
+            watched=watched,
+            collection_title=publish.collection.title,
+            renderer=renderer,
+        )
+        status = with_repo_shas(
+            status, writer.list_namespace(publish.namespace) if committed else current.namespace_listing
+        )
+        collection = None
+        # No collection is created before there is something to list in it.
+        if collection_needs_sync(current.status, status) and (status.published_pairs() or status.collection_url):
+            collection = sync_collection(writer, publish, status.published_pairs())
+            status = status.model_copy(update={"collection_url": collection.url})
         try:
-            return _publish_status_once(writer, recipe, current, updates, watched=watched, committed=committed)
+            commit = write_status(
+                writer, publish.status_repo_id, status, current=current.status, private=publish.private
+            )
         except PreconditionFailed:
             if attempt == _STATUS_ATTEMPTS:
                 raise
@@ -303,43 +324,15 @@ def publish_status(
             current = load_memory(
                 writer, recipe, toolchain_fp=memory.toolchain_fp, card_fp=memory.card_fp, recheck=memory.recheck
             )
+            continue
+        return StatusResult(
+            status=status,
+            repo_id=publish.status_repo_id,
+            page_url=f"{writer.endpoint}/datasets/{publish.status_repo_id}",
+            commit=commit,
+            collection=collection,
+        )
     raise AssertionError("unreachable")
-
-
-def _publish_status_once(
-    writer: Hub,
-    recipe: Recipe,
-    memory: Memory,
-    updates: Iterable[StatusEntry],
-    *,
-    watched: Iterable[str] | None,
-    committed: bool,
-) -> StatusResult:
-    publish = recipe.publish
-    status = merged(
-        memory.status,
-        updates,
-        recipe=recipe.name,
-        namespace=publish.namespace,
-        watched=watched,
-        collection_title=publish.collection.title,
-        renderer=_renderer(),
-    )
-    status = with_repo_shas(status, writer.list_namespace(publish.namespace) if committed else memory.namespace_listing)
-    collection = None
-    # No collection is created before there is something to list in it.
-    if collection_needs_sync(memory.status, status) and (status.published_pairs() or status.collection_url):
-        collection = sync_collection(writer, publish, status.published_pairs())
-        status = status.model_copy(update={"collection_url": collection.url})
-    repo_id = publish.status_repo_id
-    commit = write_status(writer, repo_id, status, current=memory.status, private=publish.private)
-    return StatusResult(
-        status=status,
-        repo_id=repo_id,
-        page_url=f"{writer.endpoint}/datasets/{repo_id}",
-        commit=commit,
-        collection=collection,
-    )
 
 
 def _renderer() -> str:
