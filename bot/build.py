@@ -25,7 +25,7 @@ from bot.check_ir import DraftIrReport, TargetIrReport, inspect_draft, inspect_t
 from bot.checkpoints import DraftSpec, TargetSpec, check_weights, classify_draft, load_config, read_target
 from bot.discover import Candidate
 from bot.errors import BotError, Failure
-from bot.export import TASK_LLM, TASK_VLM, ExportRequest, ExportResult, export_model
+from bot.export import TASK_LLM, ExportRequest, ExportResult, export_model, target_task
 from bot.fetch import safe_copy
 from bot.profiles import DEFAULT_PROFILE, toolchain_for
 from bot.quality import QualityReport, measure_quality, quality_gate
@@ -168,7 +168,7 @@ def build_group(
         reused_ir = None
         if reused is not None:
             try:
-                task = TASK_VLM if drafts[0].candidate.target_is_vlm else TASK_LLM
+                task = target_task(drafts[0].candidate.target_is_vlm)
                 published = check_reused(target.path, target.revision or "", recipe.export, task, toolchain)
             except BotError as error:
                 log.step("%s", error.at(subject=target.name).one_line())
@@ -258,12 +258,12 @@ def _build_group(
 
     target_spec = next(iter(verified.values())).target
     ir_root, logs = scratch / "ir", scratch / "logs"
-    target_task = TASK_VLM if target_spec.is_vlm else TASK_LLM
+    task = target_task(target_spec.is_vlm)
     target_quality: _Once[QualityReport] = _Once()
     provenance: Future[TargetProvenance] = Future()
     if reused is None:
         src = safe_copy(target.path, scratch / "src" / "target", subject=target.name)
-        target_request = ExportRequest("target", src, ir_root / "target", target_task, trust_remote_code=False)
+        target_request = ExportRequest("target", src, ir_root / "target", task, trust_remote_code=False)
     else:
         src = target.path  # the published IR folder: our own output, read as data and never exported again
         log.step("%s: int4 IR reused from %s (no target export, quality from its record)", target.name, reused.pinned)
@@ -347,7 +347,7 @@ def _build_group(
                 draft_futures,
                 target,
                 src,
-                target_task,
+                task,
                 target_future,
                 target_report,
                 schedule,

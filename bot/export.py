@@ -20,6 +20,11 @@ TASK_LLM = "text-generation-with-past"
 TASK_VLM = "image-text-to-text"
 
 
+def target_task(is_vlm: bool) -> str:
+    """optimum-cli's task for a target: VLMs export as image-text-to-text (GenAI's VLMPipeline reads that layout)."""
+    return TASK_VLM if is_vlm else TASK_LLM
+
+
 @dataclass(frozen=True)
 class ExportRequest:
     """One model to export. `role` is "draft" or "target" (what messages say); `name` keeps logs apart."""

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import httpx
 
@@ -307,10 +307,10 @@ class Hub:
             log.step("%s: published %s is not usable (%s): rebuilding", repo_id, PROVENANCE_FILE, exc)
             return None
 
-    def head_or_none(self, repo_id: str) -> str | None:
-        """The current commit of a repo, or None when it does not exist (or cannot be seen with this token)."""
+    def files_or_none(self, repo_id: str) -> RepoFiles | None:
+        """A repo at its current commit, or None when it does not exist (or cannot be seen with this token)."""
         try:
-            return self.head(repo_id)
+            return self.repo_files(repo_id)
         except Skip:
             return None
 
@@ -340,7 +340,7 @@ class Hub:
         private: bool,
         delete_stale: bool = True,
         only: Iterable[str] | None = None,
-        seen: str | Literal["head"] | None = "head",
+        seen: RepoFiles | None,
     ) -> CommitResult:
         """Create the repo if needed and commit the folder in ONE commit, guarded by `parent_commit`.
 
@@ -348,14 +348,14 @@ class Hub:
         commit, and a concurrent writer makes the commit fail with 412 instead of interleaving.
 
         Args:
-            seen: the commit the caller decided to publish on (its record was read there): the commit's parent, so
-                a writer that committed since makes this one fail with 412 (`PreconditionFailed`) rather than land
-                on top of work the caller never saw. None: the caller saw no repo; a repo that holds files by now
-                is refused the same way. "head": whatever the head is now (nothing was decided from its content).
+            seen: the repo as the caller read it when it decided to publish (`files_or_none`): its commit is the
+                parent, so a writer that committed since makes this one fail with 412 (`PreconditionFailed`) rather
+                than land on top of work the caller never saw. None: the caller saw no repo; a repo that holds files
+                by now is refused the same way.
         """
         hf = _hf()
         self.call("create repo", lambda: self.api.create_repo(repo_id, private=private, exist_ok=True), subject=repo_id)
-        head = self.repo_files(repo_id, revision=seen if isinstance(seen, str) and seen != "head" else None)
+        head = seen if seen is not None else self.repo_files(repo_id)
         if seen is None and set(head.sizes) - {".gitattributes"}:
             raise PreconditionFailed(
                 "another writer published to the repo since it was found empty",

@@ -28,7 +28,7 @@ from bot.bundle import Bundle
 from bot.card import template_fingerprint
 from bot.draft_formats import report_note
 from bot.errors import BotError, Failure, Skip, UsageError
-from bot.export import TASK_LLM, TASK_VLM
+from bot.export import target_task
 from bot.fetch import require_free_disk
 from bot.hub import REQUESTS, Hub, RepoListing
 from bot.isolation import tracked
@@ -187,7 +187,7 @@ class _PlanContext:
             except Skip:
                 self._reusable[key] = None
             else:
-                task = TASK_VLM if job.target_is_vlm else TASK_LLM
+                task = target_task(job.target_is_vlm)
                 self._reusable[key] = plan_reuse(
                     self.reader, job.target_repo, job.target_revision, recipe.export, task, toolchain
                 )

@@ -20,7 +20,7 @@ from bot.bundle import Bundle
 from bot.card import render_draft_card, render_target_card, template_fingerprint
 from bot.charts import ACCEPTANCE_CHART, write_acceptance_chart
 from bot.errors import BotError, Failure, PreconditionFailed, Skip
-from bot.hub import Hub
+from bot.hub import Hub, RepoFiles
 from bot.outcome import Status
 from bot.record import PROVENANCE_FILE, BuildRecord, Repos, TargetRecord
 
@@ -88,7 +88,7 @@ def _publish_once(
     the next run finishes the work."""
     ready: list[int] = []
     current: list[int] = []
-    seen: dict[int, str | None] = {}  # the draft repo's commit each decision was made on
+    seen: dict[int, RepoFiles | None] = {}  # the draft repo as each decision read it
     for i in pending:
         bundle, repos = members[i]
         try:
@@ -127,9 +127,9 @@ def _publish_once(
         results[i] = PublishResult(Status.PUBLISHED if commits[i] else Status.UP_TO_DATE, members[i][1], commits[i])
 
 
-def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) -> tuple[bool, str | None]:
-    """Whether the draft repo already holds this build with this card, and the commit that was read (None: no
-    repo); a commit of this bundle must have that commit as its parent (`Hub.publish_folder(seen=...)`).
+def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) -> tuple[bool, RepoFiles | None]:
+    """Whether the draft repo already holds this build with this card, and the repo as it was read (None: no repo);
+    a commit of this bundle must have that commit as its parent (`Hub.publish_folder(seen=...)`).
 
     Raises:
         Failure: the bundle did not pass its gates, or was built from local folders.
@@ -145,8 +145,8 @@ def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) 
             subject=source,
             stage="publish",
         )
-    head = hub.head_or_none(repos.draft)
-    published = hub.draft_record(repos.draft, revision=head) if head is not None else None
+    head = hub.files_or_none(repos.draft)
+    published = hub.draft_record(repos.draft, revision=head.sha) if head is not None else None
     if published is None:
         return False, head
     if published.source.repo != source:
@@ -187,8 +187,8 @@ def _publish_target(
     """
     first, repos = members[0]
     built = first.record
-    head = hub.head_or_none(repos.target)
-    published = hub.target_record(repos.target, revision=head) if head is not None else None
+    head = hub.files_or_none(repos.target)
+    published = hub.target_record(repos.target, revision=head.sha) if head is not None else None
     if published is not None and published.target.repo != built.target.repo:
         raise Skip(
             f"{repos.target} holds an export of {published.target.repo}, not of {built.target.repo}: not "
@@ -247,7 +247,7 @@ def _publish_draft(
     card_fp: str,
     commits: list[tuple[str, str]],
     private: bool,
-    seen: str | None,
+    seen: RepoFiles | None,
 ) -> None:
     built = bundle.record.published_as(repos, card_fp)
     folder = bundle.draft_dir
@@ -274,8 +274,8 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
     repos, card_fp = published.repos, template_fingerprint()
     # Render from the record at the commit the card will be committed on: a build published since the plan read
     # `published` has its own fresh cards, and must not get this one's record back.
-    head = hub.head_or_none(repos.draft)
-    current = hub.draft_record(repos.draft, revision=head) if head is not None else None
+    head = hub.files_or_none(repos.draft)
+    current = hub.draft_record(repos.draft, revision=head.sha) if head is not None else None
     if current is None or current.inputs().changes_to(published.inputs()):
         log.step("%s holds another build since it was planned: its cards are its own", repos.draft)
         return PublishResult(Status.UP_TO_DATE, repos, [])
@@ -296,8 +296,8 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
         )
         if result.commit:
             commits.append((repos.draft, result.commit))
-        target_head = hub.head_or_none(repos.target)
-        target = hub.target_record(repos.target, revision=target_head) if target_head is not None else None
+        target_head = hub.files_or_none(repos.target)
+        target = hub.target_record(repos.target, revision=target_head.sha) if target_head is not None else None
         if target is not None and target.card.template_fingerprint != card_fp:
             (folder / ACCEPTANCE_CHART).unlink()
             target = target.model_copy(update={"card": record.CardInfo(template_fingerprint=card_fp)})

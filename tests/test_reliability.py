@@ -385,20 +385,21 @@ def test_a_commit_lands_only_on_the_commit_its_decision_was_made_on(tmp_path):
     (folder / "a.txt").write_text("a")
     with LocalHub(tmp_path / "hub", "maintainer", TOKEN) as server:
         hub = Hub(server.url, TOKEN)
-        assert hub.head_or_none("ns/race") is None  # the decision: no repo yet
-        hub.publish_folder("ns/race", folder, message="the other writer", private=False)
+        assert hub.files_or_none("ns/race") is None  # the decision: no repo yet
+        hub.publish_folder("ns/race", folder, message="the other writer", private=False, seen=None)
         with pytest.raises(PreconditionFailed):
             hub.publish_folder("ns/race", folder, message="us", private=False, seen=None)
-        seen = hub.head_or_none("ns/race")
+        seen = hub.files_or_none("ns/race")
         (folder / "a.txt").write_text("b")
-        hub.publish_folder("ns/race", folder, message="the other writer again", private=False)
+        hub.publish_folder("ns/race", folder, message="the other writer again", private=False,
+                           seen=hub.files_or_none("ns/race"))
         (folder / "a.txt").write_text("ours")
         with pytest.raises(PreconditionFailed):
             hub.publish_folder("ns/race", folder, message="us", private=False, seen=seen)
         titles = [c.title for c in hub.api.list_repo_commits("ns/race")]
         assert titles == ["the other writer again", "the other writer", "initial commit"]
         (folder / "a.txt").write_text("c")
-        result = hub.publish_folder("ns/race", folder, message="us", private=False, seen=hub.head_or_none("ns/race"))
+        result = hub.publish_folder("ns/race", folder, message="us", private=False, seen=hub.files_or_none("ns/race"))
         assert result.commit is not None
 
 
