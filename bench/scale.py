@@ -2,17 +2,22 @@
 
 For each shape (``make-tiny --shape``), the stages run one after the other as the bot runs them, each inside
 `bot.resources.measure`: the checkpoint written in place (standing in for the download: same files, same bytes),
-the token-free working copy, the draft export, the target export, the IR inspection, the GenAI validation and the
-bundle. Each stage records wall time, peak RSS of this process and all its children, peak disk under the work
+the token-free working copy, the draft export, the target export, the IR inspection, the quality step (the int4
+target against its original weights, on the recipe's prompts and length, as a build runs it), the GenAI validation
+and the bundle. Each stage records wall time, peak RSS of this process and all its children, peak disk under the work
 folder, and output bytes; validation adds GenAI seconds per generated token, plain and speculative.
 
 The results of every measured shape are kept in docs/scale.json (a run updates the shapes it measured), fitted
 as ``a × bytes + b`` per stage, compared with the estimate the recipe's sizing model makes, and written to
-docs/scale.md with the machine they came from. Qwen3 0.6B and 1.7B run by default; ``--with-4b`` adds Qwen3-4B
-(minutes, about 12 GB of memory and 25 GB of disk).
+docs/scale.md with the machine they came from, with the quality step's share of the build's time. The
+validation stage is shortened (one k, one repeat, 16 tokens: its memory does not depend on the sweep), so that
+share is an upper bound; ``--recipe-validation`` runs the recipe's own sweep instead, for the share a build really
+sees. Qwen3 0.6B and 1.7B run by default; ``--with-4b`` adds Qwen3-4B (minutes, about 12 GB of memory and 25 GB of
+disk).
 
     .venv/bin/python bench/scale.py [--with-4b] [--shapes qwen3-0.6b ...] [--work DIR]
         [--scratch SHAPE ...]      # the exports' temporary IR (TMPDIR), for results measured without it
+        [--recipe-validation]      # validate with the recipe's sweep (k, repeats, length), not the short one
         [--end-to-end SHAPE ...]   # `dflash-bot build` as a whole, exports side by side
         [--report-only]            # refit and rewrite docs/scale.md from docs/scale.json
 """
@@ -38,12 +43,12 @@ from bot.resources import disk_used, measure  # noqa: E402
 DEFAULT_SHAPES = ("qwen3-0.6b", "qwen3-1.7b")
 RESULTS = ROOT / "docs" / "scale.json"
 REPORT = ROOT / "docs" / "scale.md"
-STAGES = ("download", "copy", "draft export", "target export", "inspect", "validate", "bundle")
+STAGES = ("download", "copy", "draft export", "target export", "inspect", "quality", "validate", "bundle")
 PROMPTS = ["Explain speculative decoding in one paragraph.", "Write a short poem about the sea.",
            "List three prime numbers and say why they are prime."]
 
 
-def measure_shape(shape: str, root: Path) -> dict:
+def measure_shape(shape: str, root: Path, *, recipe_validation: bool = False) -> dict:
     """Run every stage on one shape under `root`; returns the figures (see the module docstring)."""
     from bot.build import SourceRef, classify_pair
     from bot.bundle import write_draft_folder, write_target_folder
@@ -51,6 +56,7 @@ def measure_shape(shape: str, root: Path) -> dict:
     from bot.export import TASK_LLM, TASK_VLM, ExportRequest, export_model
     from bot.fetch import safe_copy
     from bot.profiles import toolchain_for
+    from bot.quality import measure_quality
     from bot.recipe import ValidationSettings, load_recipe
     from bot.validate import validate_pair
 
@@ -108,13 +114,24 @@ def measure_shape(shape: str, root: Path) -> dict:
         inspect_draft(ir / "draft", pair.draft)
     record("inspect", m, before, attention_layers=target_report.attention_layers)
 
-    settings = ValidationSettings(prompts=PROMPTS, max_new_tokens=16, num_assistant_tokens=[3], repeats=1,
-                                  min_accept_length=1.0, timeout_s=3600)
+    # After the exports and the inspection, as in a build: the recipe's prompts and length.
+    before = disk_used(work)
+    with measure(work) as m:
+        quality = measure_quality(target_src, ir / "target", recipe.validation.prompts,
+                                  recipe.validation.max_new_tokens, work=work / "quality", python=toolchain.python)
+    record("quality", m, before, reference_dtype=quality.reference_dtype, tokens=quality.tokens,
+           top1_agreement=quality.top1_agreement)
+
+    if recipe_validation:
+        settings = recipe.validation.model_copy(update={"min_accept_length": 1.0})
+    else:
+        settings = ValidationSettings(prompts=PROMPTS, max_new_tokens=16, num_assistant_tokens=[3], repeats=1,
+                                      min_accept_length=1.0, timeout_s=3600)
     before = disk_used(work)
     with measure(work) as m:
         report = validate_pair(ir / "target", ir / "draft", settings, work=work / "validate", is_vlm=pair.target.is_vlm,
                                python=toolchain.python)
-    run = report.runs[0]
+    run = next(r for r in report.runs if r.num_assistant_tokens == settings.num_assistant_tokens[0])
     record("validate", m, before, plain_s_per_token=round(1 / run.baseline_tokens_per_s, 4),
            speculative_s_per_token=round(1 / run.tokens_per_s, 4), accept_length=run.accept_length,
            num_assistant_tokens=run.num_assistant_tokens, lossless=report.lossless)
@@ -126,8 +143,12 @@ def measure_shape(shape: str, root: Path) -> dict:
         write_draft_folder(ir / "draft", draft_src / "config.json", work / "bundle" / "draft")
         write_target_folder(ir / "target", work / "bundle" / "target", target_src)
     record("bundle", m, before)
+    building = sum(stage["seconds"] for name, stage in stages.items() if name not in ("download", "quality"))
+    share = stages["quality"]["seconds"] / building
+    print(f"  quality step: {stages['quality']['seconds']:.1f} s, {share:.0%} added to the other stages' "
+          f"{building:.1f} s (download excluded)", flush=True)
     return {"shape": shape, "draft_bytes": draft_bytes, "target_bytes": target_bytes, "stages": stages,
-            "scratch_in_stages": True,
+            "scratch_in_stages": True, "recipe_validation": recipe_validation,
             "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "load_average": round(os.getloadavg()[1], 1)}
 
@@ -207,7 +228,9 @@ def fit_line(points: list[tuple[int, int]]) -> tuple[float, int]:
 def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
     """Fit every line of `recipe.SizingModel` on the measured shapes."""
     export_memory: dict[str, list] = {"draft": [], "target": []}
-    ir_bytes, scratch, validate_memory, inspect_memory = [], [], [], []
+    from bot.quality import reference_memory_bytes
+
+    ir_bytes, scratch, validate_memory, inspect_memory, quality_memory = [], [], [], [], []
     for r in results.values():
         for role, n in (("draft", r["draft_bytes"]), ("target", r["target_bytes"])):
             stage = r["stages"][f"{role} export"]
@@ -220,10 +243,13 @@ def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
                                        - stage["output_bytes"])))
         validate_memory.append((r["draft_bytes"] + r["target_bytes"], r["stages"]["validate"]["peak_rss_bytes"]))
         inspect_memory.append((r["target_bytes"], r["stages"]["inspect"]["peak_rss_bytes"]))
+        if "quality" in r["stages"]:
+            quality_memory.append((reference_memory_bytes(r["target_bytes"]), r["stages"]["quality"]["peak_rss_bytes"]))
     return {"draft_export_memory": fit_line(export_memory["draft"]),
             "target_export_memory": fit_line(export_memory["target"]), "validate_memory": fit_line(validate_memory),
             "inspect_memory": fit_line(inspect_memory), "ir_bytes": fit_line(ir_bytes),
-            "export_scratch_disk": fit_line(scratch)}
+            "export_scratch_disk": fit_line(scratch),
+            **({"quality_memory": fit_line(quality_memory)} if quality_memory else {})}
 
 
 def comparisons(results: dict[str, dict]) -> list[dict]:
@@ -305,7 +331,7 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results.values():
-        for name in STAGES:
+        for name in (name for name in STAGES if name in r["stages"]):
             s = r["stages"][name]
             lines.append(f"| {r['shape']} | {gb(r['draft_bytes'])} | {gb(r['target_bytes'])} | {name} | "
                          f"{s['seconds']:.1f} | {gb(s['peak_rss_bytes'])} | {gb(s['peak_disk_bytes'])} | "
@@ -316,6 +342,22 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
         v = r["stages"]["validate"]
         lines.append(f"| {r['shape']} | {v['plain_s_per_token']:.3f} | {v['speculative_s_per_token']:.3f} | "
                      f"{v['accept_length']:.2f} | {v['lossless']} |")
+    with_quality = [r for r in results.values() if "quality" in r["stages"]]
+    if with_quality:
+        lines += ["", "## The quality step's share of the build (goal: at most 25 % added at the 4B shape)", "",
+                  "The quality step (`bot/quality.py`: the original's greedy continuation of every prompt, decoded",
+                  "as one batch, then the int4 IR's own and its teacher-forced logits) on the recipe's prompts and length,",
+                  "against the other stages' seconds (the download row excluded: here it is generation time).",
+                  "With the shortened validation the share is an upper bound; `--recipe-validation` rows use the",
+                  "recipe's sweep.", "",
+                  "| shape | validation | reference dtype | quality s | other stages s | added | quality peak RSS GB |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in with_quality:
+            q = r["stages"]["quality"]
+            others = sum(st["seconds"] for name, st in r["stages"].items() if name not in ("download", "quality"))
+            sweep = "recipe's sweep" if r.get("recipe_validation") else "shortened"
+            lines.append(f"| {r['shape']} | {sweep} | {q.get('reference_dtype')} | {q['seconds']:.1f} | "
+                         f"{others:.1f} | {q['seconds'] / others:.0%} | {gb(q['peak_rss_bytes'])} |")
     scratched = [r for r in results.values() if "export_scratch" in r]
     if scratched:
         lines += ["", "## Export scratch (`--scratch`: optimum-cli's temporary floating-point IR, TMPDIR under the work "
@@ -334,7 +376,8 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
               "| line | bytes it reads | a | b (GB) |", "|---|---|---|---|"]
     reads = {"draft_export_memory": "draft safetensors", "target_export_memory": "target safetensors", "validate_memory": "draft + target safetensors",
              "inspect_memory": "target safetensors", "ir_bytes": "one model's safetensors",
-             "export_scratch_disk": "one model's safetensors"}
+             "export_scratch_disk": "one model's safetensors",
+             "quality_memory": "the original in memory (3 x target safetensors in f32, else 1 x)"}
     for name, (a, b) in fits.items():
         lines.append(f"| {name} | {reads[name]} | {a:.4f} | {b / 1e9:.3f} |")
     lines += ["", "As `runners.sizing` in a recipe (workflows/dflash.yaml carries these):", "", "```yaml",
@@ -374,6 +417,8 @@ def main() -> int:
                         help="also run `dflash-bot build` on these shapes and compare the parallel-export estimate")
     parser.add_argument("--scratch", nargs="*", default=[], metavar="SHAPE",
                         help="measure the exports' temporary disk (TMPDIR) on these shapes")
+    parser.add_argument("--recipe-validation", action="store_true",
+                        help="validate with the recipe's sweep (k values, repeats, length) instead of the short one")
     parser.add_argument("--report-only", action="store_true", help="refit and rewrite docs/scale.md from scale.json")
     args = parser.parse_args()
     shapes = list(DEFAULT_SHAPES if args.shapes is None else args.shapes) + (["qwen3-4b"] if args.with_4b else [])
@@ -384,7 +429,7 @@ def main() -> int:
             print(f"{shape}:", flush=True)
             root = Path(tempfile.mkdtemp(prefix=f"bench-scale-{shape}-", dir=args.work))
             try:
-                results[shape] = measure_shape(shape, root) | info
+                results[shape] = measure_shape(shape, root, recipe_validation=args.recipe_validation) | info
             finally:
                 shutil.rmtree(root, ignore_errors=True)
             RESULTS.parent.mkdir(exist_ok=True)

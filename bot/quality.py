@@ -5,9 +5,9 @@ an embedding model from the Hub, so the bot measures what the two models alone g
 prompts (chat template applied, as GenAI does):
 
 - the original checkpoint (transformers, CPU, safetensors only, no remote code) gives its greedy continuation of
-  `max_new_tokens` tokens (end-of-sequence ignored, like the validation runs), found by checking the int4 IR's
-  proposals with batched passes of the original (`reference_greedy`): exactly its greedy output, in about one
-  pass per prompt when the target agrees with its original (a token-by-token loop's cost when it never does);
+  `max_new_tokens` tokens (end-of-sequence ignored, like the validation runs); all prompts are decoded together as
+  one left-padded batch, so the cost is `max_new_tokens` memory-bound passes over the weights, whatever the int4
+  target agrees with (`_Reference.greedy`);
 - both models are run teacher-forced over the same token sequence (prompt + that continuation); at each generated
   position we compare the next-token distributions: **top-1 agreement** (same argmax) and **KL divergence**
   KL(original ‖ int4) = Σ p_orig · (log p_orig − log p_int4), averaged over positions;
@@ -21,8 +21,8 @@ prompts (chat template applied, as GenAI does):
 The IR runs with the exact CPU properties of the lossless gate (f32 inference, no dynamic quantization), so the
 figures measure the weight compression rather than the CPU's runtime precision. Everything that reads the
 checkpoint runs in a token-free child process (`python -m bot.sandbox quality ...`), started after the exports:
-the original (f32 up to `DEFAULT_MAX_F32_BYTES`, else its checkpoint dtype) and the int4 IR are loaded together
-(estimated 8 + 2.2 GB for a 4B target in bf16, not measured; its export peaks at 10.7 GB).
+the original (f32 up to `DEFAULT_MAX_F32_BYTES`, else its checkpoint dtype) and then the int4 IR, one at a time, so
+the peak is the larger of the two (8 GB of bf16 for a 4B target, below its export's peak).
 """
 
 from __future__ import annotations
@@ -41,6 +41,15 @@ from bot.profiles import child_env
 # The reference runs in f32 when its f32 weights fit this many bytes (about 1.5B parameters), else in the
 # checkpoint's dtype: a 4B target in f32 (16 GB) would not fit the 16 GB runner class.
 DEFAULT_MAX_F32_BYTES = 6 * 10**9
+
+
+def reference_memory_bytes(target_bytes: int, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> int:
+    """What the original occupies while the quality step runs, for a target of `target_bytes` of 2-byte weights
+    (what sizing reads; the step itself decides from the checkpoint's dtype, `_reference_dtype`): an f32 copy beside
+    the mapped checkpoint (3 × its bytes), or, when the f32 copy would not fit `max_f32_bytes`, the mapped weights."""
+    return 3 * target_bytes if 2 * target_bytes <= max_f32_bytes else target_bytes
+
+
 METHOD = (
     "teacher-forced over the prompt + the original's greedy continuation (chat template applied); "
     "top-1 agreement and mean KL(original || int4) per generated position; FDT and SDT "
@@ -94,7 +103,7 @@ class QualityReport:
     method: str = METHOD
     seconds: float | None = None
     ir_properties: dict = field(default_factory=dict)
-    reference_passes: int = 0  # forward passes of the original (see `reference_greedy`)
+    reference_passes: int = 0  # batched decoding passes of the original (see `_Reference.greedy`)
 
     @classmethod
     def not_measured(cls, reason: str) -> QualityReport:
@@ -293,8 +302,21 @@ def _reference_dtype(source: Path, max_f32_bytes: int):
     return "auto", name
 
 
+def _left_padded(sequences: list[list[int]]):
+    """(ids, attention mask, position ids) of `sequences` as one left-padded batch, as numpy int64 arrays."""
+    import numpy as np
+
+    width = max(len(sequence) for sequence in sequences)
+    ids = np.zeros((len(sequences), width), dtype=np.int64)
+    mask = np.zeros((len(sequences), width), dtype=np.int64)
+    for row, sequence in enumerate(sequences):
+        ids[row, width - len(sequence) :] = sequence
+        mask[row, width - len(sequence) :] = 1
+    return ids, mask, np.maximum(mask.cumsum(axis=-1) - 1, 0)
+
+
 class _Reference:
-    """The original checkpoint in transformers: greedy continuations and teacher-forced logits."""
+    """The original checkpoint in transformers: greedy continuations and their teacher-forced logits."""
 
     def __init__(self, source: Path, max_f32_bytes: int):
         from transformers import AutoModelForCausalLM
@@ -305,103 +327,84 @@ class _Reference:
             source, use_safetensors=True, trust_remote_code=False, dtype=dtype
         ).eval()
 
-    def logits(self, sequence: list[int]):
-        """Logits at every position of `sequence`, as float32 numpy [len, vocab]."""
+    def greedy(self, prompts: list[list[int]], new_tokens: int):
+        """Every prompt's greedy continuation, decoded together as one left-padded batch.
+
+        A decoding step on CPU is one memory-bound pass over all weights whether it serves one prompt or a few, so
+        the batch costs about what one prompt would: `new_tokens` passes in all, whatever the int4 target agrees.
+        The logits row that chose each token is the original's teacher-forced distribution at that position.
+
+        Returns:
+            (continuations, rows): per prompt, its `new_tokens` greedy tokens and the float32 numpy logits that
+            chose them ([new_tokens, vocab]).
+        """
+        import numpy as np
         import torch
 
+        ids, mask, positions = (torch.from_numpy(array) for array in _left_padded(prompts))
+        cache = None
+        continuations: list[list[int]] = [[] for _ in prompts]
+        rows: list[list] = [[] for _ in prompts]
         with torch.no_grad():
-            return self.model(input_ids=torch.tensor([sequence])).logits[0].float().numpy()
-
-    def extend(self, cache, tokens: list[int]):
-        """Feed `tokens` after the cached sequence; returns (logits rows for them as numpy, the cache)."""
-        import torch
-
-        with torch.no_grad():
-            out = self.model(input_ids=torch.tensor([tokens]), past_key_values=cache, use_cache=True)
-        return out.logits[0].float().numpy(), out.past_key_values
-
-
-def reference_greedy(reference: _Reference, ir: _Ir, ids: list[int], new_tokens: int):
-    """The original's greedy continuation, found by verifying the IR's proposals (as speculative decoding does).
-
-    A greedy loop in transformers on CPU costs one memory-bound pass over all weights per token. Here the int4 IR
-    proposes the rest of the continuation, and one batched pass of the original (on its KV cache) checks every
-    proposed position at once; the agreeing prefix plus the original's own token at the first disagreement is
-    kept, the cache is cropped to it, and the IR proposes again from there. The result is exactly the original's
-    greedy output; a target that agrees with its original costs about one pass per prompt, one that never agrees
-    about as many passes as a plain loop.
-
-    Returns:
-        (continuation, rows, ir_continuation, passes): the original's greedy tokens, the original's teacher-forced
-        logits at those positions ([new_tokens, vocab]), the IR's own greedy continuation of the prompt (its
-        first proposal), and the number of reference passes.
-    """
-    import numpy as np
-
-    # The cache always holds the prompt and the accepted tokens except the last one, `pending`, fed next.
-    _, cache = reference.extend(None, ids[:-1]) if len(ids) > 1 else (None, None)
-    pending = ids[-1]
-    accepted: list[int] = []
-    rows: list = []
-    ir_continuation: list[int] | None = None
-    passes = 0
-    proposal_length = new_tokens  # the first proposal is the IR's whole greedy continuation (for FDT and SDT)
-    while len(accepted) < new_tokens:
-        tail = ir.greedy(ids + accepted, min(proposal_length, new_tokens - len(accepted)))
-        if ir_continuation is None:
-            ir_continuation = list(tail)
-        cached = len(ids) - 1 + len(accepted)
-        tail_rows, cache = reference.extend(cache, [pending, *tail[:-1]])
-        passes += 1
-        chosen = tail_rows.argmax(axis=-1)
-        mismatch = next((i for i, token in enumerate(tail) if int(chosen[i]) != token), len(tail))
-        kept = tail[:mismatch] + ([int(chosen[mismatch])] if mismatch < len(tail) else [])
-        accepted += kept
-        rows.extend(tail_rows[: len(kept)])
-        if mismatch < len(tail):
-            cache.crop(cached + mismatch + 1)  # pending + the agreeing prefix; the original's token is next
-        pending = kept[-1]  # the cache holds everything before it
-        # Propose about twice what the last pass accepted: long runs stay cheap, frequent disagreement does not
-        # make the IR regenerate the whole remainder each time.
-        proposal_length = max(4, 2 * len(kept))
-    return accepted, np.stack(rows), ir_continuation, passes
+            for _ in range(new_tokens):
+                out = self.model(
+                    input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True
+                )
+                cache, last = out.past_key_values, out.logits[:, -1].float()
+                ids = last.argmax(dim=-1, keepdim=True)
+                for row, token in enumerate(ids[:, 0].tolist()):
+                    continuations[row].append(token)
+                    rows[row].append(last[row].numpy())
+                mask = torch.cat([mask, torch.ones_like(ids)], dim=-1)
+                positions = positions[:, -1:] + 1
+        return continuations, [np.stack(prompt_rows) for prompt_rows in rows]
 
 
 class _Ir:
     """The stateful target IR on the raw OpenVINO runtime (inputs: input_ids, attention_mask, position_ids,
-    beam_idx; output: logits over every input position)."""
+    beam_idx; output: logits over every input position), driven with left-padded batches like the original."""
 
     def __init__(self, xml: Path):
         import openvino as ov
 
         self.request = ov.Core().compile_model(xml, "CPU", dict(EXACT_PROPERTIES)).create_infer_request()
 
-    def _run(self, ids: list[int], past: int):
+    def _run(self, ids, mask, positions):
         import numpy as np
 
         self.request.infer(
             {
-                "input_ids": np.array([ids], dtype=np.int64),
-                "attention_mask": np.ones((1, past + len(ids)), dtype=np.int64),
-                "position_ids": np.arange(past, past + len(ids), dtype=np.int64)[None],
-                "beam_idx": np.zeros(1, dtype=np.int32),
+                "input_ids": ids,
+                "attention_mask": mask,
+                "position_ids": positions,
+                "beam_idx": np.arange(len(ids), dtype=np.int32),
             }
         )
-        return self.request.get_tensor("logits").data[0]
+        return self.request.get_tensor("logits").data
 
-    def greedy(self, ids: list[int], new_tokens: int) -> list[int]:
+    def greedy(self, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
+        """Every prompt's greedy continuation, decoded together as one left-padded batch."""
+        import numpy as np
+
         self.request.reset_state()
-        logits = self._run(ids, 0)
-        generated: list[int] = []
+        ids, mask, positions = _left_padded(prompts)
+        continuations: list[list[int]] = [[] for _ in prompts]
         while True:
-            generated.append(int(logits[-1].argmax()))
-            if len(generated) == new_tokens:
-                return generated
-            logits = self._run([generated[-1]], len(ids) + len(generated) - 1)
+            chosen = self._run(ids, mask, positions)[:, -1].argmax(axis=-1)
+            for row, token in enumerate(chosen.tolist()):
+                continuations[row].append(token)
+            if len(continuations[0]) == new_tokens:
+                return continuations
+            ids = chosen[:, None].astype(np.int64)
+            mask = np.concatenate([mask, np.ones_like(ids)], axis=-1)
+            positions = positions[:, -1:] + 1
 
-    def logits(self, sequence: list[int]):
+    def logits(self, sequences: list[list[int]]) -> list:
+        """Teacher-forced logits at every position of each sequence ([len, vocab] each), from one batched prefill."""
         self.request.reset_state()
-        return self._run(sequence, 0).copy()
+        width = max(len(sequence) for sequence in sequences)
+        logits = self._run(*_left_padded(sequences))
+        return [logits[row, width - len(sequence) :].copy() for row, sequence in enumerate(sequences)]
 
 
 def run_quality(
@@ -415,15 +418,20 @@ def run_quality(
     tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     prompt_ids = [_prompt_ids(tokenizer, prompt) for prompt in prompts]
 
-    ir = _Ir(ir_dir / "openvino_model.xml")
+    # One model at a time: the original, then the IR, so the peak is the larger of the two, not their sum.
     reference = _Reference(source, max_f32_bytes)
-    results, passes = [], 0
+    continuations, reference_rows = reference.greedy(prompt_ids, max_new_tokens)
+    reference_dtype = reference.dtype_name
+    del reference
+    ir = _Ir(ir_dir / "openvino_model.xml")
+    ir_continuations = ir.greedy(prompt_ids, max_new_tokens)
+    ir_logits = ir.logits([ids + continuation for ids, continuation in zip(prompt_ids, continuations, strict=True)])
+    results = []
     for index, ids in enumerate(prompt_ids):
-        continuation, ref_rows, ir_continuation, prompt_passes = reference_greedy(reference, ir, ids, max_new_tokens)
-        passes += prompt_passes
-        ir_rows = ir.logits(ids + continuation)[len(ids) - 1 : len(ids) - 1 + len(continuation)]
-        agreement, kl = compare_logits(ref_rows, ir_rows)
-        fdt, sdt, share = divergence(continuation, ir_continuation)
+        continuation = continuations[index]
+        ir_rows = ir_logits[index][len(ids) - 1 : len(ids) - 1 + len(continuation)]
+        agreement, kl = compare_logits(reference_rows[index], ir_rows)
+        fdt, sdt, share = divergence(continuation, ir_continuations[index])
         results.append(
             PromptQuality(
                 prompt_index=index,
@@ -438,10 +446,10 @@ def run_quality(
     return QualityReport.from_prompts(
         results,
         max_new_tokens=max_new_tokens,
-        reference_dtype=reference.dtype_name,
+        reference_dtype=reference_dtype,
         ir_file="openvino_model.xml",
         ir_properties=dict(EXACT_PROPERTIES),
-        reference_passes=passes,
+        reference_passes=max_new_tokens,
     )
 
 

@@ -215,7 +215,9 @@ class SizingModel(_Strict):
     """Peaks per stage, fitted by bench/scale.py on real-shape random-weight builds; see docs/scale.md.
 
     `bytes` is the safetensors (bf16) size of what the stage reads: one model for an export and its IR, the target
-    for inspect, draft + target for validate. Memory is the RSS of the stage's whole process tree (the bot's own
+    for inspect, draft + target for validate, and for the quality step the bytes the original occupies in memory
+    (`bot.quality.reference_memory_bytes`: its f32 copy beside the mapped checkpoint, or the mapped bf16 weights
+    alone). Memory is the RSS of the stage's whole process tree (the bot's own
     process included); disk is bytes allocated under the work folder. Draft and target exports have lines of their
     own: a draft export's memory is almost all fixed cost (optimum-intel's DFlash export path), a target's grows
     with its weights.
@@ -229,6 +231,7 @@ class SizingModel(_Strict):
     inspect_memory: LinearFit = LinearFit(a=0.001, b=139_658_150)
     ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_212_313)
     export_scratch_disk: LinearFit = LinearFit(a=1.0137, b=-38_757_520)
+    quality_memory: LinearFit = LinearFit(a=1.0, b=400_000_000)
 
 
 class RunnerSettings(_Strict):

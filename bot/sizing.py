@@ -2,10 +2,11 @@
 
 Each stage's peak is a straight line in the bytes it reads, ``a × bytes + b``, fitted by `bench/scale.py` on
 random-weight checkpoints of real Qwen3 shapes; the constants live in the recipe (`recipe.SizingModel`). A build
-runs: download → export draft and target → inspect → validate → bundle. Its peak memory is the largest of
+runs: download → export draft and target → inspect → quality → validate → bundle. Its peak memory is the largest of
 
 * the exports: the sum of both when they run side by side, the larger one when they run one after the other;
-* inspect and validate, which load the int4 IRs (a fraction of the bf16 bytes).
+* inspect and validate, which load the int4 IRs (a fraction of the bf16 bytes);
+* the quality step, which loads the original target (f32 for small targets) and then its int4 IR.
 
 The exports run side by side only when both fit the runner class's memory together (`estimate_build`). Disk holds
 the downloaded sources, both IRs, and the bundle (a copy of the IRs); when that does not fit, the sources are
@@ -18,6 +19,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.quality import reference_memory_bytes
 from bot.recipe import RunnerClass, RunnerSettings, SizingModel
 
 
@@ -54,6 +56,7 @@ class StagePeaks:
     target_export_memory: int
     validate_memory: int
     inspect_memory: int
+    quality_memory: int
     draft_ir_bytes: int
     target_ir_bytes: int
     # Disk an export holds beyond its final IR while it runs: optimum-cli writes the floating-point IR to a
@@ -70,6 +73,8 @@ def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel, *, targ
         target_export_memory=0 if target_reused else model.target_export_memory.at(target_bytes),
         validate_memory=model.validate_memory.at(draft_bytes + target_bytes),
         inspect_memory=model.inspect_memory.at(target_bytes),
+        # A reused target brings its quality figures with it: no quality step (bot.reuse).
+        quality_memory=0 if target_reused else model.quality_memory.at(reference_memory_bytes(target_bytes)),
         draft_ir_bytes=model.ir_bytes.at(draft_bytes),
         target_ir_bytes=model.ir_bytes.at(target_bytes),
         draft_export_scratch=model.export_scratch_disk.at(draft_bytes),
@@ -96,7 +101,7 @@ def estimate_schedule(
         target_reused: the target's published int4 IR is downloaded instead of its weights (no target export).
     """
     peaks = stage_peaks(draft_bytes, target_bytes, model, target_reused=target_reused)
-    after_export = max(peaks.validate_memory, peaks.inspect_memory)
+    after_export = max(peaks.validate_memory, peaks.inspect_memory, peaks.quality_memory)
     if parallel_exports:
         exports = peaks.draft_export_memory + peaks.target_export_memory
     else:

@@ -173,31 +173,34 @@ def test_the_card_section_shows_every_prompt_and_the_overall_figures(measured):
     assert "Not measured: VLM target." in unmeasured
 
 
-def test_verified_greedy_equals_a_plain_greedy_loop_of_the_original(tiny, measured):
-    """The IR-proposed, batch-verified continuation is token for token the original's own greedy output."""
+def test_batched_greedy_equals_each_prompts_own_greedy_loop(tiny, measured):
+    """Decoding the prompts as one left-padded batch gives, token for token, each prompt's unpadded greedy output and
+    logits, on the original (transformers) and on the IR (OpenVINO state)."""
     import numpy as np
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from bot.quality import _Ir, _prompt_ids, _Reference, reference_greedy
+    from bot.quality import _Ir, _prompt_ids, _Reference
 
     source = tiny("random").target
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(source)
-    reference = _Reference(source, 10**9)
-    # The damaged IR disagrees often (many short passes), int8 rarely (long accepted runs).
-    cases = [(prompt, _Ir(measured[name][1] / "openvino_model.xml")) for prompt in PROMPTS
-             for name in ("random-int4-per-channel", "random-int8")]
-    for prompt, ir in cases:
-        ids = _prompt_ids(tokenizer, prompt)
+    prompts = [_prompt_ids(tokenizer, prompt) for prompt in PROMPTS]
+    assert len({len(ids) for ids in prompts}) > 1  # the batch is really padded
+    continuations, rows = _Reference(source, 10**9).greedy(prompts, MAX_NEW_TOKENS)
+    ir = _Ir(measured["random-int8"][1] / "openvino_model.xml")
+    ir_continuations = ir.greedy(prompts, MAX_NEW_TOKENS)
+    ir_logits = ir.logits([ids + continuation for ids, continuation in zip(prompts, continuations, strict=True)])
+    for index, ids in enumerate(prompts):
         sequence, plain_rows = list(ids), []
         with torch.no_grad():
             for _ in range(MAX_NEW_TOKENS):
                 row = model(input_ids=torch.tensor([sequence])).logits[0, -1]
                 plain_rows.append(row.numpy())
                 sequence.append(int(row.argmax()))
-        continuation, rows, ir_continuation, passes = reference_greedy(reference, ir, ids, MAX_NEW_TOKENS)
-        assert continuation == sequence[len(ids):]
-        assert np.allclose(rows, np.stack(plain_rows), atol=1e-4)
-        assert ir_continuation == ir.greedy(ids, MAX_NEW_TOKENS)
-        assert 1 <= passes <= MAX_NEW_TOKENS
+        assert continuations[index] == sequence[len(ids) :]
+        assert np.allclose(rows[index], np.stack(plain_rows), atol=1e-4)
+        assert ir_continuations[index] == ir.greedy([ids], MAX_NEW_TOKENS)[0]
+        alone = ir.logits([sequence])[0]
+        assert ir_logits[index].shape == alone.shape
+        assert np.allclose(ir_logits[index], alone, atol=1e-3)

@@ -10,7 +10,7 @@ GB = 10**9
 MODEL = SizingModel(draft_export_memory=LinearFit(a=1.0, b=1 * GB),
                     target_export_memory=LinearFit(a=1.0, b=1 * GB), validate_memory=LinearFit(a=0.5, b=0),
                     inspect_memory=LinearFit(a=0.25, b=0), ir_bytes=LinearFit(a=0.25, b=0),
-                    export_scratch_disk=LinearFit(a=0.0, b=0))
+                    export_scratch_disk=LinearFit(a=0.0, b=0), quality_memory=LinearFit(a=0.0, b=0))
 
 # Safetensors bytes of the real checkpoints (shapes from tinymodels.shapes, which reproduce the Hub's sizes).
 QWEN3_4B = 8_044_936_192
@@ -40,6 +40,19 @@ def test_validation_can_be_the_peak():
     heavy_validate = MODEL.model_copy(update={"validate_memory": LinearFit(a=2.0, b=0)})
     estimate = estimate_schedule(1 * GB, 4 * GB, heavy_validate, parallel_exports=True, remove_sources=False)
     assert estimate.peak_memory_bytes == 10 * GB
+
+
+def test_the_quality_step_can_be_the_peak_and_loads_small_originals_in_f32():
+    heavy_quality = MODEL.model_copy(update={"quality_memory": LinearFit(a=1.0, b=2 * GB)})
+    # A 1.2 GB target (0.6B) is measured in f32: its f32 copy beside the mapped checkpoint, 3.6 GB, + 2 GB.
+    small = estimate_schedule(0, int(1.2 * GB), heavy_quality, parallel_exports=False, remove_sources=False)
+    assert small.peak_memory_bytes == int(5.6 * GB)
+    # An 8 GB target (4B) is measured in its bf16: the mapped weights + 2 GB, more than its export's 9 GB.
+    large = estimate_schedule(0, 8 * GB, heavy_quality, parallel_exports=False, remove_sources=False)
+    assert stage_peaks(0, 8 * GB, heavy_quality).target_export_memory == 9 * GB
+    assert large.peak_memory_bytes == 10 * GB
+    # A reused target brings its figures: no quality step, no quality peak.
+    assert stage_peaks(0, 8 * GB, heavy_quality, target_reused=True).quality_memory == 0
 
 
 def test_sources_are_removed_after_export_only_when_disk_is_tight():
