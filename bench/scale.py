@@ -50,9 +50,9 @@ PROMPTS = ["Explain speculative decoding in one paragraph.", "Write a short poem
 
 def measure_shape(shape: str, root: Path, *, recipe_validation: bool = False) -> dict:
     """Run every stage on one shape under `root`; returns the figures (see the module docstring)."""
-    from bot.build import SourceRef, classify_pair
     from bot.bundle import write_draft_folder, write_target_folder
     from bot.check_ir import inspect_draft, inspect_target
+    from bot.checkpoints import classify_draft, load_config, read_target
     from bot.export import TASK_LLM, TASK_VLM, ExportRequest, export_model
     from bot.fetch import safe_copy
     from bot.profiles import toolchain_for
@@ -90,11 +90,11 @@ def measure_shape(shape: str, root: Path, *, recipe_validation: bool = False) ->
 
     model_type = json.loads((target_src / "config.json").read_text())["model_type"]
     toolchain = toolchain_for(model_type)
-    pair = classify_pair(SourceRef(draft_src), SourceRef(target_src), recipe, toolchain)
+    draft_spec, target_spec = classify_draft(load_config(draft_src)), read_target(load_config(target_src))
     ir = work / "ir"
     requests = {"draft export": ExportRequest("draft", draft_src, ir / "draft", TASK_LLM, trust_remote_code=True),
                 "target export": ExportRequest("target", target_src, ir / "target",
-                                               TASK_VLM if pair.target.is_vlm else TASK_LLM, trust_remote_code=False)}
+                                               TASK_VLM if target_spec.is_vlm else TASK_LLM, trust_remote_code=False)}
     # optimum-cli writes the floating-point IR under TMPDIR before compressing it: keep that on the measured disk.
     (work / "tmp").mkdir()
     os.environ["TMPDIR"] = str(work / "tmp")
@@ -110,8 +110,8 @@ def measure_shape(shape: str, root: Path, *, recipe_validation: bool = False) ->
 
     before = disk_used(work)
     with measure(work) as m:
-        target_report = inspect_target(ir / "target", pair.target, pair.draft)
-        inspect_draft(ir / "draft", pair.draft)
+        target_report = inspect_target(ir / "target", target_spec, draft_spec)
+        inspect_draft(ir / "draft", draft_spec)
     record("inspect", m, before, attention_layers=target_report.attention_layers)
 
     # After the exports and the inspection, as in a build: the recipe's prompts and length.
@@ -129,7 +129,7 @@ def measure_shape(shape: str, root: Path, *, recipe_validation: bool = False) ->
                                       min_accept_length=1.0, timeout_s=3600)
     before = disk_used(work)
     with measure(work) as m:
-        report = validate_pair(ir / "target", ir / "draft", settings, work=work / "validate", is_vlm=pair.target.is_vlm,
+        report = validate_pair(ir / "target", ir / "draft", settings, work=work / "validate", is_vlm=target_spec.is_vlm,
                                python=toolchain.python)
     run = next(r for r in report.runs if r.num_assistant_tokens == settings.num_assistant_tokens[0])
     record("validate", m, before, plain_s_per_token=round(1 / run.baseline_tokens_per_s, 4),

@@ -303,8 +303,9 @@ def _build_group(
         if reused is None:
 
             def export_target() -> ExportResult:
-                # Reading optimum-intel's int4 defaults costs seconds (an import in the toolchain's python): the
-                # draft exports start meanwhile, and the provenance gets the settings the export used.
+                # The int4 settings are read here, in the export's own task (a table read that may fall back to
+                # importing optimum-intel, seconds): the draft exports start meanwhile, and the provenance gets the
+                # settings the export used.
                 try:
                     int4 = target_int4(target, recipe, toolchain)
                 except BaseException as error:

@@ -15,7 +15,9 @@ the record of what was really applied (`read_ir_quantization`).
 
 from __future__ import annotations
 
+import ast
 import functools
+import importlib.util
 import json
 import subprocess
 import sys
@@ -158,14 +160,20 @@ def from_recipe(export: ExportSettings, *, model_id: str | None = None, note: st
 
 @functools.lru_cache(maxsize=4)
 def optimum_default_4bit_configs(python: str | None = None) -> Mapping[str, dict]:
-    """optimum-intel's default 4-bit configs by model id, read from the toolchain that will run the export.
+    """optimum-intel's default 4-bit configs by model id, from the toolchain that will run the export.
 
-    Read in a short child process of `python` (the job's toolchain profile), so the parent neither imports
-    torch and NNCF nor reads another profile's optimum-intel.
+    Read from its source file without importing it (`read_default_4bit_configs`: importing optimum-intel costs
+    seconds of CPU for torch, transformers and NNCF, before any export can start); when the source is not in the
+    shape that reader knows, imported in a short child process of `python` (the job's toolchain profile), so the
+    parent neither imports torch and NNCF nor reads another profile's optimum-intel.
 
     Raises:
         Failure: the toolchain's optimum-intel no longer has `_DEFAULT_4BIT_WQ_CONFIGS` (renamed upstream).
     """
+    source = _optimum_package(python)
+    table = read_default_4bit_configs(source / "intel" / "openvino" / "configuration.py") if source else None
+    if table is not None:
+        return table
     result = subprocess.run(
         [python or sys.executable, "-c", _READ_DEFAULTS], capture_output=True, text=True, timeout=300, check=False
     )
@@ -173,6 +181,84 @@ def optimum_default_4bit_configs(python: str | None = None) -> Mapping[str, dict
         last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise Failure(f"cannot read optimum-intel's default 4-bit configs: {last}", stage="export")
     return json.loads(result.stdout)
+
+
+def _optimum_package(python: str | None) -> Path | None:
+    """The `optimum` package folder of `python`'s environment (found, not imported)."""
+    locate = "import importlib.util as u; s = u.find_spec('optimum'); print(s.submodule_search_locations[0])"
+    if python is None or Path(python) == Path(sys.executable):
+        spec = importlib.util.find_spec("optimum")
+        return Path(spec.submodule_search_locations[0]) if spec and spec.submodule_search_locations else None
+    result = subprocess.run([python, "-c", locate], capture_output=True, text=True, timeout=60, check=False)
+    return Path(result.stdout.strip()) if result.returncode == 0 and result.stdout.strip() else None
+
+
+_TABLE = "_DEFAULT_4BIT_WQ_CONFIGS"
+
+
+def read_default_4bit_configs(configuration: Path) -> dict | None:
+    """`_DEFAULT_4BIT_WQ_CONFIGS` evaluated from optimum-intel's `configuration.py` source, or None when the module
+    builds the table in a way this reader does not know (the caller then imports it).
+
+    Known shape (optimum-intel 1.2x-2.x): one module-level dict literal whose values are literals or members of an
+    enum class defined in the same module (`OVQuantizationMethod.AWQ`), then a `model_id_aliases` list of
+    (existing id, alias) pairs copied in by a `for` loop. Any other module-level statement that names the table
+    makes the result None rather than a table that might miss an entry.
+    """
+    try:
+        tree = ast.parse(configuration.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    enums = {
+        node.name: {
+            target.id: item.value.value
+            for item in node.body
+            if isinstance(item, ast.Assign) and isinstance(item.value, ast.Constant)
+            for target in item.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+    }
+
+    def value(node: ast.expr):
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Dict) and None not in node.keys:
+            return {value(k): value(v) for k, v in zip(node.keys, node.values, strict=True)}  # type: ignore[arg-type]
+        if isinstance(node, ast.List | ast.Tuple):
+            return [value(item) for item in node.elts]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            members = enums.get(node.value.id, {})
+            if node.attr in members:
+                return members[node.attr]
+        raise ValueError(ast.unparse(node))
+
+    table: dict | None = None
+    aliases: list = []
+    try:
+        for statement in tree.body:
+            names = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name)}
+            if isinstance(statement, ast.Assign) and [ast.unparse(t) for t in statement.targets] == [_TABLE]:
+                table = value(statement.value)
+            elif isinstance(statement, ast.Assign) and [ast.unparse(t) for t in statement.targets] == [
+                "model_id_aliases"
+            ]:
+                aliases = value(statement.value)
+            elif isinstance(statement, ast.For) and _TABLE in names:
+                if ast.unparse(statement) != (
+                    f"for m_id_1, m_id_2 in model_id_aliases:\n    {_TABLE}[m_id_2] = {_TABLE}[m_id_1]"
+                ):
+                    return None
+                for existing, alias in aliases:
+                    table[alias] = table[existing]  # type: ignore[index]
+            elif _TABLE in names and not isinstance(statement, ast.FunctionDef | ast.ClassDef):
+                return None  # changed at import in a way not read here
+    except (ValueError, TypeError, KeyError):
+        return None
+    return table if isinstance(table, dict) and table else None
 
 
 def recommended_int4(

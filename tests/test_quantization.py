@@ -7,7 +7,9 @@ import pytest
 from bot.export import TASK_LLM, ExportRequest, export_model
 from bot.quantization import (
     calibration_unavailable,
+    _optimum_package,
     optimum_default_4bit_configs,
+    read_default_4bit_configs,
     read_ir_quantization,
     recommended_int4,
     weight_format_args,
@@ -19,7 +21,7 @@ RECIPE = ExportSettings(group_size=128, ratio=1.0, sym=False)
 
 
 def test_a_listed_target_gets_optimum_intels_default_config():
-    defaults = optimum_default_4bit_configs()  # read from the installed optimum-intel, in a child process
+    defaults = optimum_default_4bit_configs()  # read from the installed optimum-intel's source
     assert "Qwen/Qwen3-8B" in defaults
     settings = recommended_int4("Qwen/Qwen3-1.7B", RECIPE, defaults=defaults)
     assert settings.source == "optimum-intel default"
@@ -30,6 +32,33 @@ def test_a_listed_target_gets_optimum_intels_default_config():
     assert args[:4] == ["--weight-format", "int4", "--group-size", "64"]
     assert {"--sym", "--awq", "--scale-estimation"} <= set(args)
     assert args[args.index("--dataset") + 1] == "wikitext2"
+
+
+def test_reading_the_table_from_source_gives_what_importing_optimum_intel_gives(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from bot.quantization import _READ_DEFAULTS
+
+    source = _optimum_package(None) / "intel" / "openvino" / "configuration.py"
+    imported = json.loads(subprocess.run([sys.executable, "-c", _READ_DEFAULTS], capture_output=True, text=True,
+                                         check=True).stdout)
+    read = read_default_4bit_configs(source)
+    assert read == imported and "Qwen/Qwen3-8B" in read
+    assert read["meta-llama/Llama-3.1-8B"] == read["meta-llama/Meta-Llama-3.1-8B"]  # the alias loop
+    assert any(config.get("quant_method") == "awq" for config in read.values())  # the enum member's value
+    # A module that builds the table in a way the reader does not know is imported instead, never half read.
+    text = source.read_text()
+    changed = tmp_path / "configuration.py"
+    changed.write_text(text + '\n_DEFAULT_4BIT_WQ_CONFIGS.update(EXTRA_CONFIGS)\n')
+    assert read_default_4bit_configs(changed) is None
+    changed.write_text(text.replace('"quant_method": OVQuantizationMethod.AWQ', '"quant_method": compute()', 1))
+    assert read_default_4bit_configs(changed) is None
+    changed.write_text(text.replace("_DEFAULT_4BIT_WQ_CONFIGS[m_id_2] = _DEFAULT_4BIT_WQ_CONFIGS[m_id_1]",
+                                    "_DEFAULT_4BIT_WQ_CONFIGS[m_id_2] = dict(_DEFAULT_4BIT_WQ_CONFIGS[m_id_1])"))
+    assert read_default_4bit_configs(changed) is None
+    assert read_default_4bit_configs(tmp_path / "missing.py") is None
 
 
 def test_an_unlisted_target_gets_the_recipes_settings():
