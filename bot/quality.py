@@ -11,7 +11,8 @@ prompts (chat template applied, as GenAI does):
 - both models are run teacher-forced over the same token sequence (prompt + that continuation); at each generated
   position we compare the next-token distributions: **top-1 agreement** (same argmax) and **KL divergence**
   KL(original ‖ int4) = Σ p_orig · (log p_orig − log p_int4), averaged over positions;
-- the int4 IR generates its own greedy continuation of the prompt, and the two greedy outputs give
+- the int4 IR generates its own greedy continuation of the prompt (from the same prefill as its teacher-forced pass,
+  its KV state cropped back to the prompt: `_Ir.measure`), and the two greedy outputs give
   who-what-benchmark's divergence figures (`whowhat_metrics.evaluate_divergency`): with `difflib.SequenceMatcher`
   over the token ids, **FDT** (first diverging token) is the size of the first matching block when it starts at 0 in
   both sequences, else 0 (so the length when the outputs are identical), and **SDT** is the number of int4 tokens
@@ -384,27 +385,56 @@ class _Ir:
 
     def greedy(self, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
         """Every prompt's greedy continuation, decoded together as one left-padded batch."""
-        import numpy as np
-
         self.request.reset_state()
         ids, mask, positions = _left_padded(prompts)
-        continuations: list[list[int]] = [[] for _ in prompts]
+        return self._decode(self._run(ids, mask, positions)[:, -1], mask, positions[:, -1:], new_tokens)
+
+    def _decode(self, last_logits, mask, last_positions, new_tokens: int) -> list[list[int]]:
+        """Greedy decoding from the state after a prefill whose last logits rows are `last_logits`."""
+        import numpy as np
+
+        continuations: list[list[int]] = [[] for _ in range(len(mask))]
+        chosen = last_logits.argmax(axis=-1)
         while True:
-            chosen = self._run(ids, mask, positions)[:, -1].argmax(axis=-1)
             for row, token in enumerate(chosen.tolist()):
                 continuations[row].append(token)
             if len(continuations[0]) == new_tokens:
                 return continuations
             ids = chosen[:, None].astype(np.int64)
             mask = np.concatenate([mask, np.ones_like(ids)], axis=-1)
-            positions = positions[:, -1:] + 1
+            last_positions = last_positions + 1
+            chosen = self._run(ids, mask, last_positions)[:, -1].argmax(axis=-1)
 
-    def logits(self, sequences: list[list[int]]) -> list:
-        """Teacher-forced logits at every position of each sequence ([len, vocab] each), from one batched prefill."""
+    def measure(self, prompts: list[list[int]], continuations: list[list[int]]):
+        """The IR teacher-forced over each prompt + the original's continuation, and its own greedy continuation.
+
+        One prefill serves both: left-padded, every prompt ends in the same column, so after the teacher-forced
+        pass the KV state is cropped back to the prompts (the variables are [batch, kv heads, sequence, head size])
+        and the IR decodes its own continuation from there; its first token is the argmax of the prefill's row at
+        the prompt's last position. Where the state does not have that layout, the prompts are prefilled again.
+
+        Returns:
+            (rows, own): per prompt, the IR's logits at the continuation's positions ([len, vocab]), and its own
+            greedy continuation of the same length.
+        """
+        import numpy as np
+        import openvino as ov
+
+        new_tokens = len(continuations[0])
+        assert all(len(continuation) == new_tokens for continuation in continuations)
         self.request.reset_state()
-        width = max(len(sequence) for sequence in sequences)
-        logits = self._run(*_left_padded(sequences))
-        return [logits[row, width - len(sequence) :].copy() for row, sequence in enumerate(sequences)]
+        ids, mask, positions = _left_padded([p + c for p, c in zip(prompts, continuations, strict=True)])
+        logits = self._run(ids, mask, positions)
+        prompt_width = ids.shape[1] - new_tokens  # the column after every prompt's last token
+        rows = [logits[row, prompt_width - 1 : prompt_width - 1 + new_tokens].copy() for row in range(len(prompts))]
+        last = logits[:, prompt_width - 1].copy()
+        states = self.request.query_state()
+        if not all(len(v.state.shape) == 4 and v.state.shape[2] == ids.shape[1] for v in states):
+            return rows, self.greedy(prompts, new_tokens)
+        for variable in states:
+            variable.state = ov.Tensor(np.ascontiguousarray(variable.state.data[:, :, :prompt_width]))
+        own = self._decode(last, mask[:, :prompt_width], positions[:, prompt_width - 1 : prompt_width], new_tokens)
+        return rows, own
 
 
 def run_quality(
@@ -424,13 +454,10 @@ def run_quality(
     reference_dtype = reference.dtype_name
     del reference
     ir = _Ir(ir_dir / "openvino_model.xml")
-    ir_continuations = ir.greedy(prompt_ids, max_new_tokens)
-    ir_logits = ir.logits([ids + continuation for ids, continuation in zip(prompt_ids, continuations, strict=True)])
+    ir_rows, ir_continuations = ir.measure(prompt_ids, continuations)
     results = []
-    for index, ids in enumerate(prompt_ids):
-        continuation = continuations[index]
-        ir_rows = ir_logits[index][len(ids) - 1 : len(ids) - 1 + len(continuation)]
-        agreement, kl = compare_logits(reference_rows[index], ir_rows)
+    for index, continuation in enumerate(continuations):
+        agreement, kl = compare_logits(reference_rows[index], ir_rows[index])
         fdt, sdt, share = divergence(continuation, ir_continuations[index])
         results.append(
             PromptQuality(

@@ -180,7 +180,7 @@ def test_batched_greedy_equals_each_prompts_own_greedy_loop(tiny, measured):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from bot.quality import _Ir, _prompt_ids, _Reference
+    from bot.quality import _Ir, _left_padded, _prompt_ids, _Reference
 
     source = tiny("random").target
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
@@ -189,8 +189,7 @@ def test_batched_greedy_equals_each_prompts_own_greedy_loop(tiny, measured):
     assert len({len(ids) for ids in prompts}) > 1  # the batch is really padded
     continuations, rows = _Reference(source, 10**9).greedy(prompts, MAX_NEW_TOKENS)
     ir = _Ir(measured["random-int8"][1] / "openvino_model.xml")
-    ir_continuations = ir.greedy(prompts, MAX_NEW_TOKENS)
-    ir_logits = ir.logits([ids + continuation for ids, continuation in zip(prompts, continuations, strict=True)])
+    ir_rows, ir_continuations = ir.measure(prompts, continuations)
     for index, ids in enumerate(prompts):
         sequence, plain_rows = list(ids), []
         with torch.no_grad():
@@ -200,7 +199,10 @@ def test_batched_greedy_equals_each_prompts_own_greedy_loop(tiny, measured):
                 sequence.append(int(row.argmax()))
         assert continuations[index] == sequence[len(ids) :]
         assert np.allclose(rows[index], np.stack(plain_rows), atol=1e-4)
+        # The IR's own continuation, decoded from its cropped state, is what a fresh prefill of the prompt gives.
         assert ir_continuations[index] == ir.greedy([ids], MAX_NEW_TOKENS)[0]
-        alone = ir.logits([sequence])[0]
-        assert ir_logits[index].shape == alone.shape
-        assert np.allclose(ir_logits[index], alone, atol=1e-3)
+        # Its teacher-forced rows are the logits of an unpadded prefill of prompt + continuation.
+        ir.request.reset_state()
+        alone = ir._run(*_left_padded([sequence]))[0, len(ids) - 1 : len(sequence) - 1]
+        assert ir_rows[index].shape == alone.shape
+        assert np.allclose(ir_rows[index], alone, atol=1e-3)
