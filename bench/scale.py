@@ -349,15 +349,19 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
                   "as one batch, then the int4 IR's own and its teacher-forced logits) on the recipe's prompts and length,",
                   "against the other stages' seconds (the download row excluded: here it is generation time).",
                   "With the shortened validation the share is an upper bound; `--recipe-validation` rows use the",
-                  "recipe's sweep.", "",
-                  "| shape | validation | reference dtype | quality s | other stages s | added | quality peak RSS GB |",
-                  "|---|---|---|---|---|---|---|"]
+                  "recipe's sweep for one draft weight format (the default recipe measures two, int4 and int8, so a",
+                  "real build validates about twice as long). The last column compares it with the target export.",
+                  "",
+                  "| shape | validation | reference dtype | quality s | other stages s | added | quality peak RSS GB "
+                  "| quality / target export |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in with_quality:
             q = r["stages"]["quality"]
             others = sum(st["seconds"] for name, st in r["stages"].items() if name not in ("download", "quality"))
             sweep = "recipe's sweep" if r.get("recipe_validation") else "shortened"
             lines.append(f"| {r['shape']} | {sweep} | {q.get('reference_dtype')} | {q['seconds']:.1f} | "
-                         f"{others:.1f} | {q['seconds'] / others:.0%} | {gb(q['peak_rss_bytes'])} |")
+                         f"{others:.1f} | {q['seconds'] / others:.0%} | {gb(q['peak_rss_bytes'])} | "
+                         f"{q['seconds'] / r['stages']['target export']['seconds']:.2f} |")
     scratched = [r for r in results.values() if "export_scratch" in r]
     if scratched:
         lines += ["", "## Export scratch (`--scratch`: optimum-cli's temporary floating-point IR, TMPDIR under the work "
@@ -397,14 +401,17 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
     worst = max(ratios, key=lambda item: abs(item[0] - 1))
     lines += ["", f"Worst estimate/measured ratio: {worst[0]:.3f} ({worst[1]}, {worst[2]}); goal: within 0.85-1.15.",
               "The build-peak lines are fitted on these same shapes (three points, two constants per line), so the",
-              "stage-by-stage rows check the fit and its composition, not a prediction for an unseen shape; the",
-              "end-to-end row is the bot's own `dflash-bot build` with its exports side by side, which the model",
-              "over-estimates (the two exports' peaks do not coincide).",
-              "",
-              "Export scratch: optimum-cli writes the floating-point IR to a temporary folder (TMPDIR) before it",
-              "compresses it into the output; `--scratch` measures it with TMPDIR under the work folder (about 1.0 x",
-              "the model's bf16 bytes). The stage-by-stage runs of this table kept TMPDIR elsewhere, so their measured",
-              "disk adds the scratch measured separately; the 4B run has none measured.", ""]
+              "stage-by-stage rows check the fit and its composition, not a prediction for an unseen shape."]
+    if e2e:
+        lines += ["The end-to-end rows are the bot's own `dflash-bot build` with its exports side by side, which the",
+                  "model over-estimates (the two exports' peaks do not coincide)."]
+    lines += ["", "Export scratch: optimum-cli writes the floating-point IR to a temporary folder (TMPDIR) before it",
+              "compresses it into the output (about 1.0 x the model's bf16 bytes); the stage rows keep TMPDIR under",
+              "the measured work folder, so their disk includes it."]
+    if any(not r.get("scratch_in_stages") for r in results.values()):
+        lines += ["Rows measured before that (no `scratch_in_stages` in docs/scale.json) add the scratch measured",
+                  "separately by `--scratch`, or say it was not measured."]
+    lines += [""]
     return "\n".join(lines)
 
 

@@ -590,6 +590,7 @@ def _target_quality(
             work=scratch / "quality",
             python=toolchain.python,
             timeout_s=recipe.validation.timeout_s,
+            memory_budget_bytes=job.schedule.memory_budget_bytes,
         )
     except BotError as error:
         report = QualityReport.not_measured(f"the measurement failed: {error.message}")

@@ -174,6 +174,7 @@ def measure_quality(
     python: str | None = None,
     timeout_s: float = 1800,
     max_f32_bytes: int = DEFAULT_MAX_F32_BYTES,
+    memory_budget_bytes: int | None = None,
 ) -> QualityReport:
     """Measure the int4 target IR against its original checkpoint in a time-limited child without Hub credentials.
 
@@ -186,6 +187,7 @@ def measure_quality(
         python: the interpreter of the job's toolchain profile (None: this environment's).
         timeout_s: wall-clock limit of the child.
         max_f32_bytes: run the reference in f32 when its f32 weights fit this many bytes, else in its dtype.
+        memory_budget_bytes: stop the child when its process tree outgrows this (the runner class's memory).
 
     Returns:
         The report; `measured` is False with a reason for a target the measurement does not cover (VLM IRs).
@@ -224,6 +226,7 @@ def measure_quality(
         timeout_s=timeout_s,
         env=child_env(untrusted_env(home=work / "hf-home"), python),
         what="quality measurement",
+        memory_budget_bytes=memory_budget_bytes,
     )
     report = QualityReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
     return replace(report, seconds=round(time.monotonic() - started, 1))

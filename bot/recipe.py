@@ -225,13 +225,13 @@ class SizingModel(_Strict):
 
     # Fitted by bench/scale.py on Qwen3 0.6B, 1.7B and 4B shapes; the measurements are in docs/scale.md (2-core
     # AMD EPYC, 24 GiB, optimum-intel 2.2.0, NNCF 3.4.0, OpenVINO 2026.4.1). Rerun the benchmark to refit.
-    draft_export_memory: LinearFit = LinearFit(a=0.6936, b=1_904_283_607)
-    target_export_memory: LinearFit = LinearFit(a=1.5525, b=800_308_070)
-    validate_memory: LinearFit = LinearFit(a=1.1497, b=1_722_096_303)
-    inspect_memory: LinearFit = LinearFit(a=0.001, b=139_658_150)
-    ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_212_313)
-    export_scratch_disk: LinearFit = LinearFit(a=1.0137, b=-38_757_520)
-    quality_memory: LinearFit = LinearFit(a=1.0, b=400_000_000)
+    draft_export_memory: LinearFit = LinearFit(a=1.3615, b=626_945_879)
+    target_export_memory: LinearFit = LinearFit(a=1.2586, b=960_984_421)
+    validate_memory: LinearFit = LinearFit(a=1.1865, b=2_293_367_681)
+    inspect_memory: LinearFit = LinearFit(a=0.0018, b=125_667_002)
+    ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_213_266)
+    export_scratch_disk: LinearFit = LinearFit(a=1.0077, b=-52_375_713)
+    quality_memory: LinearFit = LinearFit(a=1.0375, b=441_126_344)
 
 
 class RunnerSettings(_Strict):

@@ -206,3 +206,14 @@ def test_batched_greedy_equals_each_prompts_own_greedy_loop(tiny, measured):
         alone = ir._run(*_left_padded([sequence]))[0, len(ids) - 1 : len(sequence) - 1]
         assert ir_rows[index].shape == alone.shape
         assert np.allclose(ir_rows[index], alone, atol=1e-3)
+
+
+def test_the_measurement_is_stopped_when_it_outgrows_the_memory_budget(tiny, measured, tmp_path):
+    """The quality child runs under the runner class's memory budget like the exports and the validation."""
+    from bot.errors import Failure
+
+    budget = 100 * 2**20  # less than importing torch takes
+    with pytest.raises(Failure) as raised:
+        measure_quality(tiny("random").target, measured["random-int8"][1], PROMPTS, MAX_NEW_TOKENS,
+                        work=tmp_path / "quality", timeout_s=600, memory_budget_bytes=budget)
+    assert "quality measurement" in raised.value.message and f"({budget} bytes)" in raised.value.message

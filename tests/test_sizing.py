@@ -73,20 +73,21 @@ def test_the_smallest_class_that_fits_is_chosen():
     assert chosen.name == "large"
 
 
-def test_a_real_qwen3_4b_pair_plans_onto_the_standard_runner_one_export_after_the_other():
-    """As measured (docs/scale.md): the exports run one after the other in 13.3 GB of the 15 GB; optimum-cli writes
-    the bf16 IR to a temporary folder before compressing it, so the export holds sources + temporary IR + int4 IRs,
-    about 19.9 GB: over the 14 GB GitHub documents, within the 30 GB the recipe claims for its runners (after
-    watch.yml's "Make room" step). On a class with only the documented disk the skip names the disk to add."""
+def test_a_real_qwen3_4b_pair_plans_onto_the_standard_runner():
+    """As measured (docs/scale.md): the target export peaks at 11.1 GB and the draft's at 2.1 GB, so both fit the
+    15 GB side by side (13.2 GB; the validation's 13.1 GB is about the same). optimum-cli writes the bf16 IR to a
+    temporary folder before compressing it, so the exports hold sources + temporary IRs + int4 IRs, about 20.8 GB:
+    over the 14 GB GitHub documents, within the 30 GB the recipe claims for its runners (after watch.yml's "Make
+    room" step). On a class with only the documented disk the skip names the disk to add."""
     runners = load_recipe().runners
     chosen, estimate, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners)
     standard = runners.classes[0]
     assert chosen is not None and chosen.name == "standard", reason
-    assert not estimate.parallel_exports and estimate.peak_memory_bytes <= standard.max_memory_bytes
-    assert 19 * GB < estimate.peak_disk_bytes < 21 * GB
+    assert estimate.parallel_exports and 13 * GB < estimate.peak_memory_bytes <= standard.max_memory_bytes
+    assert 20 * GB < estimate.peak_disk_bytes < 22 * GB
     documented = runners.model_copy(update={"classes": [standard.model_copy(update={"max_disk_bytes": 14 * GB})]})
     chosen, _, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, documented)
-    assert chosen is None and "disk 19.9 GB" in reason and "max_disk_bytes >= 20000000000" in reason
+    assert chosen is None and "disk 20.8 GB" in reason and "max_disk_bytes >= 21000000000" in reason
 
 
 def test_a_local_hub_seeded_with_a_real_qwen3_4b_pair_gets_a_matrix_entry_on_standard(tmp_path):
@@ -110,15 +111,16 @@ def test_a_local_hub_seeded_with_a_real_qwen3_4b_pair_gets_a_matrix_entry_on_sta
     assert (job.source, job.target) == ("z-lab/Qwen3-4B-DFlash-b16", "Qwen/Qwen3-4B")
     # The files' sizes: the tensors' bytes plus each shard's safetensors header.
     assert 0 < job.draft_bytes - QWEN3_4B_DFLASH < 10**5 and 0 < job.target_bytes - QWEN3_4B < 10**6
-    assert entry.runner == "standard" and not entry.parallel_exports
+    assert entry.runner == "standard" and entry.parallel_exports
     assert entry.peak_bytes <= 15 * GB and entry.peak_disk_bytes <= 30 * GB
 
 
-def test_a_qwen3_5_4b_pair_is_just_over_the_standard_runner_by_the_qwen3_fit():
-    """Not what the issue hoped for, recorded as measured: the Qwen3 fit puts a ~9.3 GB target's export at
-    ~15.2 GB, over the 15 GB the standard class gives a build (its VLM export is not measured yet)."""
+def test_a_qwen3_5_4b_pair_fits_the_standard_runner_by_the_qwen3_fit():
+    """A ~9.3 GB target (Qwen3.5-4B with its vision tower) by the Qwen3 fit: its validation (1.19 x the pair's bytes
+    + 2.3 GB) is the peak, 14.8 GB of the 15 GB (its VLM export itself is not measured yet)."""
     chosen, estimate, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_5_4B, load_recipe().runners)
-    assert chosen is None and 15 * GB < estimate.peak_memory_bytes < 16 * GB, reason
+    assert chosen is not None and chosen.name == "standard", reason
+    assert 14 * GB < estimate.peak_memory_bytes <= 15 * GB
 
 
 def test_an_8b_pair_is_skipped_with_the_peaks_and_the_class_to_add():
@@ -143,8 +145,8 @@ def test_this_machine_as_a_runner_class(tmp_path):
 
 def test_a_reused_target_leaves_the_draft_export_and_genai_as_the_peak():
     """With the published target IR reused (bot.reuse) no target export runs: the peak is the draft export or the
-    validation. Measured, not hoped: GenAI with the exact CPU properties holds 12.2 GB for a Qwen3-4B pair
-    (docs/scale.md), so a draft update for a Qwen3-8B target still needs ~23 GB, for validation alone."""
+    validation. Measured, not hoped: GenAI with the exact CPU properties holds 13.1 GB for a Qwen3-4B pair
+    (docs/scale.md), so a draft update for a Qwen3-8B target still needs ~24 GB, for validation alone."""
     runners = load_recipe().runners
     full = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners)[1]
     chosen, reused, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners, target_reused=True)
