@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import BIN, bot_env, plain_pair, print_json, timed  # noqa: E402
-from tinymodels import make_tiny  # noqa: E402
+from bench.common import BIN, bot_env, plain_pair, print_json, timed
+from tinymodels import make_tiny
 
 
 def main() -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import print_json  # noqa: E402
+from bench.common import print_json
 
 SHAPES = {
     "tiny": dict(vocab_size=512, num_hidden_layers=4, hidden_size=128, intermediate_size=256,

@@ -37,8 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import BIN, ROOT, write_recipe  # noqa: E402
-from bot.resources import disk_used, measure  # noqa: E402
+from bench.common import BIN, ROOT, write_recipe
+from bot.resources import disk_used, measure
 
 DEFAULT_SHAPES = ("qwen3-0.6b", "qwen3-1.7b")
 RESULTS = ROOT / "docs" / "scale.json"
@@ -305,7 +305,7 @@ def toolchain() -> str:
 
 
 def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: dict) -> str:
-    gb = lambda n: f"{n / 1e9:.2f}"  # noqa: E731
+    gb = lambda n: f"{n / 1e9:.2f}"
     lines = [
         "# What a real-size build costs (measured)",
         "",

@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import BIN, bot_env, print_json  # noqa: E402
-from bot.resources import PeakSampler  # noqa: E402
-from hubserver import LocalHub  # noqa: E402
-from tinymodels.shapes import SHAPES, make_shape  # noqa: E402
+from bench.common import BIN, bot_env, print_json
+from bot.resources import PeakSampler
+from hubserver import LocalHub
+from tinymodels.shapes import SHAPES, make_shape
 
 TOKEN = "hf_bench_reuse_0123456789"
 
