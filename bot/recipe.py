@@ -217,10 +217,9 @@ class SizingModel(_Strict):
     `bytes` is the safetensors (bf16) size of what the stage reads: one model for an export and its IR, the target
     for inspect, draft + target for validate, and for the quality step the bytes the original occupies in memory
     (`bot.quality.reference_memory_bytes`: its f32 copy beside the mapped checkpoint, or the mapped bf16 weights
-    alone). Memory is the RSS of the stage's whole process tree (the bot's own
-    process included); disk is bytes allocated under the work folder. Draft and target exports have lines of their
-    own: a draft export's memory is almost all fixed cost (optimum-intel's DFlash export path), a target's grows
-    with its weights.
+    alone). Memory is the RSS of the stage's whole process tree (the bot's own process included); disk is bytes
+    allocated under the work folder. Draft and target exports have lines of their own: a draft export carries
+    optimum-intel's DFlash export path on top of its weights, a target's is the plain causal-LM export.
     """
 
     # Fitted by bench/scale.py on Qwen3 0.6B, 1.7B and 4B shapes; the measurements are in docs/scale.md (2-core
