@@ -339,7 +339,7 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     copy = demo.DRAFT_REPO + "-copy"
     api = HfApi(endpoint=hub_a.url, token=TOKEN)
     api.create_repo(copy)
-    api.upload_folder(repo_id=copy, folder_path=root / "seed-a" / "dflash-deep" / "draft")
+    api.upload_folder(repo_id=copy, folder_path=root / "seed-a" / "oracle-deep" / "draft")
     # Two drafts of one target: one entry, one target download and export for both.
     planned = plan_matrix(reader, RECIPE, RunOptions(force=True))
     (entry,) = planned.entries

@@ -42,7 +42,7 @@ def hub(tmp_path_factory):
         api = HfApi(endpoint=server.url, token=TOKEN)
         for repo, private in ((GATED_REPO, False), (PRIVATE_REPO, True)):
             api.create_repo(repo, private=private)
-            api.upload_folder(repo_id=repo, folder_path=root / "seed" / "dflash-deep" / "draft")
+            api.upload_folder(repo_id=repo, folder_path=root / "seed" / "oracle-deep" / "draft")
         api.update_repo_settings(GATED_REPO, gated="auto")
         server.add_token(READER, "reader")
         yield server

@@ -233,7 +233,7 @@ def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes], drop: list[
     if not pair.exists():
         from tinymodels import make_tiny
 
-        make_tiny("dflash-deep", pair, target_repo=demo.TARGET_REPO)  # the demo's target is the deep one
+        make_tiny("oracle-deep", pair, target_repo=demo.TARGET_REPO)  # the demo's target is the deep one
     api = HfApi(endpoint=hub.url, token=TOKEN)
     api.create_repo(repo, exist_ok=True)
     operations = [CommitOperationAdd(p.name, str(p)) for p in (pair / "draft").iterdir()

@@ -96,6 +96,7 @@ def test_kinds_have_one_line_descriptions():
         "dflash", "oracle", "random", "dspark", "dspark-markov", "dflash2", "broken-llama", "broken-layer-ids",
         "broken-hidden-size", "broken-mask-token", "broken-no-dflash-config", "broken-config-json",
         "broken-pickle", "broken-truncated", "dflash-qwen3_5", "oracle-qwen3_5", "partial-qwen3_5", "dflash-deep",
+        "oracle-deep",
     }  # fmt: skip
     assert all(text and "\n" not in text for text in TINY_KINDS.values())
 
@@ -118,7 +119,7 @@ def test_target_is_a_qwen3_checkout(pairs, kind):
     weights = load_file(target / "model.safetensors")
     assert_bf16_with_shapes(weights, {name: tuple(t.shape) for name, t in model.state_dict().items()})
     dims = model.config.hidden_size, model.config.num_hidden_layers, model.config.intermediate_size
-    assert dims == ((128, 32, 256) if kind == "dflash-deep" else (128, 4, 256))
+    assert dims == ((128, 32, 256) if kind in ("dflash-deep", "oracle-deep") else (128, 4, 256))
 
     tokenizer = AutoTokenizer.from_pretrained(target)
     assert len(tokenizer) < config["vocab_size"] == 512
@@ -277,8 +278,9 @@ def test_dflash_target_is_a_bigram_model(pairs, kind):
     assert gap.min() > 20
 
 
-def test_oracle_target_always_predicts_one_word(pairs):
-    target = pairs["oracle"].target
+@pytest.mark.parametrize("kind", ["oracle", "oracle-deep"])
+def test_oracle_target_always_predicts_one_word(pairs, kind):
+    target = pairs[kind].target
     predicted, _ = word_ids(target)
     following, gap = next_tokens(target)
     assert set(following.tolist()) == {predicted}
@@ -304,7 +306,7 @@ def test_dflash_target_generates_the_demo_text(pairs):
 
 
 @pytest.mark.parametrize(("kind", "quiet"), [("dflash", True), ("oracle", True), ("random", False),
-                                             ("dflash-deep", True)])
+                                             ("dflash-deep", True), ("oracle-deep", True)])
 def test_agreeing_drafts_propose_the_predicted_word(pairs, kind, quiet):
     """Quiet layers make the draft's output the normalised mask embedding, which GenAI scores with the
     target's lm_head; that proposal must be the predicted word for dflash and oracle, at every position."""

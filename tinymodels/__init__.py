@@ -76,6 +76,13 @@ _KINDS: dict[str, _Kind] = {
         draft=functools.partial(layouts.dflash_draft, num_target_layers=DEEP_TARGET_DIMS.layers),
         target_dims=DEEP_TARGET_DIMS,
     ),
+    "oracle-deep": _Kind(
+        "DFlash pair like oracle (the draft always right), with dflash-deep's 32-layer target: the demo's pair, "
+        "clearly faster than plain greedy on CPU",
+        target="constant",
+        draft=functools.partial(layouts.dflash_draft, num_target_layers=DEEP_TARGET_DIMS.layers),
+        target_dims=DEEP_TARGET_DIMS,
+    ),
     "random": _Kind(
         "random-weight target and DFlash draft: lossless, almost nothing accepted",
         target="random",
