@@ -44,11 +44,16 @@ from bot.profiles import child_env
 DEFAULT_MAX_F32_BYTES = 6 * 10**9
 
 
+def runs_in_f32(weight_bytes: int, element_bytes: int, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> bool:
+    """Whether the original is loaded in f32: its weights (`element_bytes` each on disk) fit `max_f32_bytes` as f32."""
+    return weight_bytes * 4 / element_bytes <= max_f32_bytes
+
+
 def reference_memory_bytes(target_bytes: int, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> int:
     """What the original occupies while the quality step runs, for a target of `target_bytes` of 2-byte weights
-    (what sizing reads; the step itself decides from the checkpoint's dtype, `_reference_dtype`): an f32 copy beside
-    the mapped checkpoint (3 × its bytes), or, when the f32 copy would not fit `max_f32_bytes`, the mapped weights."""
-    return 3 * target_bytes if 2 * target_bytes <= max_f32_bytes else target_bytes
+    (what sizing reads; the step itself applies `runs_in_f32` to the checkpoint's dtype): an f32 copy beside the
+    mapped checkpoint (3 × its bytes), or, when the f32 copy would not fit `max_f32_bytes`, the mapped weights."""
+    return 3 * target_bytes if runs_in_f32(target_bytes, 2, max_f32_bytes) else target_bytes
 
 
 METHOD = (
@@ -301,7 +306,7 @@ def _reference_dtype(source: Path, max_f32_bytes: int):
     name = str(config.get("dtype") or config.get("torch_dtype") or "float32")
     element = {"float32": 4, "bfloat16": 2, "float16": 2}.get(name, 4)
     weights = sum(p.stat().st_size for p in source.glob("*.safetensors"))
-    if weights * 4 / element <= max_f32_bytes:
+    if runs_in_f32(weights, element, max_f32_bytes):
         return torch.float32, "float32"
     return "auto", name
 
