@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from bot.errors import Failure
+from bot.profiles import json_from
 from bot.recipe import ExportSettings
 
 Source = Literal["optimum-intel default", "recipe"]
@@ -170,7 +171,7 @@ def optimum_default_4bit_configs(python: str | None = None) -> Mapping[str, dict
     Raises:
         Failure: the toolchain's optimum-intel no longer has `_DEFAULT_4BIT_WQ_CONFIGS` (renamed upstream).
     """
-    source = _optimum_package(python)
+    source = _package_folder("optimum", python)
     table = read_default_4bit_configs(source / "intel" / "openvino" / "configuration.py") if source else None
     if table is not None:
         return table
@@ -183,14 +184,19 @@ def optimum_default_4bit_configs(python: str | None = None) -> Mapping[str, dict
     return json.loads(result.stdout)
 
 
-def _optimum_package(python: str | None) -> Path | None:
-    """The `optimum` package folder of `python`'s environment (found, not imported)."""
-    locate = "import importlib.util as u; s = u.find_spec('optimum'); print(s.submodule_search_locations[0])"
+_LOCATE = (
+    "import importlib.util, json, sys; s = importlib.util.find_spec(sys.argv[1]); "
+    "print(json.dumps(s.submodule_search_locations[0] if s and s.submodule_search_locations else None))"
+)
+
+
+def _package_folder(name: str, python: str | None) -> Path | None:
+    """The folder of top-level package `name` in `python`'s environment (found by importlib, not imported)."""
     if python is None or Path(python) == Path(sys.executable):
-        spec = importlib.util.find_spec("optimum")
+        spec = importlib.util.find_spec(name)
         return Path(spec.submodule_search_locations[0]) if spec and spec.submodule_search_locations else None
-    result = subprocess.run([python, "-c", locate], capture_output=True, text=True, timeout=60, check=False)
-    return Path(result.stdout.strip()) if result.returncode == 0 and result.stdout.strip() else None
+    folder, _ = json_from(python, _LOCATE, name)
+    return Path(folder) if folder else None
 
 
 _TABLE = "_DEFAULT_4BIT_WQ_CONFIGS"
@@ -335,16 +341,7 @@ def calibration_unavailable(dataset: str | None, *, python: str | None = None, p
         return None
     if dataset == "auto":
         return None  # collected from the model's own generations: nothing to fetch
-    probe = subprocess.run(
-        [
-            python or sys.executable,
-            "-c",
-            "import importlib.util, sys; sys.exit(importlib.util.find_spec('datasets') is None)",
-        ],
-        check=False,
-        timeout=120,
-    )
-    if probe.returncode != 0:
+    if _package_folder("datasets", python) is None:
         return f"the toolchain has no `datasets` package to load the calibration dataset {dataset!r}"
     if not prefetched:
         return (

@@ -6,8 +6,8 @@ import pytest
 
 from bot.export import TASK_LLM, ExportRequest, export_model
 from bot.quantization import (
+    _package_folder,
     calibration_unavailable,
-    _optimum_package,
     optimum_default_4bit_configs,
     read_default_4bit_configs,
     read_ir_quantization,
@@ -41,7 +41,7 @@ def test_reading_the_table_from_source_gives_what_importing_optimum_intel_gives(
 
     from bot.quantization import _READ_DEFAULTS
 
-    source = _optimum_package(None) / "intel" / "openvino" / "configuration.py"
+    source = _package_folder("optimum", None) / "intel" / "openvino" / "configuration.py"
     imported = json.loads(subprocess.run([sys.executable, "-c", _READ_DEFAULTS], capture_output=True, text=True,
                                          check=True).stdout)
     read = read_default_4bit_configs(source)
