@@ -143,14 +143,19 @@ def measure_shape(shape: str, root: Path, *, recipe_validation: bool = False) ->
         write_draft_folder(ir / "draft", draft_src / "config.json", work / "bundle" / "draft")
         write_target_folder(ir / "target", work / "bundle" / "target", target_src)
     record("bundle", m, before)
-    building = sum(stage["seconds"] for name, stage in stages.items() if name not in ("download", "quality"))
-    share = stages["quality"]["seconds"] / building
-    print(f"  quality step: {stages['quality']['seconds']:.1f} s, {share:.0%} added to the other stages' "
-          f"{building:.1f} s (download excluded)", flush=True)
+    quality_s, others_s = quality_and_other_seconds(stages)
+    print(f"  quality step: {quality_s:.1f} s, {quality_s / others_s:.0%} added to the other stages' "
+          f"{others_s:.1f} s (download excluded)", flush=True)
     return {"shape": shape, "draft_bytes": draft_bytes, "target_bytes": target_bytes, "stages": stages,
             "scratch_in_stages": True, "recipe_validation": recipe_validation,
             "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "load_average": round(os.getloadavg()[1], 1)}
+
+
+def quality_and_other_seconds(stages: dict[str, dict]) -> tuple[float, float]:
+    """The quality step's seconds and the other stages' (the download excluded: here it is generation time)."""
+    others = sum(stage["seconds"] for name, stage in stages.items() if name not in ("download", "quality"))
+    return stages["quality"]["seconds"], others
 
 
 def measure_export_scratch(shape: str, root: Path) -> dict:
@@ -305,7 +310,9 @@ def toolchain() -> str:
 
 
 def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: dict) -> str:
-    gb = lambda n: f"{n / 1e9:.2f}"
+    def gb(n: int) -> str:
+        return f"{n / 1e9:.2f}"
+
     lines = [
         "# What a real-size build costs (measured)",
         "",
@@ -346,8 +353,8 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
     if with_quality:
         lines += ["", "## The quality step's share of the build (goal: at most 25 % added at the 4B shape)", "",
                   "The quality step (`bot/quality.py`: the original's greedy continuation of every prompt, decoded",
-                  "as one batch, then the int4 IR's own and its teacher-forced logits) on the recipe's prompts and length,",
-                  "against the other stages' seconds (the download row excluded: here it is generation time).",
+                  "as one batch, then the int4 IR's own and its teacher-forced logits) on the recipe's prompts and",
+                  "length, against the other stages' seconds (the download row excluded: here it is generation time).",
                   "With the shortened validation the share is an upper bound; `--recipe-validation` rows use the",
                   "recipe's sweep for one draft weight format (the default recipe measures two, int4 and int8, so a",
                   "real build validates about twice as long). The last column compares it with the target export.",
@@ -357,11 +364,11 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
                   "|---|---|---|---|---|---|---|---|"]
         for r in with_quality:
             q = r["stages"]["quality"]
-            others = sum(st["seconds"] for name, st in r["stages"].items() if name not in ("download", "quality"))
+            seconds, others = quality_and_other_seconds(r["stages"])
             sweep = "recipe's sweep" if r.get("recipe_validation") else "shortened"
-            lines.append(f"| {r['shape']} | {sweep} | {q.get('reference_dtype')} | {q['seconds']:.1f} | "
-                         f"{others:.1f} | {q['seconds'] / others:.0%} | {gb(q['peak_rss_bytes'])} | "
-                         f"{q['seconds'] / r['stages']['target export']['seconds']:.2f} |")
+            lines.append(f"| {r['shape']} | {sweep} | {q.get('reference_dtype')} | {seconds:.1f} | "
+                         f"{others:.1f} | {seconds / others:.0%} | {gb(q['peak_rss_bytes'])} | "
+                         f"{seconds / r['stages']['target export']['seconds']:.2f} |")
     scratched = [r for r in results.values() if "export_scratch" in r]
     if scratched:
         lines += ["", "## Export scratch (`--scratch`: optimum-cli's temporary floating-point IR, TMPDIR under the work "
