@@ -27,7 +27,9 @@ from bot.discover import Candidate
 from bot.errors import BotError, Failure
 from bot.export import TASK_LLM, ExportRequest, ExportResult, export_model, target_task
 from bot.fetch import safe_copy
-from bot.profiles import DEFAULT_PROFILE, toolchain_for
+from bot.isolation import untrusted_env
+from bot.launcher import Launcher, preloaded
+from bot.profiles import DEFAULT_PROFILE, child_env, toolchain_for
 from bot.quality import QualityReport, measure_quality, quality_gate
 from bot.quantization import (
     Int4Settings,
@@ -281,6 +283,13 @@ def _build_group(
     # draft's validation starts as soon as its own export (and the target's) is done.
     workers = min(3, 1 + len(verified)) if schedule.parallel_exports else 1
     with (
+        # Every child of the group shares one HF home and environment, so one launcher that has imported the
+        # toolchain forks them all (each confines itself to its own folders after the fork).
+        preloaded(
+            toolchain.python,
+            env=child_env(untrusted_env(home=scratch / "hf"), toolchain.python),
+            log_path=logs / "launcher.log",
+        ) as launcher,
         ThreadPoolExecutor(max_workers=workers) as exporters,
         ThreadPoolExecutor(max_workers=len(verified)) as finishers,
         log.group(f"build {target.name} and {len(verified)} draft(s): export, inspect, validate, bundle"),
@@ -355,6 +364,7 @@ def _build_group(
                 target_quality,
                 all_exports,
                 provenance,
+                launcher,
             )
             finishing[index] = finishers.submit(_finish_draft, job, recipe, toolchain, scratch)
         for index, future in finishing.items():
@@ -416,6 +426,13 @@ class _DraftJob:
     target_quality: _Once[QualityReport]
     all_exports: list[Future[ExportResult]]
     target_provenance: Future[TargetProvenance]  # known once the target's int4 settings are read
+    launcher: Launcher | None  # serves the exports and the quality step; closed before the validations
+
+    def exports_done(self) -> None:
+        """Wait for every export of the group, failed ones included."""
+        for future in self.all_exports:
+            with contextlib.suppress(BotError):
+                future.result()
 
 
 def _step(stage: str, action: Callable[[], object]):
@@ -467,6 +484,11 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
 
         target_report = _step("inspect-target", lambda: job.target_report.get(inspect))
         quality = job.target_quality.get(lambda: _target_quality(job, target_export, recipe, toolchain, scratch))
+        # The launcher served the exports and the quality step; the validations (a build's memory peak at real
+        # sizes) start afresh, with nothing else running.
+        job.exports_done()
+        if job.launcher is not None:
+            job.launcher.close()
         measured = [
             m
             for fmt, future in job.draft_exports.items()
@@ -578,9 +600,7 @@ def _target_quality(
 ) -> QualityReport:
     """The int4 target against its original weights, once per target, after every export of the group (the
     original model is never loaded beside an exporter)."""
-    for future in job.all_exports:
-        with contextlib.suppress(BotError):
-            future.result()
+    job.exports_done()
     try:
         report = measure_quality(
             job.target_src,
@@ -591,6 +611,7 @@ def _target_quality(
             python=toolchain.python,
             timeout_s=recipe.validation.timeout_s,
             memory_budget_bytes=job.schedule.memory_budget_bytes,
+            home=scratch / "hf",
         )
     except BotError as error:
         report = QualityReport.not_measured(f"the measurement failed: {error.message}")
@@ -642,6 +663,7 @@ def _measure_format(
             python=toolchain.python,
             memory_budget_bytes=job.schedule.memory_budget_bytes,
             baseline=_baseline(scratch, job.index),
+            home=scratch / "hf",
         ),
     )  # plain greedy measured once for every format
     for run in validation.runs:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from bot.confinement import NAMESPACE_PREFIX, confinement
 from bot.errors import Failure
+from bot.launcher import LaunchedChild, LauncherError, route
 from bot.resources import PeakSampler
 
 # Anything that looks like a credential stays out of the build processes: they load untrusted files.
@@ -100,7 +101,7 @@ def _announce(line: str) -> None:
         log.step("%s", line)
 
 
-_children: set[subprocess.Popen] = set()
+_children: set[subprocess.Popen | LaunchedChild] = set()
 _children_lock = threading.Lock()
 _stopping = threading.Event()
 
@@ -158,31 +159,28 @@ def run_logged(
     if _stopping.is_set():
         raise Failure(f"{what} not started: the bot is stopping")
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            list(cmd), stdout=log, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True
-        )
+    process = _start(cmd, log_path=log_path, env=env, cwd=cwd)
+    with _children_lock:
+        _children.add(process)
+    over_budget = threading.Event()
+
+    def guard(rss: int) -> None:
+        if memory_budget_bytes is not None and rss > memory_budget_bytes and not over_budget.is_set():
+            over_budget.set()
+            _kill_group(process, wait=False)
+
+    try:
+        with PeakSampler(process.pid, on_sample=guard) as sampler:
+            code = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise Failure(f"{what} timed out after {timeout_s:.0f}s (log: {log_path.name})") from None
+    except BaseException:  # KeyboardInterrupt or SystemExit from SIGTERM: no orphaned exporter
+        _kill_group(process)
+        raise
+    finally:
         with _children_lock:
-            _children.add(process)
-        over_budget = threading.Event()
-
-        def guard(rss: int) -> None:
-            if memory_budget_bytes is not None and rss > memory_budget_bytes and not over_budget.is_set():
-                over_budget.set()
-                _kill_group(process, wait=False)
-
-        try:
-            with PeakSampler(process.pid, on_sample=guard) as sampler:
-                code = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            raise Failure(f"{what} timed out after {timeout_s:.0f}s (log: {log_path.name})") from None
-        except BaseException:  # KeyboardInterrupt or SystemExit from SIGTERM: no orphaned exporter
-            _kill_group(process)
-            raise
-        finally:
-            with _children_lock:
-                _children.discard(process)
+            _children.discard(process)
     if over_budget.is_set():
         raise Failure(
             f"{what} stopped: its processes reached {_gb(sampler.peak_rss_bytes)} of memory "
@@ -197,11 +195,31 @@ def run_logged(
     return sampler.peak_rss_bytes
 
 
+def _start(
+    cmd: Sequence[str], *, log_path: Path, env: Mapping[str, str], cwd: Path | None
+) -> subprocess.Popen | LaunchedChild:
+    """Start `cmd` with its output in `log_path`: forked by the group's preloaded launcher when one serves it
+    (`bot.launcher`), else as a fresh process; either way in a process group of its own."""
+    routed = route(cmd, env)
+    if routed is not None:
+        launcher, argv = routed
+        try:
+            return launcher.spawn(argv, log_path=log_path, cwd=cwd)
+        except LauncherError as error:  # the child still runs, importing its libraries itself
+            from bot import log
+
+            log.step("%s; starting the child as a fresh process", error)
+    with log_path.open("wb") as log_file:
+        return subprocess.Popen(
+            list(cmd), stdout=log_file, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True
+        )
+
+
 def _gb(n: int) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
-def _kill_group(process: subprocess.Popen, *, wait: bool = True) -> None:
+def _kill_group(process: subprocess.Popen | LaunchedChild, *, wait: bool = True) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     if wait:

@@ -231,6 +231,9 @@ class SizingModel(_Strict):
     ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_213_266)
     export_scratch_disk: LinearFit = LinearFit(a=1.0077, b=-52_375_713)
     quality_memory: LinearFit = LinearFit(a=1.0375, b=441_126_344)
+    # The preloaded launcher (bot.launcher) beside the exports and the quality step: its resident set after
+    # importing the toolchain, whatever the model (`launcher: preloaded ... bytes resident` in its log).
+    launcher_memory: LinearFit = LinearFit(a=0.0, b=510_000_000)
 
 
 class RunnerSettings(_Strict):

@@ -52,7 +52,7 @@ def tree_rss(root_pid: int) -> int:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        parent = _parent_pid(int(entry.name))
+        parent = parent_pid(int(entry.name))
         if parent is not None:
             children.setdefault(parent, []).append(int(entry.name))
     total, stack = 0, [root_pid]
@@ -157,7 +157,7 @@ def measure(
     )
 
 
-def _parent_pid(pid: int) -> int | None:
+def parent_pid(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read()

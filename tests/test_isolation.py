@@ -73,7 +73,22 @@ def test_sigterm_during_a_build_removes_scratch_and_stops_the_exporters(tiny, tm
     leftover = subprocess.run(["pgrep", "-f", f"bot.sandbox .*optimum-cli export openvino -m {work}"],
                               capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
+    # Children forked by the group's launcher carry its command line; their environment names the scratch folder.
+    assert _processes_with_environ(str(work)) == []
     assert not Path(tmp_path / "out").exists()
+
+
+def _processes_with_environ(text: str) -> list[int]:
+    """Live processes whose initial environment mentions `text`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _alive(int(entry.name)):
+            try:
+                if text.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
 
 
 def test_a_child_tree_over_its_memory_budget_is_stopped_with_a_named_failure(tmp_path):

@@ -262,9 +262,20 @@ _BUILDER = textwrap.dedent(r"""
         view["holder_environ"] = False
     (work / "builder.json").write_text(json.dumps(view))
     command = sandboxed("exec", reads=[], writes=[work / "probe"])
-    run_logged([*command, sys.executable, "-c", sys.argv[4], reversed_canary, top, *sys.argv[5:]],
-               log_path=work / "probe.log", timeout_s=120, env=untrusted_env(home=work / "probe" / "hf"),
-               what="probe")
+    env = untrusted_env(home=work / "probe" / "hf")
+    probe = lambda: run_logged([*command, sys.executable, "-c", sys.argv[4], reversed_canary, top, *sys.argv[5:]],
+                               log_path=work / "probe.log", timeout_s=120, env=env, what="probe")
+    if (work / "launched").exists():  # forked by a build group's launcher, beside a sibling child
+        from bot.launcher import preloaded
+        with preloaded(None, env=env, log_path=work / "launcher.log", preload=("json",),
+                       tools=("exec",)):
+            sibling = sandboxed("exec", reads=[], writes=[work / "probe"])
+            import threading
+            threading.Thread(target=run_logged, args=([*sibling, "sleep", "5"],), daemon=True,
+                             kwargs=dict(log_path=work / "sibling.log", timeout_s=60, env=env, what="sibling")).start()
+            probe()
+    else:
+        probe()
 """)
 
 # The process that publishes: holds the token, starts a sibling that keeps it in its environment (the worst case
@@ -299,7 +310,9 @@ def _layer_cases() -> list:
     return cases
 
 
-def _run_holder(tmp_path: Path, layers: str) -> tuple[dict, dict, dict]:
+def _run_holder(tmp_path: Path, layers: str, *, launched: bool = False) -> tuple[dict, dict, dict]:
+    if launched:
+        (tmp_path / "launched").touch()
     canary = "hf_canary" + os.urandom(12).hex()
     env = {**os.environ, "HF_TOKEN": canary, "DFLASH_BOT_SANDBOX": layers}
     result = subprocess.run([sys.executable, "-c", _HOLDER, str(tmp_path), _BUILDER, _PROBE], env=env, cwd=REPO,
@@ -322,6 +335,22 @@ def test_a_sandboxed_child_cannot_read_the_write_token_through_proc(tmp_path, la
         assert probe["pid"] == 1 and probe["visible"] <= 2, probe  # its own PID namespace: no ancestor in sight
     if layers == "landlock":
         assert probe["pid"] != 1 and probe["visible"] == 0, probe  # host PIDs, but /proc is closed to it
+
+
+@pytest.mark.parametrize("layers", _layer_cases())
+def test_a_child_forked_by_the_launcher_cannot_read_the_write_token_through_proc(tmp_path, layers):
+    """The layout of a group build: the probe is forked by the preloaded launcher (the PID namespace's first
+    process) beside a sibling child; none of them, nor anything above the builder, gives the token away."""
+    holder, builder, probe = _run_holder(tmp_path, layers, launched=True)
+    assert holder == {"token_kept": True, "scrubbed": True}
+    assert builder == {"env": False, "get_token": False, "holder_environ": False}
+    assert probe["found"] == [], probe
+    assert probe["checked"] > 0
+    assert "launcher: child" in (tmp_path / "launcher.log").read_text()
+    if layers == "namespaces":
+        assert probe["pid"] != 1 and probe["visible"] <= 3, probe  # the launcher, the sibling, itself
+    if layers in ("auto", "landlock"):
+        assert probe["visible"] == 0, probe  # not PID 1: /proc is closed to it but for its own entries
 
 
 def test_without_confinement_the_probe_does_find_the_token(tmp_path):
