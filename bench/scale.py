@@ -254,16 +254,40 @@ def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
             "target_export_memory": fit_line(export_memory["target"]), "validate_memory": fit_line(validate_memory),
             "inspect_memory": fit_line(inspect_memory), "ir_bytes": fit_line(ir_bytes),
             "export_scratch_disk": fit_line(scratch),
-            **({"quality_memory": fit_line(quality_memory)} if quality_memory else {})}
+            **({"quality_memory": fit_line(quality_memory)} if quality_memory else {}),
+            **launcher_fit(results)}
+
+
+def launcher_fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
+    """The launcher's resident set is the same whatever the model: a constant, its largest measurement."""
+    measured = [r["launcher_rss_bytes"] for r in results.values() if "launcher_rss_bytes" in r]
+    return {"launcher_memory": (0.0, max(measured))} if measured else {}
+
+
+def measure_launcher() -> int:
+    """RSS of the group's preloaded launcher (bot.launcher) once it has imported the toolchain, its process tree
+    (the `unshare` wrapper included) as the build's sampler sees it."""
+    from bot.isolation import untrusted_env
+    from bot.launcher import preloaded
+    from bot.resources import tree_rss
+
+    with tempfile.TemporaryDirectory(prefix="bench-launcher-") as tmp:
+        home = Path(tmp) / "hf"
+        with preloaded(None, env=untrusted_env(home=home), log_path=Path(tmp) / "launcher.log") as launcher:
+            if launcher is None:
+                raise SystemExit("DFLASH_BOT_LAUNCHER=0: no launcher to measure")
+            launcher.wait_ready()
+            return tree_rss(launcher.pid)
 
 
 def comparisons(results: dict[str, dict]) -> list[dict]:
     """The recipe's estimate against the measured peaks, for the schedule the benchmark ran (sequential, sources
     kept)."""
-    from bot.recipe import load_recipe
+    from bot.recipe import LinearFit, load_recipe
     from bot.sizing import estimate_schedule
 
     model = load_recipe().runners.sizing
+    stages_model = model.model_copy(update={"launcher_memory": LinearFit(a=0.0, b=0)})
     rows = []
     for r in results.values():
         if "end_to_end" in r:
@@ -286,7 +310,8 @@ def comparisons(results: dict[str, dict]) -> list[dict]:
             if scratch is not None and not r.get("scratch_in_stages"):
                 measured_disk = max(measured_disk, *(r["stages"][f"{role} export"]["peak_disk_bytes"] + scratch[role]
                                                      for role in ("draft", "target")))
-        estimate = estimate_schedule(r["draft_bytes"], r["target_bytes"], model, parallel_exports=False,
+        # The stages ran as fresh processes, with no launcher beside them: compare without its term.
+        estimate = estimate_schedule(r["draft_bytes"], r["target_bytes"], stages_model, parallel_exports=False,
                                      remove_sources=False)
         rows.append({"shape": r["shape"] + " (stages one by one)", "estimated_rss": estimate.peak_memory_bytes, "measured_rss": measured_rss,
                      "rss_ratio": estimate.peak_memory_bytes / measured_rss,
@@ -388,7 +413,8 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
     reads = {"draft_export_memory": "draft safetensors", "target_export_memory": "target safetensors", "validate_memory": "draft + target safetensors",
              "inspect_memory": "target safetensors", "ir_bytes": "one model's safetensors",
              "export_scratch_disk": "one model's safetensors",
-             "quality_memory": "the original in memory (3 x target safetensors in f32, else 1 x)"}
+             "quality_memory": "the original in memory (3 x target safetensors in f32, else 1 x)",
+             "launcher_memory": "nothing (the toolchain it imported: a constant)"}
     for name, (a, b) in fits.items():
         lines.append(f"| {name} | {reads[name]} | {a:.4f} | {b / 1e9:.3f} |")
     lines += ["", "As `runners.sizing` in a recipe (workflows/dflash.yaml carries these):", "", "```yaml",
@@ -412,6 +438,12 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
     if e2e:
         lines += ["The end-to-end rows are the bot's own `dflash-bot build` with its exports side by side, which the",
                   "model over-estimates (the two exports' peaks do not coincide)."]
+    if "launcher_memory" in fits:
+        lines += ["", "Launcher: a build group's exports and quality step are forked by a launcher that imported the",
+                  "toolchain once (`bot/launcher.py`); its resident set, measured on its own (`--launcher`), is the",
+                  f"constant `launcher_memory` ({gb(fits['launcher_memory'][1])} GB) the plan adds beside the exports",
+                  "and the quality step (not the validations, which start once it is closed). The stage rows ran each",
+                  "stage as a fresh process, so they are compared without it."]
     lines += ["", "Export scratch: optimum-cli writes the floating-point IR to a temporary folder (TMPDIR) before it",
               "compresses it into the output (about 1.0 x the model's bf16 bytes); the stage rows keep TMPDIR under",
               "the measured work folder, so their disk includes it."]
@@ -433,6 +465,8 @@ def main() -> int:
                         help="measure the exports' temporary disk (TMPDIR) on these shapes")
     parser.add_argument("--recipe-validation", action="store_true",
                         help="validate with the recipe's sweep (k values, repeats, length) instead of the short one")
+    parser.add_argument("--launcher", action="store_true",
+                        help="measure the preloaded launcher's resident set (recorded with every measured shape)")
     parser.add_argument("--report-only", action="store_true", help="refit and rewrite docs/scale.md from scale.json")
     args = parser.parse_args()
     shapes = list(DEFAULT_SHAPES if args.shapes is None else args.shapes) + (["qwen3-4b"] if args.with_4b else [])
@@ -468,6 +502,12 @@ def main() -> int:
             finally:
                 shutil.rmtree(root, ignore_errors=True)
             RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    if args.launcher:
+        launcher_rss = measure_launcher()
+        print(f"launcher: {launcher_rss / 1e9:.3f} GB resident after preloading", flush=True)
+        for result in results.values():
+            result["launcher_rss_bytes"] = launcher_rss
+        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     fits = fit(results)
     rows = comparisons(results)
     print("\nfitted (a, b):")

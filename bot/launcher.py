@@ -126,6 +126,15 @@ class Launcher:
             )
         threading.Thread(target=self._read_replies, name="launcher-replies", daemon=True).start()
 
+    @property
+    def pid(self) -> int:
+        """The process the bot started (`unshare` around the launcher, or the launcher itself); 0 once closed."""
+        return self._process.pid if self._process is not None else 0
+
+    def wait_ready(self, timeout: float = _READY_TIMEOUT_S) -> bool:
+        """Wait until the launcher has preloaded (False: it did not in `timeout`, or died)."""
+        return self._ready.wait(timeout) and not self._dead
+
     def serves(self, cmd: Sequence[str], env: Mapping[str, str]) -> list[str] | None:
         """The `bot.sandbox` arguments of `cmd` when this launcher can run it, else None."""
         if self._dead or self._process is None or list(cmd[: len(self.prefix)]) != self.prefix:
@@ -139,7 +148,7 @@ class Launcher:
         Raises:
             LauncherError: the launcher is gone or did not answer.
         """
-        if not self._ready.wait(_READY_TIMEOUT_S) or self._dead:
+        if not self.wait_ready():
             raise LauncherError(f"the launcher is not running (log: {self.log_path.name})")
         with self._lock:
             self._next_id += 1

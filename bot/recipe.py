@@ -232,8 +232,8 @@ class SizingModel(_Strict):
     export_scratch_disk: LinearFit = LinearFit(a=1.0077, b=-52_375_713)
     quality_memory: LinearFit = LinearFit(a=1.0375, b=441_126_344)
     # The preloaded launcher (bot.launcher) beside the exports and the quality step: its resident set after
-    # importing the toolchain, whatever the model (`launcher: preloaded ... bytes resident` in its log).
-    launcher_memory: LinearFit = LinearFit(a=0.0, b=510_000_000)
+    # importing the toolchain, whatever the model (bench/scale.py --launcher; its log prints it too).
+    launcher_memory: LinearFit = LinearFit(a=0.0, b=511_545_344)
 
 
 class RunnerSettings(_Strict):
