@@ -64,7 +64,23 @@ def _export_traced(copy: Path, work: Path, env: dict | None = None) -> list[str]
                    *command]
     result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
-    return trace.read_text().splitlines() if trace.exists() else []
+    return _joined(trace.read_text().splitlines()) if trace.exists() else []
+
+
+def _joined(lines: list[str]) -> list[str]:
+    """strace -f splits a call another thread interrupted into `... <unfinished ...>` and `<... openat resumed>
+    ... = result`: put each such call back on one line, so its result is read with its path."""
+    pending: dict[str, str] = {}
+    calls = []
+    for line in lines:
+        pid = line.split(maxsplit=1)[0] if line.strip() else ""
+        if line.endswith("<unfinished ...>"):
+            pending[pid] = line.removesuffix("<unfinished ...>")
+        elif "resumed>" in line and pid in pending:
+            calls.append(pending.pop(pid) + line.split("resumed>", 1)[1])
+        else:
+            calls.append(line)
+    return calls + list(pending.values())
 
 
 def _files_with(folder: Path, needle: bytes) -> list[str]:
