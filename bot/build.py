@@ -283,8 +283,8 @@ def _build_group(
     # draft's validation starts as soon as its own export (and the target's) is done.
     workers = min(3, 1 + len(verified)) if schedule.parallel_exports else 1
     with (
-        # Every child of the group shares one HF home and environment, so one launcher that has imported the
-        # toolchain forks them all (each confines itself to its own folders after the fork).
+        # The exports and the quality step share one HF home and environment, so one launcher that has imported
+        # the toolchain forks them all (each confines itself to its own folders after the fork).
         preloaded(
             toolchain.python,
             env=child_env(untrusted_env(home=scratch / "hf"), toolchain.python),
@@ -663,7 +663,6 @@ def _measure_format(
             python=toolchain.python,
             memory_budget_bytes=job.schedule.memory_budget_bytes,
             baseline=_baseline(scratch, job.index),
-            home=scratch / "hf",
         ),
     )  # plain greedy measured once for every format
     for run in validation.runs:

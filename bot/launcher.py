@@ -1,6 +1,6 @@
 """A preloaded launcher for the sandboxed children of one build group.
 
-Every export, quality and validation child imports torch, transformers, optimum-intel, NNCF and OpenVINO afresh:
+Every export and quality child would import torch, transformers, optimum-intel, NNCF and OpenVINO afresh:
 about 5 s of CPU each, more than a small model's whole export, and on two cores the group's children pay it
 side by side. The launcher imports them once, in a process that holds no token, reads no checkpoint and runs in
 the same namespaces as the children, and forks one child per request. Each child then takes exactly the path
@@ -63,8 +63,7 @@ class LaunchedChild:
     `pid` is the child's PID as this process sees it (its process group too: the child starts its own session).
     """
 
-    def __init__(self, launcher: Launcher, pid: int) -> None:
-        self._launcher = launcher
+    def __init__(self, pid: int) -> None:
         self.pid = pid
         self.returncode: int | None = None
         self._exited = threading.Event()
@@ -73,9 +72,6 @@ class LaunchedChild:
         if not self._exited.wait(timeout):
             raise subprocess.TimeoutExpired(f"launched child {self.pid}", timeout or 0)
         assert self.returncode is not None  # set before the event
-        return self.returncode
-
-    def poll(self) -> int | None:
         return self.returncode
 
     def _exit(self, code: int) -> None:
@@ -162,7 +158,12 @@ class Launcher:
         if "error" in reply:
             raise LauncherError(f"the launcher could not start the child: {reply['error']}")
         inner = int(reply["pid"])
-        child = LaunchedChild(self, self._outer_pid(inner))
+        try:
+            outer = self._outer_pid(inner)
+        except LauncherError:
+            self._send({"kill": inner})  # not measurable or stoppable from here: it must not run on its own
+            raise
+        child = LaunchedChild(outer)
         with self._lock:
             self._children[inner] = child
         self._send({"release": inner})  # from now on the launcher reaps it and reports its exit
@@ -319,7 +320,7 @@ def serve(preload: Sequence[str]) -> int:
 
     Requests: `{"id", "argv", "log", "cwd"}` starts a child (answered with its PID), `{"release": PID}` lets the
     launcher reap it (the parent first looks the child up in /proc, which needs it not reaped) and report
-    `{"exited": PID, "code": ...}` when it ends.
+    `{"exited": PID, "code": ...}` when it ends, `{"kill": PID}` kills and releases it.
     """
     replies = os.dup(1)
     os.dup2(2, 1)  # whatever an import prints goes to the launcher's log, never into the replies
@@ -367,9 +368,14 @@ def serve(preload: Sequence[str]) -> int:
                     message = json.loads(line)
                     if "release" in message:
                         released.add(int(message["release"]))
+                    elif "kill" in message:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(int(message["kill"]), signal.SIGKILL)
+                        released.add(int(message["kill"]))
                     else:
                         reply = _fork(message, keep_closed=(replies, wake_read, wake_write))
-                        running.add(reply.get("pid", 0))
+                        if "pid" in reply:
+                            running.add(reply["pid"])
                         _reply(replies, reply)
             _reap(running & released, running, replies)
     finally:
@@ -387,8 +393,8 @@ def _reap(candidates: set[int], running: set[int], replies: int) -> None:
     for pid in candidates:
         try:
             done, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done, status = pid, 0
+        except ChildProcessError:  # reaped elsewhere: its code is unknown, so it does not count as a success
+            done, status = pid, 255 << 8
         if done:
             running.discard(pid)
             _reply(replies, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})

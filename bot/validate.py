@@ -132,7 +132,6 @@ def validate_pair(
     python: str | None = None,
     memory_budget_bytes: int | None = None,
     baseline: Path | None = None,
-    home: Path | None = None,
 ) -> ValidationReport:
     """Run the GenAI validation of one pair in a time-limited child process without Hub credentials.
 
@@ -141,16 +140,13 @@ def validate_pair(
     `baseline` is a file shared by several drafts (or draft formats) of one target: the first validation writes
     the target's plain greedy outputs and timings there, later ones with the same target and settings reuse them,
     so every draft's speed-up is measured against the same baseline, measured once.
-    `home` is the child's HF home, HOME and TMPDIR (default: inside `work`); a build group gives all its children
-    one, so its preloaded launcher (`bot.launcher`) can serve them.
 
     Raises:
         Failure: GenAI could not load or run the pair, the run exceeded `settings.timeout_s`, or it went over the
             memory budget.
     """
     out = work / "validation.json"
-    home = home or work / "hf-home"
-    writes = [work, home, *([baseline.parent] if baseline is not None else [])]  # the shared baseline: own folder
+    writes = [work, baseline.parent] if baseline is not None else [work]  # the shared baseline has its own folder
     cmd = [
         *sandboxed("validate", python, reads=[target_dir, draft_dir], writes=writes),
         "--target",
@@ -170,7 +166,7 @@ def validate_pair(
         cmd,
         log_path=work / "validate.log",
         timeout_s=settings.timeout_s,
-        env=child_env(untrusted_env(home=home), python),
+        env=child_env(untrusted_env(home=work / "hf-home"), python),
         what="GenAI validation",
         memory_budget_bytes=memory_budget_bytes,
     )
