@@ -208,7 +208,7 @@ def measure_end_to_end(shape: str, root: Path) -> dict:
     r = m.result
     print(f"  end to end     {r.seconds:7.1f}s  rss {r.peak_rss_bytes / 1e9:6.2f} GB  disk "
           f"{r.peak_disk_bytes / 1e9:6.2f} GB (the working copy of the sources counted)", flush=True)
-    return r.as_dict()
+    return r.as_dict() | {"launcher": os.environ.get("DFLASH_BOT_LAUNCHER", "1").strip() != "0"}
 
 
 def _safetensors_bytes(folder: Path) -> int:
@@ -444,6 +444,10 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
                   f"constant `launcher_memory` ({gb(fits['launcher_memory'][1])} GB) the plan adds beside the exports",
                   "and the quality step (not the validations, which start once it is closed). The stage rows ran each",
                   "stage as a fresh process, so they are compared without it."]
+        with_launcher = [r["shape"] for r in e2e if r["end_to_end"].get("launcher")]
+        if with_launcher:
+            lines += [f"The end-to-end rows of {', '.join(with_launcher)} ran with it; the RSS sum counts the pages",
+                      "the launcher shares with its children in each of them."]
     lines += ["", "Export scratch: optimum-cli writes the floating-point IR to a temporary folder (TMPDIR) before it",
               "compresses it into the output (about 1.0 x the model's bf16 bytes); the stage rows keep TMPDIR under",
               "the measured work folder, so their disk includes it."]
