@@ -66,7 +66,22 @@ def test_a_launched_child_past_its_time_limit_is_killed(tmp_path):
             run_logged([*command, sys.executable, "-c", script], log_path=tmp_path / "child.log", timeout_s=3,
                        env=env, what="sleeper")
         assert time.monotonic() - started < 20
+        assert pid_file.is_file()  # it did run, and now no process runs its command line any more
+        assert _running(str(pid_file)) == []
     assert _launched(tmp_path / "launcher.log") == ["exec"]
+
+
+def _running(text: str) -> list[int]:
+    """Live (not zombie) processes whose command line mentions `text`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text.encode() in (entry / "cmdline").read_bytes():
+                if "\nState:\tZ" not in (entry / "status").read_text():
+                    found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
 
 
 def test_a_launched_child_over_its_memory_budget_is_stopped_with_a_named_failure(tmp_path):
