@@ -351,26 +351,57 @@ class _Reference:
             (continuations, rows): per prompt, its `new_tokens` greedy tokens and the float32 numpy logits that
             chose them ([new_tokens, vocab]).
         """
-        import numpy as np
         import torch
 
-        ids, mask, positions = (torch.from_numpy(array) for array in _left_padded(prompts))
         cache = None
-        continuations: list[list[int]] = [[] for _ in prompts]
-        rows: list[list] = [[] for _ in prompts]
+
+        def step(ids, mask, positions):
+            nonlocal cache
+            out = self.model(
+                input_ids=torch.from_numpy(ids),
+                attention_mask=torch.from_numpy(mask),
+                position_ids=torch.from_numpy(positions),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            cache = out.past_key_values
+            return out.logits[:, -1].float().numpy()
+
+        ids, mask, positions = _left_padded(prompts)
         with torch.no_grad():
-            for _ in range(new_tokens):
-                out = self.model(
-                    input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True
-                )
-                cache, last = out.past_key_values, out.logits[:, -1].float()
-                ids = last.argmax(dim=-1, keepdim=True)
-                for row, token in enumerate(ids[:, 0].tolist()):
-                    continuations[row].append(token)
-                    rows[row].append(last[row].numpy())
-                mask = torch.cat([mask, torch.ones_like(ids)], dim=-1)
-                positions = positions[:, -1:] + 1
-        return continuations, [np.stack(prompt_rows) for prompt_rows in rows]
+            return _greedy_decode(step, step(ids, mask, positions), mask, positions[:, -1:], new_tokens, keep_rows=True)
+
+
+def _greedy_decode(step, last_logits, mask, last_positions, new_tokens: int, *, keep_rows: bool = False):
+    """Greedy decoding of a left-padded batch from the state its prefill left (the original's and the IR's alike).
+
+    Args:
+        step: runs the model on one new token per row (ids, attention mask, position ids: numpy int64) after what it
+            has seen, and returns the logits at that position (float32 numpy [batch, vocab]).
+        last_logits: the prefill's logits at each prompt's last position.
+        mask, last_positions: the prefill's attention mask and its last column of position ids.
+        keep_rows: also return the logits row that chose each token.
+
+    Returns:
+        (continuations, rows): per prompt, its `new_tokens` tokens, and with `keep_rows` the rows that chose them
+        ([new_tokens, vocab]) else None.
+    """
+    import numpy as np
+
+    continuations: list[list[int]] = [[] for _ in range(len(mask))]
+    rows: list[list] = [[] for _ in range(len(mask))]
+    while True:
+        chosen = last_logits.argmax(axis=-1)
+        for row, token in enumerate(chosen.tolist()):
+            continuations[row].append(token)
+            if keep_rows:
+                rows[row].append(last_logits[row].copy())
+        if len(continuations[0]) == new_tokens:
+            return continuations, [np.stack(prompt_rows) for prompt_rows in rows] if keep_rows else None
+        ids = chosen[:, None].astype(np.int64)
+        mask = np.concatenate([mask, np.ones_like(ids)], axis=-1)
+        last_positions = last_positions + 1
+        last_logits = step(ids, mask, last_positions)
 
 
 class _Ir:
@@ -395,27 +426,14 @@ class _Ir:
         )
         return self.request.get_tensor("logits").data
 
+    def _last(self, ids, mask, positions):
+        return self._run(ids, mask, positions)[:, -1]
+
     def greedy(self, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
         """Every prompt's greedy continuation, decoded together as one left-padded batch."""
         self.request.reset_state()
         ids, mask, positions = _left_padded(prompts)
-        return self._decode(self._run(ids, mask, positions)[:, -1], mask, positions[:, -1:], new_tokens)
-
-    def _decode(self, last_logits, mask, last_positions, new_tokens: int) -> list[list[int]]:
-        """Greedy decoding from the state after a prefill whose last logits rows are `last_logits`."""
-        import numpy as np
-
-        continuations: list[list[int]] = [[] for _ in range(len(mask))]
-        chosen = last_logits.argmax(axis=-1)
-        while True:
-            for row, token in enumerate(chosen.tolist()):
-                continuations[row].append(token)
-            if len(continuations[0]) == new_tokens:
-                return continuations
-            ids = chosen[:, None].astype(np.int64)
-            mask = np.concatenate([mask, np.ones_like(ids)], axis=-1)
-            last_positions = last_positions + 1
-            chosen = self._run(ids, mask, last_positions)[:, -1].argmax(axis=-1)
+        return _greedy_decode(self._last, self._last(ids, mask, positions), mask, positions[:, -1:], new_tokens)[0]
 
     def measure(self, prompts: list[list[int]], continuations: list[list[int]]):
         """The IR teacher-forced over each prompt + the original's continuation, and its own greedy continuation.
@@ -445,7 +463,9 @@ class _Ir:
             return rows, self.greedy(prompts, new_tokens)
         for variable in states:
             variable.state = ov.Tensor(np.ascontiguousarray(variable.state.data[:, :, :prompt_width]))
-        own = self._decode(last, mask[:, :prompt_width], positions[:, prompt_width - 1 : prompt_width], new_tokens)
+        own, _ = _greedy_decode(
+            self._last, last, mask[:, :prompt_width], positions[:, prompt_width - 1 : prompt_width], new_tokens
+        )
         return rows, own
 
 
