@@ -80,13 +80,23 @@ def sandboxed(
     """
     folders = [arg for path in reads for arg in ("--read", str(path))]
     folders += [arg for path in writes for arg in ("--write", str(path))]
+    return [*sandbox_prefix(python), *folders, tool]
+
+
+def sandbox_prefix(python: str | None = None) -> list[str]:
+    """What every `sandboxed` command starts with: the namespace wrapper when the machine allows one, then
+    `python -m bot.sandbox` (a group's launcher, `bot.launcher`, starts under the same wrapper).
+
+    Raises:
+        Failure: `DFLASH_BOT_SANDBOX` names an unknown layer.
+    """
     try:
         state = confinement()
     except ValueError as exc:  # a misspelt DFLASH_BOT_SANDBOX: say so rather than run unconfined
         raise Failure(str(exc), stage="sandbox") from None
     _announce(state.describe())
-    prefix = list(NAMESPACE_PREFIX) if state.namespaces else []
-    return [*prefix, python or sys.executable, "-m", "bot.sandbox", *folders, tool]
+    wrapper = list(NAMESPACE_PREFIX) if state.namespaces else []
+    return [*wrapper, python or sys.executable, "-m", "bot.sandbox"]
 
 
 _announced: set[str] = set()

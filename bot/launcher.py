@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
+import io
 import json
 import os
 import selectors
@@ -48,7 +49,6 @@ PRELOAD = (
     "bot.quality",
 )
 TOOLS = ("optimum-cli", "quality")  # the sandbox tools a launcher forks
-_SANDBOX = ("-m", "bot.sandbox")
 _PR_SET_PDEATHSIG = 1
 _READY_TIMEOUT_S = 300.0
 
@@ -83,20 +83,14 @@ class Launcher:
     """The parent's side: starts the launcher process, asks it for children, hears when they exit."""
 
     def __init__(
-        self,
-        python: str | None,
-        *,
-        env: Mapping[str, str],
-        log_path: Path,
-        namespace_prefix: Sequence[str] = (),
-        tools: Sequence[str] = TOOLS,
+        self, prefix: Sequence[str], *, env: Mapping[str, str], log_path: Path, tools: Sequence[str] = TOOLS
     ) -> None:
-        self.python = python or sys.executable
+        """`prefix` is `bot.isolation.sandbox_prefix`: the namespace wrapper (if any), `python -m bot.sandbox`."""
+        self.prefix = list(prefix)  # what the commands it serves start with
+        self.wrapper = self.prefix[:-3]  # `unshare ...` in front of `python -m bot.sandbox`, or nothing
         self.tools = tuple(tools)
         self.env = dict(env)
         self.log_path = log_path
-        self.namespace_prefix = list(namespace_prefix)
-        self.prefix = [*namespace_prefix, self.python, *_SANDBOX]  # what `bot.isolation.sandboxed` commands start with
         self._process: subprocess.Popen | None = None
         self._launcher_pid = 0  # the preloading process itself (under `unshare`, the child of the Popen)
         self._lock = threading.Lock()
@@ -113,7 +107,7 @@ class Launcher:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
             self._process = subprocess.Popen(
-                [*self.namespace_prefix, self.python, "-m", "bot.launcher", *preload],
+                [*self.prefix[:-1], "bot.launcher", *preload],  # the same interpreter under the same wrapper
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -225,7 +219,7 @@ class Launcher:
 
     def _find_launcher(self, popen_pid: int) -> int:
         """The preloading process: the Popen itself, or under `unshare --fork` its only child."""
-        if not self.namespace_prefix:
+        if not self.wrapper:
             return popen_pid
         for _ in range(100):
             children = _children_of(popen_pid)
@@ -236,7 +230,7 @@ class Launcher:
 
     def _outer_pid(self, inner: int) -> int:
         """This process's PID for the launcher's child `inner` (the same number without a PID namespace)."""
-        if not self.namespace_prefix:
+        if not self.wrapper:
             return inner
         for pid in _children_of(self._launcher_pid):
             if _namespace_pids(pid)[-1:] == [inner]:
@@ -258,14 +252,12 @@ def preloaded(
 
     Yields None, and the children start as fresh processes, where `DFLASH_BOT_LAUNCHER=0` says so.
     """
-    from bot.confinement import NAMESPACE_PREFIX, confinement
+    from bot.isolation import sandbox_prefix
 
     if os.environ.get("DFLASH_BOT_LAUNCHER", "1").strip() == "0":
         yield None
         return
-    namespaces = confinement().namespaces
-    prefix = NAMESPACE_PREFIX if namespaces else ()
-    launcher = Launcher(python, env=env, log_path=log_path, namespace_prefix=prefix, tools=tools)
+    launcher = Launcher(sandbox_prefix(python), env=env, log_path=log_path, tools=tools)
     launcher.start(preload)
     with _active_lock:
         _active.append(launcher)
@@ -418,17 +410,15 @@ def _fork(request: dict, *, keep_closed: Sequence[int]) -> dict:
     return {}
 
 
-def _tool(argv: Sequence[str]) -> str:
-    """The tool a sandbox argv runs (what the launcher's log names)."""
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg in ("--read", "--write"):
-            skip = True
-        else:
-            return arg
-    return "?"
+def _tool(argv: Sequence[str]) -> str | None:
+    """The tool a `bot.sandbox` argv runs, read by the sandbox's own parser (None: not a sandbox argv)."""
+    from bot.sandbox import parse_args
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage message is not wanted here
+            return str(parse_args(list(argv)).tool)
+    except SystemExit:
+        return None
 
 
 def _run_child(request: dict, keep_closed: Sequence[int]) -> None:

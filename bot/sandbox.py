@@ -114,13 +114,18 @@ def decline_telemetry(home: str | None) -> None:
         consent.write_text("0", encoding="utf-8")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """`--read DIR`... `--write DIR`... `TOOL ARGS...` (what `bot.isolation.sandboxed` builds)."""
     parser = argparse.ArgumentParser(prog="python -m bot.sandbox", allow_abbrev=False)
     parser.add_argument("--read", action="append", default=[], type=Path, help="input folder (read-only)")
     parser.add_argument("--write", action="append", default=[], type=Path, help="work folder (read-write)")
     parser.add_argument("tool", choices=TOOLS)
     parser.add_argument("args", nargs=argparse.REMAINDER)
-    options = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(sys.argv[1:] if argv is None else argv)
     leaked = visible_credentials()
     if leaked:
         print(f"sandbox: refusing to load checkpoints with credentials in reach: {', '.join(leaked)}", file=sys.stderr)
