@@ -41,10 +41,9 @@ def main() -> int:
         work = Path(tmp)
         # The recipe's own sweep, so the bot does all the validation it always does.
         recipe = write_recipe(work / "recipe.yaml")
-        if args.draft_formats:
-            data = yaml.safe_load(recipe.read_text())
-            data["export"]["draft_weight_formats"] = args.draft_formats
-            recipe.write_text(yaml.safe_dump(data))
+        data = yaml.safe_load(recipe.read_text())
+        data["export"]["draft_weight_formats"] = args.draft_formats
+        recipe.write_text(yaml.safe_dump(data))
         pair = make_tiny("dflash", work / "pair", target_repo=demo.TARGET_REPO)
         plain = 0.0
         for index in range(2):

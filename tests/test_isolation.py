@@ -74,17 +74,17 @@ def test_sigterm_during_a_build_removes_scratch_and_stops_the_exporters(tiny, tm
                               capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
     # Children forked by the group's launcher carry its command line; their environment names the scratch folder.
-    assert _processes_with_environ(str(work)) == []
+    assert processes_mentioning(str(work), "environ") == []
     assert not Path(tmp_path / "out").exists()
 
 
-def _processes_with_environ(text: str) -> list[int]:
-    """Live processes whose initial environment mentions `text`."""
+def processes_mentioning(text: str, where: str) -> list[int]:
+    """Live processes whose /proc/PID/`where` (`environ`: the initial environment, `cmdline`) mentions `text`."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and _alive(int(entry.name)):
             try:
-                if text.encode() in (entry / "environ").read_bytes():
+                if text.encode() in (entry / where).read_bytes():
                     found.append(int(entry.name))
             except OSError:
                 pass

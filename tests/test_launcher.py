@@ -16,6 +16,7 @@ from bot.confinement import confinement
 from bot.errors import Failure
 from bot.isolation import run_logged, sandboxed, untrusted_env
 from bot.launcher import preloaded
+from tests.test_isolation import processes_mentioning
 
 # A cheap preload: the mechanism is the same as with the toolchain's modules, in a fraction of a second.
 LIGHT = ("json",)
@@ -67,21 +68,8 @@ def test_a_launched_child_past_its_time_limit_is_killed(tmp_path):
                        env=env, what="sleeper")
         assert time.monotonic() - started < 20
         assert pid_file.is_file()  # it did run, and now no process runs its command line any more
-        assert _running(str(pid_file)) == []
+        assert processes_mentioning(str(pid_file), "cmdline") == []
     assert _launched(tmp_path / "launcher.log") == ["exec"]
-
-
-def _running(text: str) -> list[int]:
-    """Live (not zombie) processes whose command line mentions `text`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and text.encode() in (entry / "cmdline").read_bytes():
-                if "\nState:\tZ" not in (entry / "status").read_text():
-                    found.append(int(entry.name))
-        except OSError:
-            pass
-    return found
 
 
 def test_a_launched_child_over_its_memory_budget_is_stopped_with_a_named_failure(tmp_path):
