@@ -38,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import BIN, ROOT, write_recipe
+from bot.launcher import enabled as launcher_enabled
 from bot.resources import disk_used, measure
 
 DEFAULT_SHAPES = ("qwen3-0.6b", "qwen3-1.7b")
@@ -208,7 +209,7 @@ def measure_end_to_end(shape: str, root: Path) -> dict:
     r = m.result
     print(f"  end to end     {r.seconds:7.1f}s  rss {r.peak_rss_bytes / 1e9:6.2f} GB  disk "
           f"{r.peak_disk_bytes / 1e9:6.2f} GB (the working copy of the sources counted)", flush=True)
-    return r.as_dict() | {"launcher": os.environ.get("DFLASH_BOT_LAUNCHER", "1").strip() != "0"}
+    return r.as_dict() | {"launcher": launcher_enabled()}
 
 
 def _safetensors_bytes(folder: Path) -> int:

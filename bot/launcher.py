@@ -254,7 +254,7 @@ def preloaded(
     """
     from bot.isolation import sandbox_prefix
 
-    if os.environ.get("DFLASH_BOT_LAUNCHER", "1").strip() == "0":
+    if not enabled():
         yield None
         return
     launcher = Launcher(sandbox_prefix(python), env=env, log_path=log_path, tools=tools)
@@ -267,6 +267,11 @@ def preloaded(
         with _active_lock:
             _active.remove(launcher)
         launcher.close()
+
+
+def enabled(env: Mapping[str, str] | None = None) -> bool:
+    """False where `DFLASH_BOT_LAUNCHER=0` starts every child afresh."""
+    return (os.environ if env is None else env).get("DFLASH_BOT_LAUNCHER", "1").strip() != "0"
 
 
 _active: list[Launcher] = []
