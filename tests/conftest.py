@@ -70,3 +70,16 @@ def built(tiny, tmp_path_factory):
 @pytest.fixture()
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def reliability_rows():
+    """Write the hostile suite's rows (tests/reliability_rows.py) for tests/reliability_report.py."""
+    yield
+    target = os.environ.get("RELIABILITY_ROWS")
+    if target:
+        import json
+
+        from tests.reliability_rows import ROWS
+
+        Path(target).write_text(json.dumps(ROWS, indent=2))

@@ -1,7 +1,7 @@
-"""Write RELIABILITY.md from a real run of tests/test_reliability.py (`.venv/bin/python tests/reliability_report.py`).
+"""Write RELIABILITY.md from a real run of tests/test_reliability*.py (`.venv/bin/python tests/reliability_report.py`).
 
-Each scenario of that module records what was tried, what the bot did and the state the local Hub was left in;
-this script runs the module, collects the rows and renders them with the totals.
+Each scenario of those modules records (`tests/reliability_rows.record`) what was tried, what the bot did and the state the local Hub was left in;
+this script runs the modules, collects the rows and renders them with the totals.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ HEADINGS = {"fault": "Hub faults during publishing and planning", "hostile": "Ho
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         rows_file = Path(tmp) / "rows.json"
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests/test_reliability.py"], cwd=ROOT,
+        modules = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_reliability*.py"))
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", *modules], cwd=ROOT,
                               env={**os.environ, "RELIABILITY_ROWS": str(rows_file)}, text=True,
                               capture_output=True)
         summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "(no output)"

@@ -27,27 +27,15 @@ from bot.publish import publish_bundle
 from bot.record import Repos
 from bot.report import RunReport
 from tests.conftest import fast_recipe
+from tests.reliability_rows import record
 
 TOKEN = "hf_reliability_write"
 CANARY = "hf_canary_0123456789abcdef"
-ROWS: list[dict] = []
 BASE = fast_recipe(num_assistant_tokens=[3])
 
 
 def recipe_for(namespace: str):
     return BASE.model_copy(update={"publish": BASE.publish.model_copy(update={"namespace": namespace})})
-
-
-def record(kind: str, case: str, bot_did: str, hub_state: str, consistent: bool = True) -> None:
-    ROWS.append({"kind": kind, "case": case, "bot": bot_did, "hub": hub_state, "consistent": consistent})
-
-
-@pytest.fixture(scope="module", autouse=True)
-def write_rows():
-    yield
-    target = os.environ.get("RELIABILITY_ROWS")
-    if target:
-        Path(target).write_text(json.dumps(ROWS, indent=2))
 
 
 @pytest.fixture(scope="module")
