@@ -38,7 +38,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import BIN, ROOT, write_recipe
-from bot.launcher import enabled as launcher_enabled
 from bot.resources import disk_used, measure
 
 DEFAULT_SHAPES = ("qwen3-0.6b", "qwen3-1.7b")
@@ -209,7 +208,7 @@ def measure_end_to_end(shape: str, root: Path) -> dict:
     r = m.result
     print(f"  end to end     {r.seconds:7.1f}s  rss {r.peak_rss_bytes / 1e9:6.2f} GB  disk "
           f"{r.peak_disk_bytes / 1e9:6.2f} GB (the working copy of the sources counted)", flush=True)
-    return r.as_dict() | {"launcher": launcher_enabled()}
+    return r.as_dict()
 
 
 def _safetensors_bytes(folder: Path) -> int:
@@ -255,40 +254,16 @@ def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
             "target_export_memory": fit_line(export_memory["target"]), "validate_memory": fit_line(validate_memory),
             "inspect_memory": fit_line(inspect_memory), "ir_bytes": fit_line(ir_bytes),
             "export_scratch_disk": fit_line(scratch),
-            **({"quality_memory": fit_line(quality_memory)} if quality_memory else {}),
-            **launcher_fit(results)}
-
-
-def launcher_fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
-    """The launcher's resident set is the same whatever the model: a constant, its largest measurement."""
-    measured = [r["launcher_rss_bytes"] for r in results.values() if "launcher_rss_bytes" in r]
-    return {"launcher_memory": (0.0, max(measured))} if measured else {}
-
-
-def measure_launcher() -> int:
-    """RSS of the group's preloaded launcher (bot.launcher) once it has imported the toolchain, its process tree
-    (the `unshare` wrapper included) as the build's sampler sees it."""
-    from bot.isolation import untrusted_env
-    from bot.launcher import preloaded
-    from bot.resources import tree_rss
-
-    with tempfile.TemporaryDirectory(prefix="bench-launcher-") as tmp:
-        home = Path(tmp) / "hf"
-        with preloaded(None, env=untrusted_env(home=home), log_path=Path(tmp) / "launcher.log") as launcher:
-            if launcher is None:
-                raise SystemExit("DFLASH_BOT_LAUNCHER=0: no launcher to measure")
-            launcher.wait_ready()
-            return tree_rss(launcher.pid)
+            **({"quality_memory": fit_line(quality_memory)} if quality_memory else {})}
 
 
 def comparisons(results: dict[str, dict]) -> list[dict]:
     """The recipe's estimate against the measured peaks, for the schedule the benchmark ran (sequential, sources
     kept)."""
-    from bot.recipe import LinearFit, load_recipe
+    from bot.recipe import load_recipe
     from bot.sizing import estimate_schedule
 
     model = load_recipe().runners.sizing
-    stages_model = model.model_copy(update={"launcher_memory": LinearFit(a=0.0, b=0)})
     rows = []
     for r in results.values():
         if "end_to_end" in r:
@@ -311,8 +286,7 @@ def comparisons(results: dict[str, dict]) -> list[dict]:
             if scratch is not None and not r.get("scratch_in_stages"):
                 measured_disk = max(measured_disk, *(r["stages"][f"{role} export"]["peak_disk_bytes"] + scratch[role]
                                                      for role in ("draft", "target")))
-        # The stages ran as fresh processes, with no launcher beside them: compare without its term.
-        estimate = estimate_schedule(r["draft_bytes"], r["target_bytes"], stages_model, parallel_exports=False,
+        estimate = estimate_schedule(r["draft_bytes"], r["target_bytes"], model, parallel_exports=False,
                                      remove_sources=False)
         rows.append({"shape": r["shape"] + " (stages one by one)", "estimated_rss": estimate.peak_memory_bytes, "measured_rss": measured_rss,
                      "rss_ratio": estimate.peak_memory_bytes / measured_rss,
@@ -414,8 +388,7 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
     reads = {"draft_export_memory": "draft safetensors", "target_export_memory": "target safetensors", "validate_memory": "draft + target safetensors",
              "inspect_memory": "target safetensors", "ir_bytes": "one model's safetensors",
              "export_scratch_disk": "one model's safetensors",
-             "quality_memory": "the original in memory (3 x target safetensors in f32, else 1 x)",
-             "launcher_memory": "nothing (the toolchain it imported: a constant)"}
+             "quality_memory": "the original in memory (3 x target safetensors in f32, else 1 x)"}
     for name, (a, b) in fits.items():
         lines.append(f"| {name} | {reads[name]} | {a:.4f} | {b / 1e9:.3f} |")
     lines += ["", "As `runners.sizing` in a recipe (workflows/dflash.yaml carries these):", "", "```yaml",
@@ -439,16 +412,6 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
     if e2e:
         lines += ["The end-to-end rows are the bot's own `dflash-bot build` with its exports side by side, which the",
                   "model over-estimates (the two exports' peaks do not coincide)."]
-    if "launcher_memory" in fits:
-        lines += ["", "Launcher: a build group's exports and quality step are forked by a launcher that imported the",
-                  "toolchain once (`bot/launcher.py`); its resident set, measured on its own (`--launcher`), is the",
-                  f"constant `launcher_memory` ({gb(fits['launcher_memory'][1])} GB) the plan adds beside the exports",
-                  "and the quality step (not the validations, which start once it is closed). The stage rows ran each",
-                  "stage as a fresh process, so they are compared without it."]
-        with_launcher = [r["shape"] for r in e2e if r["end_to_end"].get("launcher")]
-        if with_launcher:
-            lines += [f"The end-to-end rows of {', '.join(with_launcher)} ran with it; the RSS sum counts the pages",
-                      "the launcher shares with its children in each of them."]
     lines += ["", "Export scratch: optimum-cli writes the floating-point IR to a temporary folder (TMPDIR) before it",
               "compresses it into the output (about 1.0 x the model's bf16 bytes); the stage rows keep TMPDIR under",
               "the measured work folder, so their disk includes it."]
@@ -470,8 +433,6 @@ def main() -> int:
                         help="measure the exports' temporary disk (TMPDIR) on these shapes")
     parser.add_argument("--recipe-validation", action="store_true",
                         help="validate with the recipe's sweep (k values, repeats, length) instead of the short one")
-    parser.add_argument("--launcher", action="store_true",
-                        help="measure the preloaded launcher's resident set (recorded with every measured shape)")
     parser.add_argument("--report-only", action="store_true", help="refit and rewrite docs/scale.md from scale.json")
     args = parser.parse_args()
     shapes = list(DEFAULT_SHAPES if args.shapes is None else args.shapes) + (["qwen3-4b"] if args.with_4b else [])
@@ -507,12 +468,6 @@ def main() -> int:
             finally:
                 shutil.rmtree(root, ignore_errors=True)
             RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    if args.launcher:
-        launcher_rss = measure_launcher()
-        print(f"launcher: {launcher_rss / 1e9:.3f} GB resident after preloading", flush=True)
-        for result in results.values():
-            result["launcher_rss_bytes"] = launcher_rss
-        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     fits = fit(results)
     rows = comparisons(results)
     print("\nfitted (a, b):")

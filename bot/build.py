@@ -27,9 +27,7 @@ from bot.discover import Candidate
 from bot.errors import BotError, Failure
 from bot.export import TASK_LLM, ExportRequest, ExportResult, export_model, target_task
 from bot.fetch import safe_copy
-from bot.isolation import untrusted_env
-from bot.launcher import Launcher, preloaded
-from bot.profiles import DEFAULT_PROFILE, child_env, toolchain_for
+from bot.profiles import DEFAULT_PROFILE, toolchain_for
 from bot.quality import QualityReport, measure_quality, quality_gate
 from bot.quantization import (
     Int4Settings,
@@ -44,7 +42,7 @@ from bot.reuse import ReusedTarget, check_reused
 from bot.sizing import estimate_build, gb, local_runner
 from bot.source_card import card_license
 from bot.toolchain import Toolchain
-from bot.validate import ValidationReport, validate_pair
+from bot.validate import BASELINE_FILE, ValidationReport, validate_pair
 from bot.validate_per_row import PerRowValidation, validate_per_row_pair
 from bot.weight_formats import FormatChoice, FormatResult, choose_draft_format
 
@@ -188,6 +186,11 @@ def build_group(
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+def child_home(scratch: Path, name: str) -> Path:
+    """The HOME, TMPDIR, XDG and HF folder of one export child of a group: its own, never shared."""
+    return scratch / "homes" / name
+
+
 @dataclass(frozen=True)
 class Schedule:
     """How this machine runs the group (bot.sizing): exports side by side only when both fit its memory."""
@@ -283,13 +286,6 @@ def _build_group(
     # draft's validation starts as soon as its own export (and the target's) is done.
     workers = min(3, 1 + len(verified)) if schedule.parallel_exports else 1
     with (
-        # The exports and the quality step share one HF home and environment, so one launcher that has imported
-        # the toolchain forks them all (each confines itself to its own folders after the fork).
-        preloaded(
-            toolchain.python,
-            env=child_env(untrusted_env(home=scratch / "hf"), toolchain.python),
-            log_path=logs / "launcher.log",
-        ) as launcher,
         ThreadPoolExecutor(max_workers=workers) as exporters,
         ThreadPoolExecutor(max_workers=len(verified)) as finishers,
         log.group(f"build {target.name} and {len(verified)} draft(s): export, inspect, validate, bundle"),
@@ -300,7 +296,7 @@ def _build_group(
                 request,
                 recipe.export,
                 log_dir=logs,
-                home=scratch / "hf",
+                home=child_home(scratch, request.name_or_role),
                 python=toolchain.python,
                 memory_budget_bytes=schedule.memory_budget_bytes,
                 quantization=quantization,
@@ -364,7 +360,6 @@ def _build_group(
                 target_quality,
                 all_exports,
                 provenance,
-                launcher,
             )
             finishing[index] = finishers.submit(_finish_draft, job, recipe, toolchain, scratch)
         for index, future in finishing.items():
@@ -426,7 +421,6 @@ class _DraftJob:
     target_quality: _Once[QualityReport]
     all_exports: list[Future[ExportResult]]
     target_provenance: Future[TargetProvenance]  # known once the target's int4 settings are read
-    launcher: Launcher | None  # serves the exports and the quality step; closed before the validations
 
     def exports_done(self) -> None:
         """Wait for every export of the group, failed ones included."""
@@ -484,11 +478,8 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
 
         target_report = _step("inspect-target", lambda: job.target_report.get(inspect))
         quality = job.target_quality.get(lambda: _target_quality(job, target_export, recipe, toolchain, scratch))
-        # The launcher served the exports and the quality step; the validations (a build's memory peak at real
-        # sizes) start afresh, with nothing else running.
+        # The validations (a build's memory peak at real sizes) start once every export is done.
         job.exports_done()
-        if job.launcher is not None:
-            job.launcher.close()
         measured = [
             m
             for fmt, future in job.draft_exports.items()
@@ -611,7 +602,6 @@ def _target_quality(
             python=toolchain.python,
             timeout_s=recipe.validation.timeout_s,
             memory_budget_bytes=job.schedule.memory_budget_bytes,
-            home=scratch / "hf",
         )
     except BotError as error:
         report = QualityReport.not_measured(f"the measurement failed: {error.message}")
@@ -681,10 +671,11 @@ def _measure_format(
     return _Measured(weight_format, draft_export, report, validation, time.monotonic() - started)
 
 
-def _baseline(scratch: Path, index: int) -> Path:
-    folder = scratch / f"baseline-{index}"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / "baseline.json"
+def _baseline(scratch: Path, index: int) -> Path | None:
+    """The plain greedy baseline an earlier validation of this draft left in its own folder (read-only to the
+    next one), or None for the first."""
+    earlier = sorted(scratch.glob(f"validate-{index}-*/{BASELINE_FILE}"))
+    return earlier[0] if earlier else None
 
 
 def _choose(measured: list[_Measured]) -> tuple[_Measured, FormatChoice | None]:

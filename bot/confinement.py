@@ -32,7 +32,8 @@ from pathlib import Path
 SETTING = "DFLASH_BOT_SANDBOX"
 LAYERS = ("namespaces", "landlock")
 # A fresh user namespace (no capability outside it), PID namespace with its own /proc (no ancestor visible),
-# mount namespace (for that /proc) and network namespace (no network); the child dies with the launcher.
+# mount namespace (for that /proc) and network namespace (no network); whatever the child leaves behind in it dies
+# with it (--kill-child).
 NAMESPACE_PREFIX = (
     "unshare",
     "--user",

@@ -36,6 +36,10 @@ class ExportRequest:
     trust_remote_code: bool
     name: str = ""
 
+    @property
+    def name_or_role(self) -> str:
+        return self.name or self.role
+
 
 @dataclass(frozen=True)
 class ExportResult:
@@ -91,6 +95,7 @@ def export_model(
 ) -> ExportResult:
     """Run one export in an untrusted-input subprocess.
 
+    `home` is this export's own HOME, TMPDIR, XDG and HF folder (no other child's: see `export_command`).
     `python` is the interpreter of the job's toolchain profile (None: this environment's).
     `memory_budget_bytes` stops the export when its process tree outgrows it (the runner class's memory).
     `quantization` replaces the recipe's compression flags (see `optimum_cli_args`).
@@ -99,17 +104,34 @@ def export_model(
         Failure: optimum-cli failed, ran past the recipe's `export.timeout_s`, or went over the memory budget.
     """
     started = time.monotonic()
-    log = log_dir / f"export-{request.name or request.role}.log"
-    # The child may read its working copy and write its output and its private HOME/TMPDIR/HF cache, nothing else.
-    command = sandboxed("optimum-cli", python, reads=[request.source], writes=[request.output, home])
+    log = log_dir / f"export-{request.name_or_role}.log"
+    command, env = export_command(request, settings, home=home, python=python, quantization=quantization)
     peak = run_logged(
-        command + optimum_cli_args(request, settings, quantization),
+        command,
         log_path=log,
         timeout_s=settings.timeout_s,
-        env=child_env(untrusted_env(home=home), python),
+        env=env,
         what=f"{request.role} export",  # never the internal name (draft-0): messages reach the report
         memory_budget_bytes=memory_budget_bytes,
     )
     return ExportResult(
         role=request.role, ir_dir=request.output, seconds=time.monotonic() - started, log=log, peak_rss_bytes=peak
     )
+
+
+def export_command(
+    request: ExportRequest,
+    settings: ExportSettings,
+    *,
+    home: Path,
+    python: str | None = None,
+    quantization: Sequence[str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """The sandboxed optimum-cli command of one export and its environment.
+
+    The child may read its working copy and write its output and its own HOME/TMPDIR/HF cache (`home`), nothing
+    else: optimum-cli stages the IR under TMPDIR before moving it into the output, so no other child may write
+    there (a shared TMPDIR let one export plant files in another's IR).
+    """
+    command = sandboxed("optimum-cli", python, reads=[request.source], writes=[request.output, home])
+    return command + optimum_cli_args(request, settings, quantization), child_env(untrusted_env(home=home), python)

@@ -20,8 +20,7 @@ from pathlib import Path
 
 from bot.confinement import NAMESPACE_PREFIX, confinement
 from bot.errors import Failure
-from bot.launcher import LaunchedChild, LauncherError, route
-from bot.resources import PeakSampler
+from bot.resources import PeakSampler, session_members
 
 # Anything that looks like a credential stays out of the build processes: they load untrusted files.
 SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|CREDENTIALS?|API_KEY|PRIVATE_KEY)(_|$)", re.IGNORECASE)
@@ -85,7 +84,7 @@ def sandboxed(
 
 def sandbox_prefix(python: str | None = None) -> list[str]:
     """What every `sandboxed` command starts with: the namespace wrapper when the machine allows one, then
-    `python -m bot.sandbox` (a group's launcher, `bot.launcher`, starts under the same wrapper).
+    `python -m bot.sandbox`.
 
     Raises:
         Failure: `DFLASH_BOT_SANDBOX` names an unknown layer.
@@ -111,7 +110,7 @@ def _announce(line: str) -> None:
         log.step("%s", line)
 
 
-_children: set[subprocess.Popen | LaunchedChild] = set()
+_children: set[subprocess.Popen] = set()
 _children_lock = threading.Lock()
 _stopping = threading.Event()
 
@@ -169,6 +168,7 @@ def run_logged(
     if _stopping.is_set():
         raise Failure(f"{what} not started: the bot is stopping")
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    oom_kills = kernel_oom_kills()
     process = _start(cmd, log_path=log_path, env=env, cwd=cwd)
     with _children_lock:
         _children.add(process)
@@ -180,6 +180,8 @@ def run_logged(
             _kill_group(process, wait=False)
 
     try:
+        # The sampler counts the child's whole session: a process it left behind (re-parented away from its
+        # tree) still counts against its budget, and is killed with it below.
         with PeakSampler(process.pid, on_sample=guard) as sampler:
             code = process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -189,6 +191,7 @@ def run_logged(
         _kill_group(process)
         raise
     finally:
+        kill_session(process.pid)  # nothing the child started outlives it
         with _children_lock:
             _children.discard(process)
     if over_budget.is_set():
@@ -199,26 +202,86 @@ def run_logged(
             f"(log: {log_path.name})"
         )
     if _stopping.is_set():
-        raise Failure(f"{what} stopped: the bot is stopping")
+        raise Failure(f"{what} stopped: the bot is stopping (SIGTERM), so its child was killed")
     if code != 0:
-        raise Failure(f"{what} failed (exit {code}): {last_error_line(log_path)}")
+        cause = exit_cause(_signal_through_unshare(code, log_path), oom_kills, sampler.peak_rss_bytes)
+        raise Failure(f"{what} failed ({cause}): {last_error_line(log_path)}")
     return sampler.peak_rss_bytes
 
 
-def _start(
-    cmd: Sequence[str], *, log_path: Path, env: Mapping[str, str], cwd: Path | None
-) -> subprocess.Popen | LaunchedChild:
-    """Start `cmd` with its output in `log_path`: forked by the group's preloaded launcher when one serves it
-    (`bot.launcher`), else as a fresh process; either way in a process group of its own."""
-    routed = route(cmd, env)
-    if routed is not None:
-        launcher, argv = routed
-        try:
-            return launcher.spawn(argv, log_path=log_path, cwd=cwd)
-        except LauncherError as error:  # the child still runs, importing its libraries itself
-            from bot import log
+def exit_cause(code: int, oom_kills_before: int | None, peak_rss_bytes: int) -> str:
+    """Why a child ended with `code`, naming the killer when a signal ended it. The bot's own kills (memory guard,
+    time limit, shutdown) are reported before this is asked, so a signal here came from elsewhere.
 
-            log.step("%s; starting the child as a fresh process", error)
+    `oom_kills_before` is `kernel_oom_kills()` from when the child started: a rise means the kernel's OOM killer
+    killed a process meanwhile.
+    """
+    # A signal ends the child (-n), or `unshare` and shells pass it on as 128 + n.
+    signum = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else None
+    if signum is None:
+        return f"exit {code}"
+    name = signal.Signals(signum).name if signum in _SIGNALS else f"signal {signum}"
+    oom_kills = kernel_oom_kills()
+    if oom_kills is not None and oom_kills_before is not None and oom_kills > oom_kills_before:
+        return (
+            f"exit {code}: killed by {name} from the kernel's OOM killer, the machine ran out of memory "
+            f"(its processes peaked at {_gb(peak_rss_bytes)})"
+        )
+    if signum in _CRASHES:
+        return f"exit {code}: it crashed ({name})"
+    return (
+        f"exit {code}: killed by {name} from outside the bot (not its memory guard, time limit or shutdown, nor "
+        f"the kernel's OOM killer; its processes peaked at {_gb(peak_rss_bytes)})"
+    )
+
+
+_SIGNALS = {int(s) for s in signal.Signals}
+_CRASHES = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
+
+
+def _signal_through_unshare(code: int, log_path: Path) -> int:
+    """`unshare --fork` passes a child's fatal signal on by killing itself with it, except SIGKILL, which it
+    cannot reset (util-linux then exits 1 saying "sigprocmask unblock failed"): that is the child's SIGKILL."""
+    if code == 1 and _UNSHARE_SIGKILL in _log_tail(log_path):
+        return -signal.SIGKILL
+    return code
+
+
+_UNSHARE_SIGKILL = "unshare: sigprocmask unblock failed"
+
+
+def _log_tail(log_path: Path, size: int = 4096) -> str:
+    try:
+        with log_path.open("rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - size))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def kernel_oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer has killed since boot (`/proc/vmstat`), None where unknown."""
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def kill_session(session: int) -> None:
+    """SIGKILL every process left in the child's session (its process group and any group it made since)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(session, signal.SIGKILL)
+    for pid in session_members(session):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _start(cmd: Sequence[str], *, log_path: Path, env: Mapping[str, str], cwd: Path | None) -> subprocess.Popen:
+    """Start `cmd` as a fresh process with its output in `log_path`, in a session and process group of its own
+    (never forked from a process that has loaded anything: each child imports its libraries itself)."""
     with log_path.open("wb") as log_file:
         return subprocess.Popen(
             list(cmd), stdout=log_file, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True
@@ -229,7 +292,7 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
-def _kill_group(process: subprocess.Popen | LaunchedChild, *, wait: bool = True) -> None:
+def _kill_group(process: subprocess.Popen, *, wait: bool = True) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     if wait:

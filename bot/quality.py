@@ -180,7 +180,6 @@ def measure_quality(
     timeout_s: float = 1800,
     max_f32_bytes: int = DEFAULT_MAX_F32_BYTES,
     memory_budget_bytes: int | None = None,
-    home: Path | None = None,
 ) -> QualityReport:
     """Measure the int4 target IR against its original checkpoint in a time-limited child without Hub credentials.
 
@@ -194,8 +193,6 @@ def measure_quality(
         timeout_s: wall-clock limit of the child.
         max_f32_bytes: run the reference in f32 when its f32 weights fit this many bytes, else in its dtype.
         memory_budget_bytes: stop the child when its process tree outgrows this (the runner class's memory).
-        home: the child's HF home, HOME and TMPDIR (default: inside `work`); a build group gives all its children
-            one, so its preloaded launcher (`bot.launcher`) can serve them.
 
     Returns:
         The report; `measured` is False with a reason for a target the measurement does not cover (VLM IRs).
@@ -212,9 +209,9 @@ def measure_quality(
             else "the target IR has no openvino_model.xml"
         )
     out = work / "quality.json"
-    home = home or work / "hf-home"
+    home = work / "hf-home"  # its own HOME, TMPDIR and HF cache, inside its own work folder
     cmd = [
-        *sandboxed("quality", python, reads=[source_dir, ir_dir], writes=[work, home]),
+        *sandboxed("quality", python, reads=[source_dir, ir_dir], writes=[work]),
         "--source",
         str(source_dir),
         "--ir",

@@ -47,20 +47,39 @@ class StageResources:
 
 
 def tree_rss(root_pid: int) -> int:
-    """RSS bytes of `root_pid` and all its descendants (0 once it has exited)."""
+    """RSS bytes of `root_pid`, all its descendants and every other process of the session it leads (0 once it
+    has exited): a child started in a session of its own (`bot.isolation`) that leaves an orphan behind, re-parented
+    out of its tree, still has it counted."""
     children: dict[int, list[int]] = {}
+    in_session: list[int] = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        parent = parent_pid(int(entry.name))
-        if parent is not None:
-            children.setdefault(parent, []).append(int(entry.name))
-    total, stack = 0, [root_pid]
+        ids = _stat_ids(int(entry.name))
+        if ids is not None:
+            children.setdefault(ids[0], []).append(int(entry.name))
+            if ids[2] == root_pid:
+                in_session.append(int(entry.name))
+    total, stack, seen = 0, [root_pid, *in_session], set()
     while stack:
         pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
         total += _rss(pid)
         stack.extend(children.get(pid, ()))
     return total
+
+
+def session_members(session: int) -> list[int]:
+    """The live processes whose session is `session` (a child's leftovers, wherever they were re-parented)."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            ids = _stat_ids(int(entry.name))
+            if ids is not None and ids[2] == session:
+                members.append(int(entry.name))
+    return members
 
 
 def disk_used(folder: Path) -> int:
@@ -158,6 +177,12 @@ def measure(
 
 
 def parent_pid(pid: int) -> int | None:
+    ids = _stat_ids(pid)
+    return ids[0] if ids is not None else None
+
+
+def _stat_ids(pid: int) -> tuple[int, int, int] | None:
+    """(parent, process group, session) of a process, None once it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read()
@@ -165,7 +190,9 @@ def parent_pid(pid: int) -> int | None:
         return None
     # The command name (field 2) may hold spaces and parentheses: the fields after it follow the last ')'.
     fields = stat[stat.rfind(b")") + 2 :].split()
-    return int(fields[1]) if len(fields) > 1 else None
+    if len(fields) < 4 or fields[0] == b"Z":
+        return None
+    return int(fields[1]), int(fields[2]), int(fields[3])
 
 
 def _rss(pid: int) -> int:

@@ -8,8 +8,7 @@ runs: download → export draft and target → inspect → quality → validate 
 * inspect and validate, which load the int4 IRs (a fraction of the bf16 bytes);
 * the quality step, which loads the original target (f32 for small targets) and then its int4 IR.
 
-The exports and the quality step are forked by the group's preloaded launcher (`bot.launcher`), whose own resident
-set counts beside them; the validations start afresh once it is closed.
+Every stage is a fresh process of its own (`bot.isolation`): nothing else is resident beside them.
 
 The exports run side by side only when both fit the runner class's memory together (`estimate_build`). Disk holds
 the downloaded sources, both IRs, and the bundle (a copy of the IRs); when that does not fit, the sources are
@@ -60,7 +59,6 @@ class StagePeaks:
     validate_memory: int
     inspect_memory: int
     quality_memory: int
-    launcher_memory: int  # beside the exports and the quality step (bot.launcher), not the validations
     draft_ir_bytes: int
     target_ir_bytes: int
     # Disk an export holds beyond its final IR while it runs: optimum-cli writes the floating-point IR to a
@@ -79,7 +77,6 @@ def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel, *, targ
         inspect_memory=model.inspect_memory.at(target_bytes),
         # A reused target brings its quality figures with it: no quality step (bot.reuse).
         quality_memory=0 if target_reused else model.quality_memory.at(reference_memory_bytes(target_bytes)),
-        launcher_memory=model.launcher_memory.at(0),
         draft_ir_bytes=model.ir_bytes.at(draft_bytes),
         target_ir_bytes=model.ir_bytes.at(target_bytes),
         draft_export_scratch=model.export_scratch_disk.at(draft_bytes),
@@ -106,12 +103,11 @@ def estimate_schedule(
         target_reused: the target's published int4 IR is downloaded instead of its weights (no target export).
     """
     peaks = stage_peaks(draft_bytes, target_bytes, model, target_reused=target_reused)
-    launcher = peaks.launcher_memory
-    after_export = max(peaks.validate_memory, peaks.inspect_memory, launcher + peaks.quality_memory)
+    after_export = max(peaks.validate_memory, peaks.inspect_memory, peaks.quality_memory)
     if parallel_exports:
-        exports = launcher + peaks.draft_export_memory + peaks.target_export_memory
+        exports = peaks.draft_export_memory + peaks.target_export_memory
     else:
-        exports = launcher + max(peaks.draft_export_memory, peaks.target_export_memory)
+        exports = max(peaks.draft_export_memory, peaks.target_export_memory)
     sources = draft_bytes + (0 if target_reused else target_bytes)  # a reused target IR is counted in `irs`
     irs = peaks.draft_ir_bytes + peaks.target_ir_bytes
     if parallel_exports:  # both exports' temporary IRs at once

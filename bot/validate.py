@@ -30,6 +30,8 @@ from bot.profiles import child_env
 from bot.recipe import ValidationSettings
 from bot.speedup import no_speedup_note, speedup_gate
 
+BASELINE_FILE = "baseline.json"  # the plain greedy outputs and timings a validation used, in its own work folder
+
 
 @dataclass(frozen=True)
 class SpeedRun:
@@ -137,18 +139,20 @@ def validate_pair(
 
     `is_vlm` runs it through `VLMPipeline`; `python` is the interpreter of the job's toolchain profile;
     `memory_budget_bytes` stops the run when its process tree outgrows it (the runner class's memory).
-    `baseline` is a file shared by several drafts (or draft formats) of one target: the first validation writes
-    the target's plain greedy outputs and timings there, later ones with the same target and settings reuse them,
-    so every draft's speed-up is measured against the same baseline, measured once.
+    `baseline` is the `baseline.json` an earlier validation of the same target left in its own work folder: its
+    plain greedy outputs and timings are reused when they are for this target and settings (read-only here), so
+    every format's speed-up is measured against the same baseline, measured once. Each validation writes the
+    baseline it used into its own `work/baseline.json` (no child writes into another child's folder).
 
     Raises:
         Failure: GenAI could not load or run the pair, the run exceeded `settings.timeout_s`, or it went over the
             memory budget.
     """
     out = work / "validation.json"
-    writes = [work, baseline.parent] if baseline is not None else [work]  # the shared baseline has its own folder
+    earlier = baseline if baseline is not None and baseline.is_file() else None
+    reads = [target_dir, draft_dir, *([earlier.parent] if earlier else [])]
     cmd = [
-        *sandboxed("validate", python, reads=[target_dir, draft_dir], writes=writes),
+        *sandboxed("validate", python, reads=reads, writes=[work]),
         "--target",
         str(target_dir),
         "--draft",
@@ -160,8 +164,9 @@ def validate_pair(
     ]
     if is_vlm:
         cmd.append("--vlm")
-    if baseline is not None:
-        cmd += ["--baseline", str(baseline)]
+    cmd += ["--baseline-out", str(work / BASELINE_FILE)]
+    if earlier is not None:
+        cmd += ["--baseline", str(earlier)]
     run_logged(
         cmd,
         log_path=work / "validate.log",
@@ -310,7 +315,7 @@ def _first_difference(a: list[int], b: list[int]) -> int:
 
 
 def _load_baseline(baseline: Path | None, key: dict) -> dict | None:
-    """The plain greedy outputs and timings a sibling validation wrote for the same target and settings."""
+    """The plain greedy outputs and timings an earlier validation wrote for the same target and settings."""
     if baseline is None or not baseline.is_file():
         return None
     data = json.loads(baseline.read_text(encoding="utf-8"))
@@ -318,14 +323,20 @@ def _load_baseline(baseline: Path | None, key: dict) -> dict | None:
 
 
 def run_validation(
-    target: Path, draft: Path, settings: ValidationSettings, *, vlm: bool = False, baseline_file: Path | None = None
+    target: Path,
+    draft: Path,
+    settings: ValidationSettings,
+    *,
+    vlm: bool = False,
+    baseline_file: Path | None = None,
+    baseline_out: Path | None = None,
 ) -> ValidationReport:
     """The gates and the sweep, in this process (called by the child).
 
     For a VLM target the lossless gate runs the text prompts and, in addition, the first prompt with a generated
     image (its index is `len(prompts)` in a mismatch); the sweep uses the text prompts. With `baseline_file`, the
-    plain greedy outputs and timings are read from that file when it holds this target's, else measured and
-    written there.
+    plain greedy outputs and timings are read from that file when it holds this target's, else measured; with
+    `baseline_out` the ones used are written there.
     """
     import openvino as ov
 
@@ -396,8 +407,8 @@ def run_validation(
                 speedup=round(tokens_per_s / baseline, 3),
             )
         )
-    if baseline_file is not None and known is None:
-        baseline_file.write_text(
+    if baseline_out is not None:
+        baseline_out.write_text(
             json.dumps(
                 {
                     "key": key,
@@ -439,10 +450,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", required=True, help="ValidationSettings as JSON")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--vlm", action="store_true")
-    parser.add_argument("--baseline", type=Path, help="plain greedy outputs and timings shared across drafts")
+    parser.add_argument("--baseline", type=Path, help="an earlier validation's plain greedy outputs and timings")
+    parser.add_argument("--baseline-out", type=Path, help="where to write the plain greedy outputs and timings used")
     args = parser.parse_args(argv)
     settings = ValidationSettings.model_validate_json(args.settings)
-    report = run_validation(args.target, args.draft, settings, vlm=args.vlm, baseline_file=args.baseline)
+    report = run_validation(
+        args.target, args.draft, settings, vlm=args.vlm, baseline_file=args.baseline, baseline_out=args.baseline_out
+    )
     args.out.write_text(json.dumps(asdict(report), indent=2), encoding="utf-8")
     return 0
 

@@ -10,8 +10,7 @@ GB = 10**9
 MODEL = SizingModel(draft_export_memory=LinearFit(a=1.0, b=1 * GB),
                     target_export_memory=LinearFit(a=1.0, b=1 * GB), validate_memory=LinearFit(a=0.5, b=0),
                     inspect_memory=LinearFit(a=0.25, b=0), ir_bytes=LinearFit(a=0.25, b=0),
-                    export_scratch_disk=LinearFit(a=0.0, b=0), quality_memory=LinearFit(a=0.0, b=0),
-                    launcher_memory=LinearFit(a=0.0, b=0))
+                    export_scratch_disk=LinearFit(a=0.0, b=0), quality_memory=LinearFit(a=0.0, b=0))
 
 # Safetensors bytes of the real checkpoints (shapes from tinymodels.shapes, which reproduce the Hub's sizes).
 QWEN3_4B = 8_044_936_192
@@ -37,22 +36,17 @@ def test_exports_run_in_parallel_only_when_both_fit_together():
     assert not estimate_build(1 * GB, 4 * GB, runner(4, 100), MODEL).fits(runner(4, 100))
 
 
-def test_the_launcher_counts_beside_the_exports_and_the_quality_step_but_not_the_validation():
-    with_launcher = MODEL.model_copy(update={"launcher_memory": LinearFit(a=0.0, b=1 * GB),
-                                             "quality_memory": LinearFit(a=0.0, b=3 * GB)})
-    # exports 2 + 5 GB side by side, + 1 GB; one after the other 5 + 1 GB
-    assert estimate_schedule(1 * GB, 4 * GB, with_launcher, parallel_exports=True,
-                             remove_sources=False).peak_memory_bytes == 8 * GB
-    assert estimate_schedule(1 * GB, 4 * GB, with_launcher, parallel_exports=False,
+def test_the_quality_step_runs_after_the_exports_and_a_reused_target_has_none():
+    with_quality = MODEL.model_copy(update={"quality_memory": LinearFit(a=0.0, b=6 * GB)})
+    # exports 2 + 5 GB side by side; the quality step (6 GB) runs after them, alone
+    assert estimate_schedule(1 * GB, 4 * GB, with_quality, parallel_exports=True,
+                             remove_sources=False).peak_memory_bytes == 7 * GB
+    assert estimate_schedule(1 * GB, 4 * GB, with_quality, parallel_exports=False,
                              remove_sources=False).peak_memory_bytes == 6 * GB
-    # a reused target: no target export, no quality step; the draft export 2 GB + 1 GB, validation 2.5 GB
-    reused = estimate_schedule(1 * GB, 4 * GB, with_launcher, parallel_exports=True, remove_sources=False,
+    # a reused target: no target export, no quality step; the draft export 2 GB, validation 2.5 GB
+    reused = estimate_schedule(1 * GB, 4 * GB, with_quality, parallel_exports=True, remove_sources=False,
                                target_reused=True)
-    assert reused.peak_memory_bytes == 3 * GB
-    # the validation (here 10 GB) starts once the launcher is closed: nothing added to it
-    heavy_validate = with_launcher.model_copy(update={"validate_memory": LinearFit(a=2.0, b=0)})
-    assert estimate_schedule(1 * GB, 4 * GB, heavy_validate, parallel_exports=True,
-                             remove_sources=False).peak_memory_bytes == 10 * GB
+    assert reused.peak_memory_bytes == 2.5 * GB
 
 
 def test_validation_can_be_the_peak():
