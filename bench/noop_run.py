@@ -1,7 +1,8 @@
 """Hub requests of a scheduled run with nothing new, with the demo seed and with 50 generated candidates more.
 
-Goal (issue 13): source listing pages + 2 (the status read and one listing of the output namespace), however
-many sources are watched, with no weight download and no commit.
+Goal (issue 13): source listing pages + 2 (the status read and one listing of the output namespace), plus one
+read of each published draft's record (issue 21: a remembered publish is believed only when its record agrees),
+with no weight download and no commit.
 
 Each scenario seeds a local Hub (in its own process), runs `dflash-bot run` once (it publishes and writes the
 status repo), then runs it again and counts the second run's requests from the server's request log.

@@ -4,15 +4,20 @@ The collection is the downloader's index: a draft's note names its target and th
 `num_assistant_tokens`, a target's note names the drafts validated against it. Items are added with `exists_ok`,
 changed notes are updated in place, and model items the bot no longer publishes are removed; items of other
 kinds (a paper someone added by hand) are left alone.
+
+Notes are plain text built from repo ids and figures: every id goes through `bot.safe_text.clean`, and a figure
+that is not a finite number (a NaN from a damaged record) is written as "n/a", never as "nan".
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.hub import CollectionEntry, Hub
 from bot.recipe import PublishSettings
+from bot.safe_text import clean
 
 NOTE_MAX_CHARS = 500  # the Hub refuses longer notes
 
@@ -52,8 +57,8 @@ class CollectionResult:
 def draft_note(pair: PublishedPair) -> str:
     """The draft item's note: its target and what it earns there (plain text, at most 500 characters)."""
     return clip(
-        f"Draft for {pair.target_repo} (from {pair.source_repo}). Accept length {pair.accept_length:.2f} and "
-        f"{pair.speedup:.2f}x speed-up over plain greedy at num_assistant_tokens={pair.recommended_k} "
+        f"Draft for {pair.target_repo} (from {pair.source_repo}). Accept length {figure(pair.accept_length)} and "
+        f"{figure(pair.speedup)}x speed-up over plain greedy at num_assistant_tokens={pair.recommended_k} "
         f"(OpenVINO GenAI, lossless)."
     )
 
@@ -65,7 +70,14 @@ def target_note(target_repo: str, pairs: Sequence[PublishedPair]) -> str:
     return clip(f"Target ({source}, int4) validated with: {', '.join(drafts)}.")
 
 
+def figure(value: float) -> str:
+    """A figure for a note: two decimals, or "n/a" when it is not a finite number."""
+    return f"{value:.2f}" if math.isfinite(value) else "n/a"
+
+
 def clip(note: str) -> str:
+    """Visible text (`bot.safe_text.clean`) within the Hub's note limit."""
+    note = clean(note)
     return note if len(note) <= NOTE_MAX_CHARS else note[: NOTE_MAX_CHARS - 1] + "…"
 
 
@@ -77,7 +89,9 @@ def desired_items(pairs: Sequence[PublishedPair]) -> dict[str, str]:
     return items
 
 
-def sync_collection(hub: Hub, settings: PublishSettings, published: Sequence[PublishedPair]) -> CollectionResult:
+def sync_collection(
+    hub: Hub, settings: PublishSettings, published: Sequence[PublishedPair], *, title: str
+) -> CollectionResult:
     """Make the recipe's collection hold exactly the published repos, with current notes.
 
     Costs one create call (plus a read when the collection exists), then one call per added, changed or removed
@@ -85,8 +99,9 @@ def sync_collection(hub: Hub, settings: PublishSettings, published: Sequence[Pub
 
     Args:
         hub: a Hub holding the write token (publish stage).
-        settings: the recipe's publish settings (collection title, namespace, description; `private`).
+        settings: the recipe's publish settings (collection namespace, description; `private`).
         published: every pair the bot publishes now, not only this run's.
+        title: the collection's title (`Recipe.collection_title`: one per recipe unless the recipe names one).
 
     Returns:
         The collection's slug and URL and the repo ids added, re-noted and removed.
@@ -97,7 +112,7 @@ def sync_collection(hub: Hub, settings: PublishSettings, published: Sequence[Pub
     """
     options = settings.collection
     state = hub.ensure_collection(
-        options.title, settings.collection_namespace, description=options.description, private=settings.private
+        title, settings.collection_namespace, description=options.description, private=settings.private
     )
     wanted = desired_items(published)
     present: dict[str, CollectionEntry] = {item.item_id: item for item in state.items if item.item_type == "model"}

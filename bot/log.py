@@ -14,10 +14,20 @@ from collections.abc import Iterator
 
 import github_action_utils as gha
 
+from bot.safe_text import clean
+
 _LOGGER_NAME = "dflash-bot"
 
 
 _state = {"on_actions": False}
+
+
+class CleanFormatter(logging.Formatter):
+    """Every line as visible text: a source's file name or error text may carry controls, bidi overrides or
+    zero-width characters that would hide or reorder what the log shows (`bot.safe_text.clean`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return clean(super().format(record), keep_newlines=True)
 
 
 def setup(verbose: bool = False, *, on_actions: bool = False) -> logging.Logger:
@@ -32,7 +42,7 @@ def setup(verbose: bool = False, *, on_actions: bool = False) -> logging.Logger:
     logger = logging.getLogger(_LOGGER_NAME)
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.setFormatter(CleanFormatter("%(message)s"))
         logger.addHandler(handler)
         logger.propagate = False
     logger.setLevel(logging.DEBUG if verbose else logging.INFO)

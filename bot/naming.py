@@ -154,3 +154,68 @@ def _shortened(prefix: str, inner: str, suffix: str, source_repo: str) -> str:
     room = MAX_NAME_LENGTH - len(prefix) - len(suffix) - len(tail)
     cut = inner[: max(room, 0)].rstrip("-._")  # no `--`, `.-` or `_-` where the hash is joined on
     return prefix + cut + tail + suffix
+
+
+# ---- the recipe's own status repo and collection ----
+
+RECIPE_SLUG_LENGTH = 24  # leaves room for the collection title's fixed text within the Hub's 60 characters
+STATUS_REPO_SUFFIX = "-bot-status"
+COLLECTION_TITLE = "DFlash drafts for OpenVINO GenAI ({recipe})"
+_PLAIN_SLUG = re.compile(r"[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?")
+
+
+def recipe_slug(recipe_name: str) -> str:
+    """The recipe's name as it appears in its default status repo and collection title: one per recipe.
+
+    A name that is already short, lower-case and made of `a-z0-9._-` is used as it is (`dflash` keeps the status
+    repo `{namespace}/dflash-bot-status`); any other name, and one ending like a shortened one, is cut and given
+    `-h` and 12 hex digits of its SHA-256, so two names (even differing only in case, which Hub repo ids do not
+    tell apart) never give one slug.
+    """
+    plain = (
+        len(recipe_name) <= RECIPE_SLUG_LENGTH
+        and _PLAIN_SLUG.fullmatch(recipe_name) is not None
+        and "--" not in recipe_name
+        and ".." not in recipe_name
+        and _SHORTENED_TAIL.search(recipe_name) is None
+    )
+    if plain:
+        return recipe_name
+    tail = "-h" + hashlib.sha256(recipe_name.encode()).hexdigest()[:HASH_DIGITS]
+    words = re.sub(r"[^a-z0-9]+", "-", recipe_name.lower()).strip("-")
+    return (words[: RECIPE_SLUG_LENGTH - len(tail)].rstrip("-") or "recipe") + tail
+
+
+def default_status_repo(namespace: str, recipe_name: str) -> str:
+    """`{namespace}/{recipe slug}-bot-status`: the status repo of a recipe that names none."""
+    return f"{namespace}/{recipe_slug(recipe_name)}{STATUS_REPO_SUFFIX}"
+
+
+def default_collection_title(recipe_name: str) -> str:
+    """The collection title of a recipe that names none: the recipe's slug in it, so two recipes publishing to
+    one namespace never keep (and prune) one collection."""
+    return COLLECTION_TITLE.format(recipe=recipe_slug(recipe_name))
+
+
+def status_repo_id(template: str | None, namespace: str, recipe_name: str) -> str:
+    """The status repo a recipe writes: its `publish.status_repo` with `{namespace}` and `{recipe}` (the
+    recipe's slug) filled in, or `default_status_repo` when it names none.
+
+    Raises:
+        ValueError: the template holds another field, a format spec or a conversion, or does not make a valid
+            dataset repo id (the recipe loader reports it against `publish.status_repo`).
+    """
+    if template is None:
+        return default_status_repo(namespace, recipe_name)
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ValueError(f"status repo template {template!r} is malformed: {exc}") from None
+    fields = {(name, spec, conversion) for _, name, spec, conversion in parsed if name is not None}
+    if not fields <= {("namespace", "", None), ("recipe", "", None)}:
+        raise ValueError(f"status repo template {template!r} may only use {{namespace}} and {{recipe}}")
+    repo_id = template.format(namespace=namespace, recipe=recipe_slug(recipe_name))
+    try:
+        return validate_repo_id(repo_id, what="publish.status_repo")
+    except Skip as skip:
+        raise ValueError(skip.message) from None

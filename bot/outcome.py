@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from bot.errors import BotError, Skip
+from bot.safe_text import clean
 
 
 class Status(StrEnum):
@@ -31,6 +32,11 @@ class Outcome:
     reason: str = ""
     repos: list[str] = field(default_factory=list)
     stage: str | None = None  # the step a skip or failure happened in (the memory re-examines some)
+
+    def __post_init__(self) -> None:
+        # A reason quotes source-controlled text (file names, card values): the table, the step summary, the
+        # annotations and the status page show it without controls, bidi or zero-width characters.
+        object.__setattr__(self, "reason", clean(self.reason))
 
     @classmethod
     def of_error(cls, source: str, revision: str | None, error: BotError) -> Outcome:

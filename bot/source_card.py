@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from bot.safe_text import clean
+
 MAX_README_BYTES = 1024 * 1024  # a card body is read for the target's name only; real cards are tens of KB
 MAX_METADATA_BYTES = 64 * 1024  # real front matter is a few hundred bytes to a few KB
 MAX_YAML_EVENTS = 20_000  # bounds the parse work of a block that passed the byte limit
@@ -270,11 +272,12 @@ def card_license(folder: Path, *, repo_id: str | None = None) -> dict:
 def escape_markdown_html(text: str) -> str:
     """Text from a source, made inert in a Markdown card body: HTML escaped, Markdown syntax backslashed, one line.
 
-    Newlines become spaces (a value never starts a heading, list or front-matter fence of its own).
+    Newlines become spaces (a value never starts a heading, list or front-matter fence of its own); control, bidi
+    and zero-width characters are removed (`bot.safe_text.clean`).
     """
     import html
 
-    flat = " ".join(str(text).split())
+    flat = " ".join(clean(text).split())
     escaped = html.escape(flat, quote=True)
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|~>])", r"\\\1", escaped)
 

@@ -1,12 +1,16 @@
 """The status repo: the public page of everything the bot watches, and the bot's memory between runs.
 
-A dataset repo (`publish.status_repo`, by default `{namespace}/dflash-bot-status`) holds `status.json` (the
-`StatusFile` below, with a schema version), `README.md` (a table of every watched source) and `speedups.png`.
-The publish step writes it in one commit per run and only when its content changed; planning reads `status.json`
-once. With it, a source that was skipped or failed is not examined again while its revision, the toolchain and
-the recipe are unchanged (`needs_recheck`), and published repos are cross-checked against one listing of the
-output namespace (`stale_published`), so a scheduled run with nothing new costs the listing pages plus two
-requests however many sources it watches.
+A dataset repo (`Recipe.status_repo_id`: `publish.status_repo`, by default `{namespace}/{recipe}-bot-status`, one
+per recipe) holds `status.json` (the `StatusFile` below, with a schema version), `README.md` (a table of every
+watched source) and `speedups.png`. The publish step writes it in one commit per run and only when its content
+changed; planning reads `status.json` once. With it, a source that was skipped or failed is not examined again
+while its revision, the toolchain and the recipe are unchanged (`needs_recheck`), and published repos are
+cross-checked against one listing of the output namespace (`stale_published`).
+
+The memory is a hint that saves work, never a source of truth (DESIGN §3): `status.json` is parsed into the strict,
+bounded models below (`bot.status_read`: size and depth limits, aware timestamps, finite figures, only repos the
+recipe itself publishes), an invalid file or entry is dropped with a warning and rebuilt from the Hub, and a
+remembered "published" is believed only once the draft repo's record at its head agrees (`status_read.agrees`).
 
 Rendering lives in `bot.status_page`; this module holds the records, the memory rules and the Hub reads/writes.
 """
@@ -16,16 +20,17 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
-from bot import log
 from bot.collection import PublishedPair
 from bot.hub import Hub
 from bot.recipe import Recipe
 from bot.record import BuildRecord
+from bot.safe_text import clean
 from bot.toolchain import Toolchain
 
 SCHEMA_VERSION = 1
@@ -55,11 +60,19 @@ _ENVIRONMENT_FAILURE_STAGES = frozenset(
     }
 )
 _NEVER_REMEMBERED_STAGES = frozenset({"publish"})
+MAX_REASON_CHARS = 1000  # a reason quoting a whole error page is cut; the run report keeps the full one
+
+# Field types of what `status.json` may hold: repo ids as the Hub spells them, short tokens, finite figures.
+RepoId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,96}/[A-Za-z0-9._-]{1,96}$")]
+Token = Annotated[str, Field(max_length=200, pattern=r"^[\x21-\x7e]*$")]  # printable ASCII, no spaces
+Label = Annotated[str, Field(max_length=200, pattern=r"^[\x20-\x7e]*$")]  # printable ASCII
+Text = Annotated[str, Field(max_length=MAX_REASON_CHARS), AfterValidator(clean)]  # visible characters only
+Figure = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 
 
 class _Record(BaseModel):
-    # Unknown keys are ignored: a newer bot of the same schema version may add optional fields.
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Strict: an unknown key is a damaged or forged entry (a newer bot bumps SCHEMA_VERSION), dropped and rebuilt.
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class StatusEntry(_Record):
@@ -71,26 +84,26 @@ class StatusEntry(_Record):
     in the namespace listing means someone else changed or deleted the repo.
     """
 
-    source: str
-    revision: str | None = None
+    source: RepoId
+    revision: Token | None = None
     status: EntryStatus
-    reason: str = ""
-    stage: str | None = None
-    kind: str | None = None
-    target: str | None = Field(None, description="the target's source repo")
-    target_revision: str | None = None
-    draft_repo: str | None = None
-    target_repo: str | None = None
-    repo_shas: dict[str, str] = Field(default_factory=dict)
-    accept_length: float | None = None
-    speedup: float | None = None
-    recommended_k: int | None = None
-    profile: str | None = None
-    toolchain_fingerprint: str
-    recipe_fingerprint: str
-    card_fingerprint: str | None = None
-    last_built: dt.datetime | None = None
-    last_checked: dt.datetime
+    reason: Text = ""
+    stage: Label | None = None
+    kind: Label | None = None
+    target: RepoId | None = Field(None, description="the target's source repo")
+    target_revision: Token | None = None
+    draft_repo: RepoId | None = None
+    target_repo: RepoId | None = None
+    repo_shas: dict[RepoId, Token] = Field(default_factory=dict, max_length=2)
+    accept_length: Figure | None = None
+    speedup: Figure | None = None
+    recommended_k: int | None = Field(None, ge=1, le=1024)
+    profile: Label | None = None
+    toolchain_fingerprint: Token
+    recipe_fingerprint: Token
+    card_fingerprint: Token | None = None
+    last_built: AwareDatetime | None = None
+    last_checked: AwareDatetime
 
     @property
     def repos(self) -> list[str]:
@@ -124,11 +137,11 @@ class StatusFile(_Record):
     """`status.json`: every watched source of one recipe, sorted by source, plus where the collection is."""
 
     schema_version: int = SCHEMA_VERSION
-    recipe: str
-    namespace: str
-    collection_title: str | None = None
-    collection_url: str | None = None
-    renderer: str = Field("", description="fingerprint of the page template and chart code that rendered it")
+    recipe: Text
+    namespace: Token
+    collection_title: Text | None = None
+    collection_url: Annotated[str, Field(max_length=500, pattern=r"^https?://[\x21-\x7e]+$")] | None = None
+    renderer: Token = Field("", description="fingerprint of the page template and chart code that rendered it")
     entries: tuple[StatusEntry, ...] = ()
 
     def entry(self, source: str) -> StatusEntry | None:
@@ -139,7 +152,8 @@ class StatusFile(_Record):
 
     def to_json_bytes(self) -> bytes:
         """The file's bytes: stable key order and formatting, so equal content gives equal bytes."""
-        return (json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+        data = self.model_dump(mode="json")
+        return (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
 # ---- fingerprints the memory compares ----
@@ -196,13 +210,14 @@ def needs_recheck(
             (its cards are re-rendered). None: not compared.
 
     A failure of a Hub call or the disk, and any outcome at the publish stage, is always examined again: it
-    says more about that run's environment than about the source.
+    says more about that run's environment than about the source. So is an entry checked "in the future" (no
+    age would ever make it due) and a published entry that names no repos (nothing could confirm it).
 
     Returns:
         True to examine (read provenance or config, maybe build); False to reuse the entry as it is.
         A published entry whose repos `stale_published` reports must be examined too; that check is separate.
     """
-    if recheck or entry is None:
+    if recheck or entry is None or entry.last_checked > now:
         return True
     if (
         entry.revision != revision
@@ -211,6 +226,8 @@ def needs_recheck(
     ):
         return True
     if entry.status == PUBLISHED:
+        if not (entry.draft_repo and entry.target_repo):
+            return True
         # Also by age: a published pair's target may have a new commit, which only a look at it shows.
         return (card_fp is not None and entry.card_fingerprint != card_fp) or (
             recheck_after is not None and now - entry.last_checked >= recheck_after
@@ -225,6 +242,10 @@ def needs_recheck(
 
 def stale_published(entries: Iterable[StatusEntry], namespace_listing: Mapping[str, str]) -> list[str]:
     """Published repos that changed behind the bot's back: a sha other than the recorded one, or gone.
+
+    Only a hint in the direction of doing more work: a repo listed here is examined again; a repo not listed
+    is still believed only after its record agrees (`status_read.agrees`). For one repo, ask
+    `status_step.Memory.changed_outside`.
 
     Args:
         entries: the status file's entries (those with published repos are looked at).
@@ -324,6 +345,7 @@ def published_entry(
     """
     validation = built.validation
     at_k = validation.best_run
+    built_at = dt.datetime.fromisoformat(built.built_at)
     return StatusEntry(
         source=built.source.repo or "",
         revision=built.source.revision,
@@ -334,16 +356,29 @@ def published_entry(
         draft_repo=draft_repo,
         target_repo=target_repo,
         repo_shas=dict(repo_shas or {}),
-        accept_length=validation.accept_length,
-        speedup=at_k.speedup,
+        accept_length=finite_or_none(validation.accept_length),
+        speedup=finite_or_none(at_k.speedup),
         recommended_k=validation.recommended_num_assistant_tokens,
         profile=built.toolchain.profile,
         toolchain_fingerprint=toolchain_fp,
         recipe_fingerprint=recipe_fp,
         card_fingerprint=card_fp,
-        last_built=dt.datetime.fromisoformat(built.built_at),
+        last_built=built_at if built_at.tzinfo is not None else built_at.replace(tzinfo=dt.UTC),
         last_checked=now,
     )
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """A figure as the status may hold it: a finite number, or None for NaN and infinities (GenAI's acceptance
+    rate is NaN on the DFlash path; an infinite speed-up is a timing artefact, not a result)."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def reason_text(reason: str) -> str:
+    """A reason as the status keeps it: visible characters only (`bot.safe_text.clean`), at most
+    `MAX_REASON_CHARS` (the run report keeps the whole text)."""
+    text = clean(reason)
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
 def problem_entry(
@@ -387,7 +422,7 @@ def problem_entry(
         source=source,
         revision=revision,
         status=status,
-        reason=reason,
+        reason=reason_text(reason),
         stage=stage,
         toolchain_fingerprint=toolchain_fp,
         recipe_fingerprint=recipe_fp,
@@ -400,36 +435,23 @@ def problem_entry(
 
 
 def read_status(hub: Hub, repo_id: str) -> StatusFile | None:
-    """The status file (one request), or None when there is none, it is damaged, or a newer schema wrote it.
+    """The status file (one request), or None when there is none or it is unusable as a whole.
 
-    None makes planning fall back to reading each candidate's published provenance, after which the publish
-    step writes a fresh status: a deleted status repo is rebuilt from the published repos, without rebuilding
-    any model.
+    Invalid entries are dropped with a warning (`bot.status_read`: size and depth limits, strict models);
+    planning uses `status_read.load_status` with the recipe, which also drops entries naming repos the recipe
+    does not publish. None makes planning fall back to reading each candidate's published provenance, after
+    which the publish step writes a fresh status: a deleted or damaged status repo is rebuilt from the published
+    repos, without rebuilding any model.
 
     Raises:
         Failure: the Hub kept failing (a missing repo or file is None, not an error).
     """
-    data = hub.read_dataset_file(repo_id, STATUS_JSON)
-    if data is None:
-        return None
-    try:
-        raw = json.loads(data)
-        if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
-            log.get().warning(
-                "%s: %s has schema version %r (this bot reads %d); rebuilding it",
-                repo_id,
-                STATUS_JSON,
-                raw.get("schema_version") if isinstance(raw, dict) else None,
-                SCHEMA_VERSION,
-            )
-            return None
-        return StatusFile.model_validate(raw)
-    except (ValueError, ValidationError) as exc:
-        log.get().warning("%s: %s is unreadable (%s); rebuilding it", repo_id, STATUS_JSON, str(exc)[:200])
-        return None
+    from bot.status_read import load_status
+
+    return load_status(hub, repo_id).status
 
 
-_UNREAD = object()
+UNREAD = object()  # `write_status(current=UNREAD)`: the status was not read, or must be written back
 
 
 def write_status(
@@ -437,7 +459,7 @@ def write_status(
     repo_id: str,
     status: StatusFile,
     *,
-    current: StatusFile | object | None = _UNREAD,
+    current: StatusFile | object | None = UNREAD,
     endpoint: str | None = None,
     private: bool = False,
 ) -> str | None:
@@ -458,7 +480,7 @@ def write_status(
     Raises:
         Failure: the Hub refused or kept failing the commit (412: another writer committed first).
     """
-    if current is not _UNREAD and current == status:
+    if current is not UNREAD and current == status:
         return None
     from bot.status_page import render_files
 

@@ -1,8 +1,9 @@
 """Rendering of the status repo (`README.md`, `status.json`, `speedups.png`) and of `dflash-bot status`.
 
 Everything a source repo controls (its id, the reason text an error carried, a revision string) is escaped before
-it reaches Markdown: HTML is entity-escaped and Markdown punctuation backslash-escaped, so a hostile repo name or
-error message can neither inject HTML into the page nor break the table. Links are built from repo ids with
+it reaches Markdown: control, bidi and zero-width characters are removed (`bot.safe_text.clean`), HTML is
+entity-escaped and Markdown punctuation backslash-escaped, so a hostile repo name, file name or error message can
+neither inject HTML into the page, nor break the table, nor reorder what it shows. Links are built from repo ids with
 their path quoted. The page is a Jinja2 template rendered with `StrictUndefined`; card metadata goes through
 `huggingface_hub.DatasetCardData`.
 """
@@ -21,6 +22,7 @@ from urllib.parse import quote
 import jinja2
 
 from bot.charts import PairFigures, speedups_png
+from bot.safe_text import clean
 from bot.status import CHART, FAILED, PUBLISHED, README, SKIPPED, STATUS_JSON, StatusEntry, StatusFile
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -33,7 +35,7 @@ def md_text(text: str | None) -> str:
     """Source-derived text as inert Markdown inside a table cell: one line, no HTML, no markup, no `|`."""
     if not text:
         return ""
-    one_line = " ".join(str(text).split())
+    one_line = " ".join(clean(text).split())
     return _MD_SPECIAL.sub(r"\\\1", html.escape(one_line, quote=True))
 
 
@@ -153,7 +155,7 @@ def print_status(status: StatusFile, *, as_json: bool = False) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"dflash-bot status: {escape(status.recipe)} ({escape(status.namespace)})")
+    table = Table(title=f"dflash-bot status: {escape(clean(status.recipe))} ({escape(clean(status.namespace))})")
     for column in (
         "source",
         "revision",
@@ -173,12 +175,12 @@ def print_status(status: StatusFile, *, as_json: bool = False) -> None:
             escape(entry.source),
             escape((entry.revision or "")[:7]),
             f"[{styles[entry.status]}]{entry.status}[/]",
-            escape(entry.reason),
+            escape(clean(entry.reason)),
             escape("\n".join(entry.repos)),
             "" if entry.accept_length is None else f"{entry.accept_length:.2f}",
             "" if entry.speedup is None else f"{entry.speedup:.2f}×",
             "" if entry.recommended_k is None else str(entry.recommended_k),
-            escape(entry.profile or ""),
+            escape(clean(entry.profile)),
             entry.last_checked.strftime("%Y-%m-%d %H:%M"),
         )
     console = Console(width=200)

@@ -4,8 +4,10 @@ Two calls for the orchestrator to make:
 
 - `load_memory(reader, recipe, ...)` once per run, before planning: exactly two Hub requests (`status.json` and
   one listing of the output namespace). `Memory.remembered(repo_id, revision)` then says, without any request,
-  whether a listed source can be reported from memory (skipped, failed or published, unchanged) or must be
-  examined (provenance read, config read, maybe a build).
+  whether a listed source can be reported from memory (skipped or failed, unchanged) or must be examined
+  (provenance read, config read, maybe a build). A remembered "published" is a claim to check, not a fact:
+  `partition` hands it back for one read of the draft repo's record at its listed head (`believed`), which
+  replaces the target lookup and the toolchain comparison a full examination costs.
 - `publish_status(writer, recipe, memory, updates, ...)` once per run, after publishing: merges what the run
   learned into the status, syncs the collection when the published pairs changed, and writes the status repo in
   one commit when its content changed. A run with nothing new sends nothing here.
@@ -25,6 +27,8 @@ from bot.outcome import Outcome, Status
 from bot.recipe import Recipe
 from bot.record import BuildRecord, Repos
 from bot.status import (
+    PUBLISHED,
+    UNREAD,
     StatusEntry,
     StatusFile,
     collection_needs_sync,
@@ -33,13 +37,14 @@ from bot.status import (
     now_utc,
     problem_entry,
     published_entry,
-    read_status,
+    reason_text,
     recipe_memory_fingerprint,
     stale_published,
     toolchain_fingerprint,
     with_repo_shas,
     write_status,
 )
+from bot.status_read import agrees, load_status
 
 _STATUS_ATTEMPTS = 3  # a lost race (412) re-reads the page and merges again
 
@@ -58,13 +63,15 @@ class Memory:
     recheck_after: dt.timedelta | None
     recheck: bool = False
     unreadable: bool = False  # the status file could not be read (Hub error): the page is not rewritten blind
+    repaired: bool = False  # something in the file was dropped as invalid or foreign: written back without it
 
     def remembered(self, repo_id: str, revision: str | None) -> StatusEntry | None:
         """The entry to report for a listed source without examining it, or None to examine it.
 
         None when the source is new, its revision, the toolchain, the recipe or the card template changed,
         `--recheck` was given, a skip or failure is older than `recheck_after`, or one of its published repos
-        was changed or deleted by someone else.
+        was changed or deleted by someone else. A published entry returned here is still a claim: `partition`
+        sends it to `believed`.
         """
         entry = self.status.entry(repo_id) if self.status is not None else None
         if entry is None or needs_recheck(
@@ -81,6 +88,11 @@ class Memory:
         if self.stale & set(entry.repos):
             return None
         return entry
+
+    def changed_outside(self, repo_id: str) -> bool:
+        """Whether the memory marks a published repo as changed outside the bot: the status recorded a sha
+        for it and the namespace listing shows another one, or none (`status.stale_published`)."""
+        return repo_id in self.stale
 
 
 def load_memory(
@@ -105,14 +117,14 @@ def load_memory(
         Failure: the Hub kept failing (a missing status repo is not an error: the memory is then empty).
     """
     try:
-        status = read_status(reader, recipe.publish.status_repo_id)
-        unreadable = False
+        read = load_status(reader, recipe.status_repo_id, recipe)
+        status, repaired, unreadable = read.status, read.repaired, False
     except Failure as error:
         # Examine everything this run, and do not write the page blind over one we could not read.
         log.get().info(
             "status repo unreadable (%s): every source is examined, the page is left as it is", error.message
         )
-        status, unreadable = None, True
+        status, repaired, unreadable = None, False, True
     listing = reader.list_namespace(recipe.publish.namespace)
     stale = frozenset(stale_published(status.entries, listing)) if status is not None else frozenset()
     if stale:
@@ -128,16 +140,19 @@ def load_memory(
         recheck_after=recipe.watch.recheck_after,
         recheck=recheck,
         unreadable=unreadable,
+        repaired=repaired,
     )
 
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """Listed sources split by the memory: reported as remembered, or examined as before."""
+    """Listed sources split by the memory: reported as remembered, to verify, or examined as before."""
 
     remembered: tuple[StatusEntry, ...]
     examine: tuple[RepoListing, ...]
     listing_skips: tuple[StatusEntry, ...]  # ruled out by the listing itself and not remembered: new entries
+    # Remembered as published: believed only after the draft repo's record at its head agrees (`believed`).
+    verify: tuple[tuple[StatusEntry, RepoListing], ...] = ()
 
 
 def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) -> MemoryPlan:
@@ -149,10 +164,10 @@ def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) 
             remembered one is reused as it is (so its `last_checked` does not move and the status stays equal),
             a new one becomes a `problem_entry`.
     """
-    remembered, examine, listing_skips = [], [], []
+    remembered, examine, listing_skips, verify = [], [], [], []
     for skip in skips:
         entry = memory.remembered(skip.repo_id, skip.revision)
-        if entry is not None and entry.status == "skipped" and entry.reason == skip.reason:
+        if entry is not None and entry.status == "skipped" and entry.reason == reason_text(skip.reason):
             remembered.append(entry)
         else:
             listing_skips.append(
@@ -169,11 +184,37 @@ def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) 
             )
     for listing in listings:
         entry = memory.remembered(listing.repo_id, listing.sha)
-        if entry is not None:
-            remembered.append(entry)
-        else:
+        if entry is None:
             examine.append(listing)
-    return MemoryPlan(tuple(remembered), tuple(examine), tuple(listing_skips))
+        elif entry.status == PUBLISHED:
+            verify.append((entry, listing))
+        else:
+            remembered.append(entry)
+    return MemoryPlan(tuple(remembered), tuple(examine), tuple(listing_skips), tuple(verify))
+
+
+def believed(entry: StatusEntry, record: BuildRecord | None) -> bool:
+    """Whether a remembered published entry can be reported as up to date without examining its source.
+
+    Args:
+        entry: from `MemoryPlan.verify`: unchanged revision, toolchain, recipe and card template, and repos the
+            namespace listing shows at the recorded shas.
+        record: the draft repo's `openvino_export.json` read at the listed sha (`draft_head`), the one request
+            this costs; None when it is missing or unreadable.
+
+    Returns:
+        True when the record says exactly what the entry says (`status_read.agrees`); the caller still compares the
+        record with this run's recipe and toolchain (`plan.decide`). False: examine the source.
+    """
+    if not agrees(entry, record):
+        log.step("%s: the status repo's entry does not match %s's record: examined", entry.source, entry.draft_repo)
+        return False
+    return True
+
+
+def draft_head(memory: Memory, entry: StatusEntry) -> str | None:
+    """The draft repo's sha in the namespace listing: the revision its record is read at."""
+    return memory.namespace_listing.get(entry.draft_repo) if entry.draft_repo else None
 
 
 def entries_for(
@@ -187,35 +228,44 @@ def entries_for(
     """
     entries = []
     for outcome in outcomes:
-        if outcome.status in (Status.PUBLISHED, Status.UP_TO_DATE) and outcome.source in published:
-            built, repos = published[outcome.source]
-            entries.append(
-                published_entry(
-                    built,
-                    draft_repo=repos.draft,
-                    target_repo=repos.target,
-                    card_fp=memory.card_fp,
-                    toolchain_fp=memory.toolchain_fp,
-                    recipe_fp=memory.recipe_fp,
-                    now=memory.now,
-                )
-            )
-        elif outcome.status in (Status.SKIPPED, Status.FAILED):
-            previous = memory.status.entry(outcome.source) if memory.status is not None else None
-            entries.append(
-                problem_entry(
-                    outcome.source,
-                    outcome.revision,
-                    "skipped" if outcome.status == Status.SKIPPED else "failed",
-                    outcome.reason,
-                    stage=outcome.stage,
-                    previous=previous,
-                    toolchain_fp=memory.toolchain_fp,
-                    recipe_fp=memory.recipe_fp,
-                    now=memory.now,
-                )
-            )
+        try:
+            entry = _entry_for(memory, outcome, published)
+        except ValueError as error:  # a value the strict status model refuses: not remembered, examined next run
+            log.get().warning("%s: not remembered in the status repo (%s)", outcome.source, str(error)[:200])
+            continue
+        if entry is not None:
+            entries.append(entry)
     return entries
+
+
+def _entry_for(
+    memory: Memory, outcome: Outcome, published: Mapping[str, tuple[BuildRecord, Repos]]
+) -> StatusEntry | None:
+    if outcome.status in (Status.PUBLISHED, Status.UP_TO_DATE) and outcome.source in published:
+        built, repos = published[outcome.source]
+        return published_entry(
+            built,
+            draft_repo=repos.draft,
+            target_repo=repos.target,
+            card_fp=memory.card_fp,
+            toolchain_fp=memory.toolchain_fp,
+            recipe_fp=memory.recipe_fp,
+            now=memory.now,
+        )
+    if outcome.status not in (Status.SKIPPED, Status.FAILED):
+        return None
+    previous = memory.status.entry(outcome.source) if memory.status is not None else None
+    return problem_entry(
+        outcome.source,
+        outcome.revision,
+        "skipped" if outcome.status == Status.SKIPPED else "failed",
+        outcome.reason,
+        stage=outcome.stage,
+        previous=previous,
+        toolchain_fp=memory.toolchain_fp,
+        recipe_fp=memory.recipe_fp,
+        now=memory.now,
+    )
 
 
 def remembered_outcome(entry: StatusEntry) -> Outcome:
@@ -291,7 +341,7 @@ def publish_status(
     Raises:
         Failure: a Hub write failed (the models are published already; the next run retries the status).
     """
-    publish, renderer = recipe.publish, _renderer()
+    publish, renderer, repo_id = recipe.publish, _renderer(), recipe.status_repo_id
     updates, watched = list(updates), None if watched is None else list(watched)  # merged again after a lost race
     current = memory
     for attempt in range(1, _STATUS_ATTEMPTS + 1):
@@ -301,7 +351,7 @@ def publish_status(
             recipe=recipe.name,
             namespace=publish.namespace,
             watched=watched,
-            collection_title=publish.collection.title,
+            collection_title=recipe.collection_title,
             renderer=renderer,
         )
         status = with_repo_shas(
@@ -310,12 +360,12 @@ def publish_status(
         collection = None
         # No collection is created before there is something to list in it.
         if collection_needs_sync(current.status, status) and (status.published_pairs() or status.collection_url):
-            collection = sync_collection(writer, publish, status.published_pairs())
+            collection = sync_collection(writer, publish, status.published_pairs(), title=recipe.collection_title)
             status = status.model_copy(update={"collection_url": collection.url})
         try:
-            commit = write_status(
-                writer, publish.status_repo_id, status, current=current.status, private=publish.private
-            )
+            # A repaired file is compared by its bytes on the Hub, not with the cleaned copy read at planning.
+            known = UNREAD if current.repaired else current.status
+            commit = write_status(writer, repo_id, status, current=known, private=publish.private)
         except PreconditionFailed:
             if attempt == _STATUS_ATTEMPTS:
                 raise
@@ -327,8 +377,8 @@ def publish_status(
             continue
         return StatusResult(
             status=status,
-            repo_id=publish.status_repo_id,
-            page_url=f"{writer.endpoint}/datasets/{publish.status_repo_id}",
+            repo_id=repo_id,
+            page_url=f"{writer.endpoint}/datasets/{repo_id}",
             commit=commit,
             collection=collection,
         )

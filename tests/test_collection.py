@@ -17,6 +17,7 @@ TOKEN = "hf_collection_main"
 READ_TOKEN = "hf_collection_reader"
 NS = "OpenVINO-drafts"
 SETTINGS = fast_recipe().publish.model_copy(update={"namespace": NS})
+TITLE = fast_recipe().collection_title
 
 
 def pair(name: str, target: str = "Qwen3-Tiny", **changes) -> PublishedPair:
@@ -52,26 +53,27 @@ def test_notes_state_target_and_figures_within_the_limit() -> None:
 
 def test_sync_adds_updates_and_removes(server: LocalHub) -> None:
     writer = Hub(server.url, TOKEN)
-    first = sync_collection(writer, SETTINGS, [pair("A-DFlash")])
+    first = sync_collection(writer, SETTINGS, [pair("A-DFlash")], title=TITLE)
     assert first.added == (f"{NS}/A-DFlash-int4-ov", f"{NS}/Qwen3-Tiny-int4-ov") and first.changed
     assert first.slug.startswith(f"{NS}/") and first.url.endswith(first.slug)
     items = _items(server, first.slug)
     assert items[f"{NS}/A-DFlash-int4-ov"] == draft_note(pair("A-DFlash"))
 
     server.clear_requests()
-    again = sync_collection(writer, SETTINGS, [pair("A-DFlash")])
+    again = sync_collection(writer, SETTINGS, [pair("A-DFlash")], title=TITLE)
     assert again.slug == first.slug and not again.changed
     # create (409) + the client's read of the existing collection; no item calls
     assert [(r["method"], r["path"].split("/")[2]) for r in server.requests()] == [
         ("POST", "collections"), ("GET", "collections")]
 
-    second = sync_collection(writer, SETTINGS, [pair("A-DFlash", speedup=2.5), pair("B-DFlash", "Qwen3-Other")])
+    second = sync_collection(writer, SETTINGS, [pair("A-DFlash", speedup=2.5), pair("B-DFlash", "Qwen3-Other")],
+                             title=TITLE)
     assert second.added == (f"{NS}/B-DFlash-int4-ov", f"{NS}/Qwen3-Other-int4-ov")
     assert second.updated == (f"{NS}/A-DFlash-int4-ov",) and second.removed == ()
     assert "2.50x" in _items(server, first.slug)[f"{NS}/A-DFlash-int4-ov"]
 
     HfApi(endpoint=server.url, token=TOKEN).add_collection_item(first.slug, "2311.12983", "paper")
-    third = sync_collection(writer, SETTINGS, [pair("B-DFlash", "Qwen3-Other")])
+    third = sync_collection(writer, SETTINGS, [pair("B-DFlash", "Qwen3-Other")], title=TITLE)
     assert third.removed == (f"{NS}/A-DFlash-int4-ov", f"{NS}/Qwen3-Tiny-int4-ov")
     assert set(_items(server, first.slug)) == {f"{NS}/B-DFlash-int4-ov", f"{NS}/Qwen3-Other-int4-ov",
                                                "2311.12983"}  # a hand-added paper stays
@@ -79,4 +81,4 @@ def test_sync_adds_updates_and_removes(server: LocalHub) -> None:
 
 def test_sync_without_write_access_is_a_named_failure(server: LocalHub) -> None:
     with pytest.raises(Failure, match="403"):
-        sync_collection(Hub(server.url, READ_TOKEN), SETTINGS, [pair("A-DFlash")])
+        sync_collection(Hub(server.url, READ_TOKEN), SETTINGS, [pair("A-DFlash")], title=TITLE)

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from huggingface_hub import HfApi
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 from bot.hub import Hub
 from bot.status import (
     CHART,
+    MAX_REASON_CHARS,
     README,
     STATUS_JSON,
     StatusEntry,
@@ -31,6 +33,7 @@ from bot.status import (
     write_status,
 )
 from bot.status_page import md_text, render_files, render_readme, renderer_fingerprint
+from bot.status_read import MAX_STATUS_BYTES, StatusRead, agrees, foreign_repos, load_status, vetted
 from bot.toolchain import Toolchain
 from hubserver import LocalHub
 from tests.conftest import fast_recipe
@@ -85,6 +88,11 @@ def status_of(*entries: StatusEntry, **changes) -> StatusFile:
     (published(revision="c" * 40), {"card_fp": "card2"}, True),           # card template changed
     (published(revision="c" * 40), {"recheck_after": dt.timedelta(days=7)}, False),  # young publish: remembered
     (published(revision="c" * 40), {"recheck_after": dt.timedelta(0)}, True),  # aged: its target may have moved
+    # Forged or damaged memory: nothing could confirm a publish without repos, and no age makes a future check due.
+    (published(revision="c" * 40, draft_repo=None, target_repo=None, repo_shas={}), {}, True),
+    (published(revision="c" * 40, draft_repo=None, target_repo=None, repo_shas={},
+               last_checked=NOW + dt.timedelta(days=3650)), {"recheck_after": dt.timedelta(days=7)}, True),
+    (skipped(last_checked=NOW + dt.timedelta(days=3650)), {"recheck_after": dt.timedelta(days=7)}, True),
 ])
 def test_needs_recheck_truth_table(entry, kwargs, expected) -> None:
     arguments = {"revision": "c" * 40, "toolchain_fp": "tc", "recipe_fp": "rc", "now": NOW, "recheck_after": None,
@@ -256,3 +264,179 @@ def test_status_step_with_only_skips_makes_no_collection(server: LocalHub) -> No
     assert list(HfApi(endpoint=server.url, token=TOKEN).list_collections(owner="OnlySkips")) == []
     assert read_status(writer, "OnlySkips/status") == result.status
     assert "OnlySkips/status" in result.summary_markdown() and "Collection" not in result.summary_markdown()
+
+
+# ---- damaged, forged and foreign memory (issue 21) ----
+
+def _entry_json(**changes) -> dict:
+    return {**published(revision="c" * 40).model_dump(mode="json"), **changes}
+
+
+def _upload(server: LocalHub, repo: str, content: bytes) -> None:
+    api = HfApi(endpoint=server.url, token=TOKEN)
+    api.create_repo(repo, repo_type="dataset", exist_ok=True)
+    api.upload_file(path_or_fileobj=content, path_in_repo=STATUS_JSON, repo_id=repo, repo_type="dataset")
+
+
+def _file(*entries: dict, **header) -> bytes:
+    return json.dumps({"schema_version": 1, "recipe": "dflash", "namespace": NS, "entries": list(entries),
+                       **header}).encode()
+
+
+def test_invalid_entries_are_dropped_and_the_rest_is_kept(server: LocalHub) -> None:
+    good = _entry_json()
+    naive = _entry_json(source="z-lab/Naive-DFlash", last_checked="2026-11-30T12:00:00")  # no time zone
+    nan = _entry_json(source="z-lab/NaN-DFlash", speedup=float("nan"))
+    infinite = _entry_json(source="z-lab/Inf-DFlash", accept_length=float("inf"))
+    nested = _entry_json(source="z-lab/Nested-DFlash", profile=[[["deep"]]])
+    unknown = _entry_json(source="z-lab/Unknown-DFlash", injected="x")
+    _upload(server, "OV/mixed-status", _file(good, naive, nan, infinite, nested, unknown, good))
+    read = load_status(Hub(server.url, TOKEN), "OV/mixed-status")
+    assert read.status is not None and [e.source for e in read.status.entries] == [good["source"]]
+    assert read.repaired and len(read.problems) == 6  # five invalid entries and a duplicate, each named
+    assert any("Naive-DFlash" in p and "timezone" in p for p in read.problems), read.problems
+    assert any("NaN-DFlash" in p and "finite" in p for p in read.problems), read.problems
+
+
+@pytest.mark.parametrize(("case", "content"), [
+    ("nested 100 000 deep", b'{"schema_version": 1, "entries": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+    ("nested in a header field", _file(recipe=[[[["x"]]]])),
+    ("over the size limit", b'{"pad": "' + b"x" * (MAX_STATUS_BYTES + 1) + b'"}'),
+    ("not UTF-8", b"\xff\xfe{"),
+    ("entries not a list", _file(entries={"a": 1})),
+])
+def test_unusable_files_are_none_never_an_exception(server: LocalHub, case: str, content: bytes) -> None:
+    repo = "OV/broken-" + re.sub(r"[^a-z0-9]+", "-", case)
+    _upload(server, repo, content)
+    read = load_status(Hub(server.url, TOKEN), repo)  # neither RecursionError nor Failure
+    assert read.status is None and read.repaired and read.problems, read
+    assert read_status(Hub(server.url, TOKEN), repo) is None
+
+
+def test_status_command_on_a_damaged_file_prints_what_is_valid(server: LocalHub,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.cli import app
+
+    _upload(server, "OV/naive-status", _file(_entry_json(), _entry_json(source="z-lab/Naive-DFlash",
+                                                                          last_checked="2026-11-30T12:00:00")))
+    _upload(server, "OV/deep-status", b"[" * 100_000 + b"]" * 100_000)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    runner = CliRunner()
+    table = runner.invoke(app, ["status", "--repo", "OV/naive-status", "--endpoint", server.url])
+    assert table.exit_code == 0 and table.exception is None, table.output
+    assert "z-lab/Qwen3-Tiny-DFlash-b16" in table.output and "Naive-DFlash" not in table.output
+    deep = runner.invoke(app, ["status", "--repo", "OV/deep-status", "--endpoint", server.url])
+    assert deep.exit_code == 1 and not isinstance(deep.exception, RecursionError), deep.output
+
+
+def _recipe(namespace: str = NS, name: str = "dflash"):
+    recipe = fast_recipe()
+    return recipe.model_copy(update={"name": name,
+                                     "publish": recipe.publish.model_copy(update={"namespace": namespace})})
+
+
+def test_entries_may_only_name_the_recipes_own_repos() -> None:
+    recipe = _recipe()
+    own = published(revision="c" * 40)
+    assert foreign_repos(own, recipe.publish) is None  # DRAFT/TARGET are what naming gives its source and target
+    victim = own.model_copy(update={"source": "z-lab/Other-DFlash", "draft_repo": "victim/Other-int4-ov",
+                                    "target_repo": "victim/Qwen3-Tiny-int4-ov",
+                                    "repo_shas": {"victim/Other-int4-ov": "1" * 40}})
+    assert "victim/Other-int4-ov" in foreign_repos(victim, recipe.publish)
+    swapped = own.model_copy(update={"source": "z-lab/Another-DFlash"})  # our repo, under another source's name
+    assert "does not publish for it" in foreign_repos(swapped, recipe.publish)
+    extra = own.model_copy(update={"repo_shas": {**own.repo_shas, f"{NS}/x": "3" * 40}})
+    assert "does not name" in foreign_repos(extra, recipe.publish)
+    failed = problem_entry(victim.source, "d" * 40, "failed", "export", toolchain_fp="tc", recipe_fp="rc", now=NOW,
+                           previous=victim)  # a failure carrying the foreign pair over
+    status = status_of(own, victim, failed.model_copy(update={"source": "z-lab/Third-DFlash"}),
+                       collection_url="https://evil.example/phish", collection_title="T")
+    read = vetted(StatusRead(status), recipe)
+    assert [e.source for e in read.status.entries] == [own.source] and read.repaired
+    assert read.status.collection_url is None and read.status.published_pairs() == [own.pair()]
+    other = vetted(StatusRead(status_of(own)), _recipe(name="dspark"))
+    assert other.status is None and "dspark" in other.problems[0]  # another recipe's file is not our memory
+
+
+def test_a_remembered_publish_must_agree_with_the_record() -> None:
+    from tests.records import build_record
+
+    built = build_record(speedups=(1.2, 1.9))
+    honest = published_entry(built, draft_repo=DRAFT, target_repo=TARGET, toolchain_fp="tc", recipe_fp="rc",
+                             card_fp="card", now=NOW, repo_shas={DRAFT: "1" * 40, TARGET: "2" * 40})
+    assert agrees(honest, built)
+    assert not agrees(honest, None)
+    assert not agrees(honest.model_copy(update={"speedup": 9.9}), built)  # made-up figures
+    assert not agrees(honest.model_copy(update={"revision": "f" * 40}), built)  # another revision
+    assert not agrees(honest.model_copy(update={"source": "z-lab/Other-DFlash"}), built)  # another source
+
+
+def test_non_finite_figures_become_null_and_the_file_is_strict_json() -> None:
+    from tests.records import build_record, record_data
+
+    data = record_data()
+    data["validation"]["accept_length"] = float("nan")
+    for run in data["validation"]["runs"]:
+        run["speedup"] = float("inf")
+    built = build_record().model_validate(data)
+    entry = published_entry(built, draft_repo=DRAFT, target_repo=TARGET, toolchain_fp="tc", recipe_fp="rc",
+                            card_fp=None, now=NOW)
+    assert entry.accept_length is None and entry.speedup is None and entry.pair() is None
+    text = status_of(entry).to_json_bytes()
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    assert json.loads(text, parse_constant=refuse)["entries"][0]["accept_length"] is None
+    with pytest.raises(ValueError, match="finite"):
+        StatusEntry.model_validate({**entry.model_dump(), "speedup": float("nan")})
+
+
+def test_problem_reasons_are_visible_text() -> None:
+    hostile = "weights only in pickle (a\u202egnp.bin\u200b\x1b[31m)"
+    entry = problem_entry("z-lab/X-DFlash", "c" * 40, "skipped", hostile, toolchain_fp="tc", recipe_fp="rc", now=NOW)
+    assert entry.reason == "weights only in pickle (agnp.bin[31m)"
+    assert len(problem_entry("z-lab/X-DFlash", None, "failed", "x" * 5000, toolchain_fp="tc", recipe_fp="rc",
+                             now=NOW).reason) == MAX_REASON_CHARS
+
+
+def test_a_repaired_file_is_written_back(server: LocalHub) -> None:
+    from bot.status_step import load_memory, publish_status
+
+    recipe = _recipe("Repair")
+    repo = recipe.status_repo_id
+    _upload(server, repo, _file(_entry_json(source="z-lab/Naive-DFlash", last_checked="2026-11-30T12:00:00",
+                                            draft_repo=None, target_repo=None, repo_shas={}),
+                                namespace="Repair", **{"collection_title": None}))
+    memory = load_memory(Hub(server.url, TOKEN), recipe, toolchain_fp="tc", now=NOW)
+    assert memory.repaired and memory.status is not None and memory.status.entries == ()
+    result = publish_status(Hub(server.url, TOKEN), recipe, memory, [], watched=None, committed=False)
+    assert result.commit is not None  # the same merged content, yet written: the Hub's copy was damaged
+    read = load_status(Hub(server.url, TOKEN), repo, recipe)
+    assert not read.repaired and read.status is not None and read.status.entries == ()
+
+
+def test_status_repo_and_collection_are_per_recipe_by_default(tmp_path) -> None:
+    from bot.errors import RecipeError
+    from bot.recipe import load_recipe
+
+    first, second = _recipe("Shared"), _recipe("Shared", name="dspark")
+    assert first.status_repo_id == "Shared/dflash-bot-status"  # the default recipe keeps its old status repo
+    assert second.status_repo_id == "Shared/dspark-bot-status"
+    assert first.collection_title != second.collection_title and "dspark" in second.collection_title
+    # Names the Hub would fold together, or that do not fit a repo name, get a hash: still one per recipe.
+    names = ["dflash", "DFlash", "My Recipe", "my-recipe", "x" * 80, "x" * 81, "dflash-h0123456789ab", ""]
+    repos = {_recipe("Shared", name=name).status_repo_id.lower() for name in names}
+    titles = {_recipe("Shared", name=name).collection_title for name in names}
+    assert len(repos) == len(titles) == len(names)
+    assert all(len(title) <= 60 for title in titles)
+    # An explicit setting still wins (two recipes share a status repo only when told to).
+    told = first.model_copy(update={"publish": first.publish.model_copy(update={
+        "status_repo": "{namespace}/{recipe}-memory", "collection": first.publish.collection.model_copy(
+            update={"title": "Mine"})})})
+    assert told.status_repo_id == "Shared/dflash-memory" and told.collection_title == "Mine"
+    path = tmp_path / "bad.yaml"
+    text = (Path(__file__).resolve().parent.parent / "workflows" / "dflash.yaml").read_text()
+    path.write_text(text.replace("  collection:\n", '  status_repo: "{namespace.__class__}/x"\n  collection:\n'))
+    with pytest.raises(RecipeError, match="status repo template"):
+        load_recipe(path)

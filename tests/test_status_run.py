@@ -1,7 +1,8 @@
 """The status repo and the collection across real `run`s on the local Hub (issue 13's "done when").
 
 The first run is the real pipeline (real export and GenAI validation of the demo's draft); the later runs find
-nothing new and must report everything from the status repo's memory for the listing pages + 2 requests.
+nothing new and must report everything from the status repo's memory for the listing pages + 2 requests, plus one
+read of each published draft's record (a remembered publish is believed only when that record agrees).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ TOKEN = "hf_status_run_token"
 RECIPE = fast_recipe()
 DRAFT_OUT = plan.draft_output_repo(RECIPE.publish, demo.DRAFT_REPO)
 TARGET_OUT = plan.target_output_repo(RECIPE.publish, demo.TARGET_REPO)
-STATUS_REPO = RECIPE.publish.status_repo_id
+STATUS_REPO = RECIPE.status_repo_id
 
 
 @pytest.fixture(scope="module")
@@ -71,20 +72,26 @@ def test_first_run_leaves_collection_status_repo_and_chart(server, first) -> Non
     # The draft card embeds its chart, drawn from the published record: the same bytes a redraw gives.
     published = Hub(server.url, TOKEN).draft_record(DRAFT_OUT)
     chart = api.hf_hub_download(DRAFT_OUT, ACCEPTANCE_CHART)
-    assert open(chart, "rb").read() == acceptance_png(published.validation.runs)
+    with open(chart, "rb") as drawn:
+        assert drawn.read() == acceptance_png(published.validation.runs)
     card = Hub(server.url, TOKEN).read_file(DRAFT_OUT, "README.md").decode()
     assert f"]({ACCEPTANCE_CHART})" in card
     assert entry.accept_length == published.validation.accept_length >= RECIPE.validation.min_accept_length
 
 
-def test_noop_run_costs_listing_pages_plus_two_and_commits_nothing(server, first, tmp_path) -> None:
+def test_noop_run_costs_listing_pages_plus_two_plus_one_per_publish_and_commits_nothing(server, first,
+                                                                                       tmp_path) -> None:
     report = again(server, tmp_path)
-    requests = server.requests()
+    # Who the write token belongs to is asked once per run for the published repos' authorship, not by the memory.
+    requests = [r for r in server.requests() if r["path"] != "/api/whoami-v2"]
     assert report.commits == [] and report.status_commit is None and not report.failed
     # Every source reported again, from memory: what was published is up to date, what was skipped stays so.
     expected = {o.source: ("up-to-date" if o.status == "published" else o.status) for o in first.outcomes}
     assert {o.source: o.status for o in report.outcomes} == expected
-    assert len(requests) == listing_pages(server) + 2, [(r["method"], r["path"]) for r in requests]
+    published = sum(o.status == "published" for o in first.outcomes)
+    records = [r for r in requests if r["path"].endswith("/openvino_export.json")]
+    assert len(records) == published == 1 and f"/{DRAFT_OUT}/" in records[0]["path"]
+    assert len(requests) == listing_pages(server) + 2 + published, [(r["method"], r["path"]) for r in requests]
     assert not any(r["path"].endswith((".safetensors", ".bin")) for r in requests)
 
 
@@ -108,3 +115,26 @@ def test_deleted_status_repo_is_rebuilt_without_rebuilding_models(server, first,
     status = read_status(Hub(server.url, TOKEN), STATUS_REPO)
     assert {e.source: e.status for e in status.entries} == {e.source: e.status for e in before.entries}
     assert status.collection_url == before.collection_url  # the same collection
+
+
+def test_a_forged_publish_entry_is_checked_against_the_record(server, first, tmp_path) -> None:
+    """Made-up figures on a real published pair (repos and shas as the listing shows them): the record at the
+    draft repo's head disagrees, so the source is examined (found current, nothing rebuilt) and the figures come
+    back."""
+    import json
+
+    api = HfApi(endpoint=server.url, token=TOKEN)
+    data = json.loads(Hub(server.url, TOKEN).read_file(STATUS_REPO, STATUS_JSON, repo_type="dataset"))
+    entry = next(e for e in data["entries"] if e["source"] == demo.DRAFT_REPO)
+    real = (entry["accept_length"], entry["speedup"])
+    entry.update(accept_length=42.0, speedup=99.0)
+    api.upload_file(path_or_fileobj=json.dumps(data).encode(), path_in_repo=STATUS_JSON, repo_id=STATUS_REPO,
+                    repo_type="dataset")
+    report = again(server, tmp_path)
+    assert {o.source: o.status for o in report.outcomes}[demo.DRAFT_REPO] == "up-to-date"
+    assert report.commits == [] and report.status_commit is not None  # no model rebuilt; the memory repaired
+    status = read_status(Hub(server.url, TOKEN), STATUS_REPO)
+    fixed = status.entry(demo.DRAFT_REPO)
+    assert (fixed.accept_length, fixed.speedup) == real
+    slug = report.collection.rsplit("/collections/", 1)[-1]
+    assert not any("99.00" in (i.note or "") for i in api.get_collection(slug).items)
