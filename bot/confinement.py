@@ -153,11 +153,13 @@ def hold_write_token(names: Sequence[str] = WRITE_TOKEN_VARIABLES) -> str | None
 
 
 def builder_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment of the build side: every secret removed except the read token, no stored Hub token reachable."""
+    """Environment of the build side: every secret removed except the read token, no stored Hub token reachable,
+    telemetry switched off (`bot.telemetry`; its `main` also makes OpenVINO's telemetry unimportable in it)."""
     from bot.isolation import SECRET_NAME
+    from bot.telemetry import off_env
 
     source = os.environ if base is None else base
-    env = {k: v for k, v in source.items() if not SECRET_NAME.search(k) or k in READ_TOKEN_VARIABLES}
+    env = off_env({k: v for k, v in source.items() if not SECRET_NAME.search(k) or k in READ_TOKEN_VARIABLES})
     # A token saved by `hf auth login` lives in HF_HOME/token: point the client at an empty file instead.
     env["HF_TOKEN_PATH"] = os.devnull
     env["HF_STORED_TOKENS_PATH"] = os.devnull

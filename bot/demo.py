@@ -64,7 +64,14 @@ def seed(endpoint: str, token: str, work: Path, repos: tuple[SeededRepo, ...] = 
 
 
 def run_demo(work: Path | None = None) -> int:
-    """Start a local hub, seed it, run the job twice, print what happened; returns the exit code."""
+    """Start a local hub, seed it, run the job twice, print what happened; returns the exit code.
+
+    Offline means offline: telemetry is switched off first (`dflash-bot demo` has done so already), so the only
+    connections are to the local hub on loopback (tests/test_egress.py checks that under strace).
+    """
+    from bot.telemetry import switch_off
+
+    switch_off()
     from bot.hub import Hub, configure_client
     from bot.pipeline import RunOptions, run
     from bot.plan import draft_output_repo

@@ -57,6 +57,7 @@ _DATA_FREE_METRICS = {None, "weight_quantization_error"}
 
 _READ_DEFAULTS = """
 import json, sys
+sys.modules["openvino_telemetry"] = None  # NNCF and ovc take their stubs: no telemetry (bot.telemetry)
 from optimum.intel.openvino.configuration import _DEFAULT_4BIT_WQ_CONFIGS
 def plain(value):
     if isinstance(value, dict):

@@ -78,6 +78,7 @@ def per_row_support_in(python: str | None) -> RuntimeSupport:
     if python is None or Path(python) == Path(sys.executable):
         return per_row_support()
     code = (
+        "from bot.telemetry import switch_off; switch_off(); "  # `import openvino` would post telemetry
         "import dataclasses, json; from bot.validate_per_row import per_row_support; "
         "print(json.dumps(dataclasses.asdict(per_row_support())))"
     )
