@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench lint clean sandbox-host
+.PHONY: install demo test test-tools bench lint clean sandbox-host
 
 install: $(STAMP)
 
@@ -21,11 +21,7 @@ $(STAMP): pyproject.toml
 # The build children run in fresh user/PID/network namespaces where the kernel allows unprivileged ones (see
 # bot/confinement.py). Ubuntu 24.04, GitHub's hosted runners included, restricts them through AppArmor; this lifts
 # the restriction with sudo. Without it the sandbox still confines the children with Landlock and says so.
-# It also installs strace where it is missing: tests/test_reliability_egress.py traces the offline demo's connections.
 sandbox-host:
-	@command -v strace >/dev/null || { if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq strace >/dev/null; } || \
-		echo "strace could not be installed: the offline demo's connection trace will be skipped"
 	@if [ "$$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" = 1 ]; then \
 		sudo -n sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; fi
 	@$(PYTHON) -c "import subprocess as s; r = s.run(['unshare', '--user', '--map-root-user', '--pid', '--fork', \
@@ -35,7 +31,14 @@ sandbox-host:
 demo: $(STAMP)
 	$(VENV)/bin/dflash-bot demo
 
-test: $(STAMP)
+# strace, for the tests that trace what a real process opens and connects to (the offline demo's connections,
+# the sandbox's file accesses); installed with apt-get where it is missing.
+test-tools:
+	@command -v strace >/dev/null || { if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq strace >/dev/null; } || \
+		echo "strace could not be installed: the tests that trace a process will say they were skipped"
+
+test: $(STAMP) test-tools
 	$(PY) -m pytest -q
 
 # Code lint: ruff (lint and format) and mypy on bot/, and the committed JSON Schema of openvino_export.json against

@@ -72,7 +72,7 @@ def test_the_offline_demo_connects_to_nothing_but_the_local_hub(tmp_path):
     in a user agent) and, in the builder, OpenVINO's telemetry posting `import` events from a fork."""
     strace = shutil.which("strace")
     if strace is None:
-        pytest.skip("strace is not installed here (.ci/run installs it with apt-get)")
+        pytest.skip("strace is not installed here (`make test` installs it with apt-get)")
     env = laptop_env(tmp_path)
     trace = tmp_path / "strace.log"
     command = [strace, "-f", "--seccomp-bpf", "-qq", "-e", "trace=connect,sendto,sendmsg,sendmmsg,openat",
