@@ -1,21 +1,28 @@
 """The one module that talks to the Hub, through `huggingface_hub`.
 
 Raw client objects and exceptions stop here: callers get small records, and Hub errors become `Skip` (gated,
-missing, private: the source is not ours to build) or `Failure` (the Hub misbehaved after bounded retries).
+missing, private: the source is not ours to build) or `Failure` (the Hub misbehaved after bounded retries). Only the
+Hub's own error codes make a `Skip`, which the status repo remembers; any other answer (a 404 from a proxy or CDN, a
+5xx, silence) is a `HubError`, tried again by the next run. Every request has timeouts (`bot.deadlines`), and every
+downloaded file is checked against the Hub's hash for its revision (`bot.hashes`).
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
 import httpx
 
-from bot import log
-from bot.errors import Failure, HubError, PreconditionFailed, Skip
+from bot import deadlines, log
+from bot.errors import BotError, Failure, HubError, PreconditionFailed, Skip
+from bot.hashes import FileHash, HubHash, hash_file, is_blob_id, is_sha256, mismatch, write_manifest
+from bot.recipe import HubSettings
 from bot.record import (
     PROVENANCE_FILE,
     BuildRecord,
@@ -31,6 +38,13 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 _RETRY_STATUSES = {429, 500, 502, 503, 504}
 MAX_NAMESPACE_PAGES = 50  # 50,000 repos at 1000 a page: far more than two repos per watched source
 _LISTING_EXPAND = ["sha", "lastModified", "tags", "gated", "private", "config", "cardData"]
+# The Hub's own answers (`X-Error-Code`) that say a source is not there for us: the only ones that make a Skip.
+_DEFINITIVE = {
+    "GatedRepo": "gated repo and the token has not been granted access (request access on the Hub)",
+    "RevisionNotFound": "revision not found",
+    "EntryNotFound": "file not found at that revision",
+    "RepoNotFound": "repo not found, or private and the token cannot see it",
+}
 
 
 def _hf():
@@ -68,6 +82,16 @@ class RepoFiles:
     gated: bool
     private: bool
     card_data: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Download:
+    """One revision's files in a plain folder, each checked against the Hub's hash: their sha256 and size."""
+
+    path: Path
+    repo_id: str
+    revision: str
+    files: dict[str, FileHash]
 
 
 @dataclass(frozen=True)
@@ -114,9 +138,15 @@ REQUESTS = RequestCounter()
 
 
 def _counting_client() -> httpx.Client:
+    """huggingface_hub's client, plus the request counter and the deadline hooks (`bot.deadlines`)."""
     hf = _hf()
     return httpx.Client(
-        event_hooks={"request": [hf.utils._http.hf_request_event_hook, REQUESTS]}, follow_redirects=True, timeout=None
+        event_hooks={
+            "request": [hf.utils._http.hf_request_event_hook, REQUESTS, deadlines.on_request],
+            "response": [deadlines.on_response],
+        },
+        follow_redirects=True,
+        timeout=deadlines.timeouts(),
     )
 
 
@@ -140,68 +170,74 @@ class Hub:
     Constructing one changes nothing outside it; `configure_client` sets up the process.
     """
 
-    def __init__(self, endpoint: str, token: str | None = None, *, max_attempts: int = 5, backoff_s: float = 0.5):
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None = None,
+        *,
+        max_attempts: int = 5,
+        backoff_s: float = 0.5,
+        settings: HubSettings | None = None,
+    ):
+        """A client of `endpoint` holding one token.
+
+        Args:
+            settings: the recipe's `hub:` section (timeouts, stall rule, download attempts, stage deadlines);
+                the defaults when None.
+        """
         self.endpoint = endpoint.rstrip("/")
         self.token = token or None
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
+        self.settings = settings or HubSettings()
+        self.limits = deadlines.Limits(
+            connect_s=self.settings.connect_timeout_s,
+            read_s=self.settings.read_timeout_s,
+            min_bytes_per_s=self.settings.min_bytes_per_s,
+        )
         self.api = _hf().HfApi(endpoint=self.endpoint, token=self.token or False, library_name="dflash-bot")
 
     # ---- retries and error translation ----
 
     def call(self, what: str, fn: Callable[[], T], *, subject: str | None = None) -> T:
-        """Run one Hub operation with bounded retries for transient errors; translate the rest.
+        """Run one Hub operation under this Hub's timeouts, with bounded retries for transient errors.
 
         Raises:
-            Skip: the repo is gated without access, private, or absent (or the revision is).
-            Failure: the Hub kept failing (5xx, 429, dropped connections) or rejected the request.
+            Skip: the Hub's own answer says the repo is gated without access, private or absent, or the revision
+                or file is (`X-Error-Code`); also a repo id or revision that cannot be valid.
+            Failure: the Hub kept failing (5xx, 429, silence, dropped connections), answered without its own error
+                code (a proxy or CDN), rejected the request, or the stage's deadline passed (`HubError`).
         """
-        hf = _hf()
-        errors = hf.errors
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                return fn()
-            except hf.utils.HFValidationError as exc:
-                raise Skip(
-                    f"not a valid Hub repo id or revision: {_short(exc, 160)}", subject=subject, stage=what
-                ) from None
-            except errors.GatedRepoError:
-                raise Skip(
-                    "gated repo and the token has not been granted access (request access on the Hub)",
-                    subject=subject,
-                    stage=what,
-                ) from None
-            except errors.RevisionNotFoundError:
-                raise Skip("revision not found", subject=subject, stage=what) from None
-            except errors.EntryNotFoundError:
-                raise Skip("file not found at that revision", subject=subject, stage=what) from None
-            except errors.RepositoryNotFoundError:
-                raise Skip(
-                    "repo not found, or private and the token cannot see it", subject=subject, stage=what
-                ) from None
-            except errors.HfHubHTTPError as exc:
-                status = exc.response.status_code if exc.response is not None else None
-                if status in _RETRY_STATUSES and attempt < self.max_attempts:
-                    self._wait(attempt, exc.response, what)
-                    continue
-                error_class = PreconditionFailed if status == 412 else HubError
-                raise error_class(
-                    f"Hub answered {status}: {_short(exc)}", status=status, subject=subject, stage=what
-                ) from None
-            except (httpx.TransportError, ConnectionError) as exc:
-                if attempt < self.max_attempts:
-                    self._wait(attempt, None, what)
-                    continue
-                raise HubError(f"Hub unreachable: {_short(exc)}", status=None, subject=subject, stage=what) from None
+        with deadlines.limits(self.limits):
+            for attempt in range(1, self.max_attempts + 1):
+                try:
+                    return fn()
+                except Exception as exc:
+                    verdict = _verdict(exc, subject=subject, stage=what)
+                    if verdict is None:
+                        raise
+                    error, transient = verdict
+                    if transient and attempt < self.max_attempts and self._wait(attempt, _response_of(exc), what):
+                        continue
+                    raise error from None
         raise AssertionError("unreachable")
 
-    def _wait(self, attempt: int, response: httpx.Response | None, what: str) -> None:
+    def _wait(self, attempt: int, response: httpx.Response | None, what: str) -> bool:
+        """Back off before a retry; False (no wait) when the stage's deadline would pass first."""
         delay = self.backoff_s * 2 ** (attempt - 1)
         retry_after = response.headers.get("Retry-After") if response is not None else None
         if retry_after and retry_after.isdigit():
             delay = max(delay, min(float(retry_after), 60.0))
+        left = deadlines.remaining()
+        if left is not None and left <= delay:
+            return False
         log.get().debug("retrying %s in %.1fs (attempt %d)", what, delay, attempt)
         time.sleep(delay)
+        return True
+
+    def deadline(self, stage: str, seconds: float) -> AbstractContextManager[None]:
+        """Bound a whole stage (`HubSettings.*_deadline_s`): past it, the stage's next request fails (`HubError`)."""
+        return deadlines.stage_deadline(stage, seconds)
 
     # ---- reads ----
 
@@ -257,13 +293,11 @@ class Hub:
         def fetch() -> bytes | None:
             url = hf.hf_hub_url(repo_id, filename, revision=revision, repo_type=repo_type, endpoint=self.endpoint)
             headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
-            with hf.utils.get_session().stream(
-                "GET", url, headers=headers, follow_redirects=True, timeout=30
-            ) as response:
+            with hf.utils.get_session().stream("GET", url, headers=headers, follow_redirects=True) as response:
+                # Only the Hub's own answer means "no such file"; a bare 404 (a proxy, a CDN) is an error (HubError).
                 if response.status_code == 404 and response.headers.get("X-Error-Code") in (
                     "EntryNotFound",
                     "RepoNotFound",
-                    None,
                 ):
                     return None
                 hf.utils.hf_raise_for_status(response)
@@ -307,6 +341,24 @@ class Hub:
             log.step("%s: published %s is not usable (%s): rebuilding", repo_id, PROVENANCE_FILE, exc)
             return None
 
+    def user(self) -> str:
+        """The account this Hub's token belongs to: the author of the commits the bot makes with it."""
+        return self.call("whoami", lambda: str(self.api.whoami()["name"]), subject="whoami")
+
+    def commit_author(self, repo_id: str, revision: str) -> str | None:
+        """Who made the commit `revision` of a repo (its first listed author), None when it lists none."""
+
+        def fetch() -> str | None:
+            commits = self.api.list_repo_commits(repo_id, revision=revision)
+            authors = commits[0].authors if commits else []
+            return str(authors[0]) if authors else None
+
+        return self.call("commits", fetch, subject=repo_id)
+
+    def listed_hashes(self, repo_id: str, revision: str) -> dict[str, HubHash]:
+        """The hash the Hub lists for every file of a repo at one revision (one request)."""
+        return self.call("info", lambda: self._listed_hashes(repo_id, revision), subject=repo_id)[1]
+
     def files_or_none(self, repo_id: str) -> RepoFiles | None:
         """A repo at its current commit, or None when it does not exist (or cannot be seen with this token)."""
         try:
@@ -314,20 +366,105 @@ class Hub:
         except Skip:
             return None
 
-    def download(self, repo_id: str, revision: str, dest: Path, files: Iterable[str]) -> Path:
-        """Download exactly `files` of one revision into a plain folder (no cache symlinks).
+    def download(self, repo_id: str, revision: str, dest: Path, files: Iterable[str]) -> Download:
+        """Download exactly `files` of one revision into a plain folder, each checked against the Hub's hash.
 
-        The names are the ones discovery selected and sized: nothing else is fetched, whatever the repo holds.
+        The names are the ones discovery selected and sized: nothing else is fetched, whatever the repo holds. Each
+        file must match what the Hub lists for that revision (LFS sha256, git blob id for the rest; DESIGN §3): a
+        Hub, proxy or CDN that served other bytes costs one fresh download of that file, a second mismatch fails it.
+        A transfer that stalls resumes where it stopped (`HubSettings.download_attempts`), all under the download
+        deadline. The verified sha256 and size of every file are returned and written beside the folder
+        (`bot.hashes.read_manifest`), never into it.
+
+        Raises:
+            Skip: the Hub's own answer says the repo, the revision or a file is not there.
+            Failure: a file's bytes did not match the Hub's hash twice, or the Hub lists no hash for it.
+            HubError: the Hub kept failing, a transfer stalled every attempt, or the download deadline passed.
         """
         names = sorted(files)
+        partials = dest.parent / f".{dest.name}.partial"
+        try:
+            with self.deadline("download", self.settings.download_deadline_s):
+                commit, listed = self.call("info", lambda: self._listed_hashes(repo_id, revision), subject=repo_id)
+                dest.mkdir(parents=True, exist_ok=True)
+                verified = {
+                    name: self._download_verified(repo_id, commit, name, listed.get(name), dest, partials)
+                    for name in names
+                }
+        finally:
+            shutil.rmtree(partials, ignore_errors=True)
+        write_manifest(dest, verified)
+        return Download(dest, repo_id, commit, verified)
 
-        def fetch() -> Path:
-            dest.mkdir(parents=True, exist_ok=True)
-            for name in names:
-                self.api.hf_hub_download(repo_id, name, revision=revision, local_dir=dest)
-            return dest
+    def _listed_hashes(self, repo_id: str, revision: str) -> tuple[str, dict[str, HubHash]]:
+        """The commit a revision names and the hash the Hub lists for each file there (one request)."""
+        info = self.api.model_info(repo_id, revision=revision, files_metadata=True)
+        listed = {}
+        for sibling in info.siblings or []:
+            lfs = sibling.lfs
+            sha256 = lfs.sha256 if lfs is not None else None
+            listed[sibling.rfilename] = HubHash(
+                size=int(lfs.size if lfs is not None else sibling.size or 0),
+                sha256=sha256 if is_sha256(sha256) else None,
+                blob_id=sibling.blob_id if is_blob_id(sibling.blob_id) else None,
+            )
+        return str(info.sha or revision), listed
 
-        return self.call("download", fetch, subject=repo_id)
+    def _download_verified(
+        self, repo_id: str, commit: str, name: str, listed: HubHash | None, dest: Path, partials: Path
+    ) -> FileHash:
+        """One file, downloaded until its bytes match the Hub's hash (twice at most), then moved into `dest`."""
+        where = f"{name} at {commit[:7]}"
+        if listed is None or not listed.checkable:
+            why = "the Hub does not list it there" if listed is None else "the Hub lists no hash for it"
+            raise Failure(f"{where}: {why}, so it cannot be verified", subject=repo_id, stage="download")
+        relative = PurePosixPath(name)
+        if relative.is_absolute() or ".." in relative.parts or "\\" in name:
+            raise Failure(f"{name!r}: not a file name inside the repo", subject=repo_id, stage="download")
+        part, final = partials / relative, dest / relative
+        problem = ""
+        for attempt in (1, 2):
+            self._transfer(repo_id, commit, name, listed.size, part)
+            local = hash_file(part)
+            problem = mismatch(local, listed) or ""
+            if not problem:
+                final.parent.mkdir(parents=True, exist_ok=True)
+                part.replace(final)
+                return local.file
+            part.unlink()
+            if attempt == 1:
+                log.step("%s: %s: %s; downloading it again", repo_id, where, problem)
+        raise Failure(f"{where}: {problem} (downloaded twice; not built)", subject=repo_id, stage="download")
+
+    def _transfer(self, repo_id: str, commit: str, name: str, size: int, part: Path) -> None:
+        """Fetch one file into `part`, resuming a stalled transfer where it stopped.
+
+        Raises:
+            HubError: every attempt stalled, or the download deadline passed, naming the bytes received.
+        """
+        hf = _hf()
+        url = hf.hf_hub_url(repo_id, name, revision=commit, endpoint=self.endpoint)
+        headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
+        part.parent.mkdir(parents=True, exist_ok=True)
+        attempts, cause = self.settings.download_attempts, "no attempt"
+        for attempt in range(1, attempts + 1):
+            try:
+                self.call("download", lambda: _get_into(url, headers, part, size), subject=repo_id)
+                return
+            except _Interrupted as stop:
+                cause = stop.reason
+                if stop.final or attempt == attempts:
+                    break
+                log.step("%s: %s stopped at %d of %d bytes (%s); resuming", repo_id, name, _size(part), size, cause)
+                if not self._wait(attempt, None, "download"):
+                    break
+        raise HubError(
+            f"download of {name} at {commit[:7]} stopped with {_size(part)} of {size} bytes received, after "
+            f"{attempt} attempt(s) each resuming where the last stopped: {cause}",
+            status=None,
+            subject=repo_id,
+            stage="download",
+        )
 
     # ---- writes (publish stage only) ----
 
@@ -407,7 +544,7 @@ class Hub:
             for _ in range(MAX_NAMESPACE_PAGES):
                 if url is None:
                     break
-                response = hf.utils.get_session().get(url, params=params, headers=headers, timeout=30)
+                response = hf.utils.get_session().get(url, params=params, headers=headers)
                 hf.utils.hf_raise_for_status(response)
                 for item in response.json():
                     if isinstance(item, dict) and isinstance(item.get("id"), str):
@@ -487,6 +624,87 @@ class Hub:
         self.call(
             "collection", lambda: self.api.delete_collection_item(slug, item.object_id, missing_ok=True), subject=slug
         )
+
+
+class _Interrupted(Exception):
+    """A transfer stopped part-way (stalled, dropped, past the deadline); `Hub._transfer` decides whether to resume."""
+
+    def __init__(self, cause: Exception):
+        super().__init__(str(cause))
+        self.reason = _short(cause, 200) or type(cause).__name__
+        self.final = isinstance(cause, deadlines.DeadlinePassed)
+
+
+def _get_into(url: str, headers: dict[str, str], part: Path, size: int) -> None:
+    """One GET of a file into `part`, from the byte it already holds; every byte is on disk as soon as it arrives.
+
+    `identity`: the bytes on the wire are the file's own (the Hub gzips text files otherwise), so a Range resumes at
+    an exact byte and the hash covers the file as stored.
+
+    Raises:
+        _Interrupted: the answer stalled, the connection failed, or the deadline passed.
+    """
+    hf = _hf()
+    offset = _size(part)
+    if offset > size:
+        part.unlink()
+        offset = 0
+    elif offset and offset == size:
+        return  # complete already; the hash check decides
+    request_headers = {**headers, "Accept-Encoding": "identity"}
+    if offset:
+        request_headers["Range"] = f"bytes={offset}-"
+    try:
+        with hf.utils.get_session().stream("GET", url, headers=request_headers, follow_redirects=True) as response:
+            hf.utils.hf_raise_for_status(response)
+            # A server that ignores the Range sends the whole file again (200): start over.
+            with part.open("ab" if offset and response.status_code == 206 else "wb") as out:
+                for chunk in response.iter_bytes():
+                    out.write(chunk)
+    except (deadlines.Stalled, deadlines.DeadlinePassed, httpx.TransportError) as exc:
+        raise _Interrupted(exc) from None
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0
+
+
+def _verdict(exc: Exception, *, subject: str | None, stage: str) -> tuple[BotError, bool] | None:
+    """What an exception from a Hub operation means: the error to raise, and whether a retry may help.
+
+    Returns:
+        None for an exception that says nothing about the Hub (it is re-raised as it is).
+    """
+    hf = _hf()
+    if isinstance(exc, BotError):
+        return None
+    if isinstance(exc, hf.utils.HFValidationError):
+        return Skip(f"not a valid Hub repo id or revision: {_short(exc, 160)}", subject=subject, stage=stage), False
+    if isinstance(exc, hf.errors.HfHubHTTPError):
+        response = exc.response
+        status = response.status_code if response is not None else None
+        code = response.headers.get("X-Error-Code") if response is not None else None
+        if code in _DEFINITIVE:
+            return Skip(_DEFINITIVE[code], subject=subject, stage=stage), False
+        origin = " without the Hub's X-Error-Code (a proxy's or CDN's answer)" if status in (401, 403, 404) else ""
+        error_class = PreconditionFailed if status == 412 else HubError
+        error = error_class(
+            f"Hub answered {status}{origin}: {_short(exc)}", status=status, subject=subject, stage=stage
+        )
+        return error, status in _RETRY_STATUSES
+    if isinstance(exc, deadlines.DeadlinePassed):
+        return HubError(str(exc), status=None, subject=subject, stage=stage), False
+    if isinstance(exc, deadlines.Stalled | httpx.TransportError | ConnectionError):
+        late = deadlines.passed()  # a timeout cut short by the stage's deadline
+        if late is not None:
+            return HubError(f"{late} ({_short(exc, 120)})", status=None, subject=subject, stage=stage), False
+        return HubError(f"Hub unreachable: {_short(exc)}", status=None, subject=subject, stage=stage), True
+    return None
+
+
+def _response_of(exc: Exception) -> httpx.Response | None:
+    response = getattr(exc, "response", None)
+    return response if isinstance(response, httpx.Response) else None
 
 
 def _listing(info) -> RepoListing:

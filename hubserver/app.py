@@ -13,11 +13,12 @@ import json
 import math
 import secrets
 import socket
+import socketserver
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
@@ -131,6 +132,12 @@ class HubHTTPServer(ThreadingHTTPServer):
         self._connections_lock = threading.Lock()
         super().__init__(address, HubHandler)
 
+    def server_bind(self) -> None:
+        """Bind without `HTTPServer.server_bind`'s `getfqdn(host)`: a name lookup of the address, sent to DNS where
+        /etc/hosts lacks it, and the offline demo makes no connection outside loopback (tests/test_egress.py)."""
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
+
     def finish_request(self, request: Any, client_address: Any) -> None:
         with self._connections_lock:
             self._connections.add(request)
@@ -186,6 +193,9 @@ class HubHandler(BaseHTTPRequestHandler):
             if fault is not None and fault.drop:
                 self._hang_up(body)
                 return
+            if fault is not None and fault.stall is not None and fault.after_bytes is None:
+                self._stall(fault.stall)  # accepted, then silence: not even a status line
+                return
             try:
                 caller = hub.accounts.identify(self.headers.get("Authorization"))
                 response = self._route(hub, path, query, body, caller, fault)
@@ -202,7 +212,7 @@ class HubHandler(BaseHTTPRequestHandler):
             except (ConnectionError, ValueError):
                 self.close_connection = True
             status = response.status
-            bytes_out = self._send(response)
+            bytes_out = self._send(response, fault)
         finally:
             if not is_admin:
                 hub.log.add(
@@ -230,6 +240,8 @@ class HubHandler(BaseHTTPRequestHandler):
     ) -> Response:
         """Run the route for this request (or the fault's injected error)."""
         if fault is not None and fault.status is not None:
+            if fault.bare:
+                return _bare_error(fault.status)
             raise _injected_error(fault)
         route, params = hub.router.match(self.command, path)
         host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
@@ -265,8 +277,19 @@ class HubHandler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
 
-    def _send(self, response: Response) -> int:
-        """Write status, headers and (except for HEAD) the body; returns the body bytes sent."""
+    def _stall(self, seconds: float) -> None:
+        """Say nothing for `seconds`, then hang up: a Hub (or a proxy) that accepted the request and went silent."""
+        time.sleep(seconds)
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _send(self, response: Response, fault: FaultRule | None = None) -> int:
+        """Write status, headers and (except for HEAD) the body; returns the body bytes sent.
+
+        A body fault changes only how the body goes out: in a trickle, stalled part-way, or with its last byte
+        flipped (`corrupt`: same length and headers, so only a hash check can tell).
+        """
         if response.file is not None:
             start, end = response.file_range or (0, response.file.stat().st_size)
             length = end - start
@@ -280,22 +303,54 @@ class HubHandler(BaseHTTPRequestHandler):
             self.end_headers()
             if self.command == "HEAD" or length == 0:
                 return 0
-            if response.file is None:
-                self.wfile.write(response.body)
-                return length
-            sent = 0
-            with open(response.file, "rb") as handle:
-                handle.seek(start)
-                while sent < length:
-                    data = handle.read(min(CHUNK, length - sent))
-                    if not data:
-                        break
-                    self.wfile.write(data)
-                    sent += len(data)
-            return sent
+            return self._write_body(_body_chunks(response, start, length), length, fault)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
             return 0
+
+    def _write_body(self, chunks: Iterator[bytes], length: int, fault: FaultRule | None) -> int:
+        sent = 0
+        for chunk in chunks:
+            if fault is not None and fault.corrupt and sent + len(chunk) == length:
+                chunk = chunk[:-1] + bytes([chunk[-1] ^ 0xFF])
+            if fault is not None and fault.trickle is not None:
+                for index in range(len(chunk)):
+                    self.wfile.write(chunk[index : index + 1])
+                    sent += 1
+                    time.sleep(fault.trickle)
+                continue
+            if fault is not None and fault.stall is not None and fault.after_bytes is not None:
+                room = fault.after_bytes - sent
+                if room < len(chunk):
+                    self.wfile.write(chunk[: max(room, 0)])
+                    self._stall(fault.stall)
+                    return sent + max(room, 0)
+            self.wfile.write(chunk)
+            sent += len(chunk)
+        return sent
+
+
+def _body_chunks(response: Response, start: int, length: int) -> Iterator[bytes]:
+    """A response's body in pieces of at most CHUNK bytes: its bytes, or its file's range."""
+    if response.file is None:
+        for offset in range(0, length, CHUNK):
+            yield response.body[offset : offset + CHUNK]
+        return
+    sent = 0
+    with open(response.file, "rb") as handle:
+        handle.seek(start)
+        while sent < length:
+            data = handle.read(min(CHUNK, length - sent))
+            if not data:
+                return
+            sent += len(data)
+            yield data
+
+
+def _bare_error(status: int) -> Response:
+    """An error as a proxy or CDN answers it: a status and an HTML page, none of the Hub's error headers."""
+    page = f"<html><body><h1>{status}</h1></body></html>".encode()
+    return Response(status=status, body=page, headers={"Content-Type": "text/html"})
 
 
 def _with_extra_siblings(response: Response, names: tuple[str, ...]) -> Response:
@@ -304,8 +359,9 @@ def _with_extra_siblings(response: Response, names: tuple[str, ...]) -> Response
     if not isinstance(data, dict) or "siblings" not in data:
         return response
     data["siblings"] = data["siblings"] + [{"rfilename": name, "size": 1, "blobId": "0" * 40} for name in names]
-    return Response.json(data, status=response.status, headers={k: v for k, v in response.headers.items()
-                                                                  if k.lower() != "content-type"})
+    return Response.json(
+        data, status=response.status, headers={k: v for k, v in response.headers.items() if k.lower() != "content-type"}
+    )
 
 
 def _injected_error(fault: FaultRule) -> errors.HubError:

@@ -11,6 +11,14 @@ and does exactly one thing:
     {"path": "^/api/models$", "endless_listing": true}                   listing pages that never end
     {"path": "^/api/models/a/b", "extra_siblings": ["../x.json"]}        a hostile listing: names no real Hub
                                                                            would store, added to repo info
+    {"path": "/api/models/", "status": 404, "bare": true}                a proxy's or CDN's 404: no X-Error-Code,
+                                                                           no X-Error-Message, no JSON body
+    {"path": "/resolve/", "stall": 5}                                     accept, say nothing for 5 s, hang up
+    {"path": "/resolve/", "stall": 5, "after_bytes": 4096}                the headers and 4096 bytes of the body,
+                                                                           then the same silence and hang-up
+    {"path": "/resolve/", "trickle": 5}                                   the headers, then one byte every 5 s
+    {"path": "/resolve/.+model.safetensors", "corrupt": true}             the file with its last byte flipped: same
+                                                                           length and headers, only a hash tells
 
 `endless_listing` applies to the listing endpoints: every page comes back with the same entries and a `Link` to
 itself. It fires on every matching request unless `times` says otherwise, since one endless page is not endless.
@@ -26,7 +34,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-_ACTIONS = ("status", "delay", "drop", "endless_listing", "extra_siblings")
+_ACTIONS = ("status", "delay", "drop", "endless_listing", "extra_siblings", "stall", "trickle", "corrupt")
+_MODIFIERS = ("retry_after", "bare", "after_bytes")  # refine an action: status (retry_after, bare), stall
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,11 @@ class FaultRule:
     drop: bool = False
     endless_listing: bool = False
     extra_siblings: tuple[str, ...] = ()
+    bare: bool = False
+    stall: float | None = None
+    after_bytes: int | None = None
+    trickle: float | None = None
+    corrupt: bool = False
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FaultRule:
@@ -52,9 +66,11 @@ class FaultRule:
         """
         if not isinstance(data, Mapping):
             raise ValueError(f"A fault rule must be a JSON object, got {data!r}")
-        unknown = set(data) - {"path", "method", "times", "retry_after", *_ACTIONS}
+        unknown = set(data) - {"path", "method", "times", *_MODIFIERS, *_ACTIONS}
         if unknown:
-            raise ValueError(f"Unknown fault rule keys {sorted(unknown)}; known: path, method, times, {_ACTIONS}")
+            raise ValueError(
+                f"Unknown fault rule keys {sorted(unknown)}; known: path, method, times, {_MODIFIERS}, {_ACTIONS}"
+            )
         actions = [key for key in _ACTIONS if data.get(key) not in (None, False)]
         if len(actions) != 1:
             raise ValueError(f"A fault rule needs exactly one action of {_ACTIONS}, got {actions or 'none'}")
@@ -71,6 +87,7 @@ class FaultRule:
         siblings = data.get("extra_siblings") or ()
         if not (isinstance(siblings, list | tuple) and all(isinstance(name, str) for name in siblings)):
             raise ValueError("extra_siblings must be a list of file names")
+        _check_timing(data, actions[0])
         default_times = -1 if actions in (["endless_listing"], ["extra_siblings"]) else 1
         return cls(
             path=path,
@@ -82,21 +99,51 @@ class FaultRule:
             drop=bool(data.get("drop")),
             endless_listing=bool(data.get("endless_listing")),
             extra_siblings=tuple(siblings),
+            bare=bool(data.get("bare")),
+            stall=float(data["stall"]) if data.get("stall") is not None else None,
+            after_bytes=int(data["after_bytes"]) if data.get("after_bytes") is not None else None,
+            trickle=float(data["trickle"]) if data.get("trickle") is not None else None,
+            corrupt=bool(data.get("corrupt")),
         )
 
     @property
     def label(self) -> str:
         """How the request log names the fault that hit a request."""
         if self.status is not None:
-            return f"status={self.status}"
+            return f"status={self.status}" + (" bare" if self.bare else "")
         if self.delay is not None:
             return f"delay={self.delay:g}"
+        if self.stall is not None:
+            return f"stall={self.stall:g}" + (
+                f" after {self.after_bytes} bytes" if self.after_bytes is not None else ""
+            )
+        if self.trickle is not None:
+            return f"trickle={self.trickle:g}"
+        if self.corrupt:
+            return "corrupt"
         if self.extra_siblings:
             return "extra_siblings"
         return "drop" if self.drop else "endless_listing"
 
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and re.search(self.path, path) is not None
+
+
+def _check_timing(data: Mapping[str, Any], action: str) -> None:
+    """Seconds must be positive numbers, and each modifier must go with the action it refines.
+
+    Raises:
+        ValueError: naming the key.
+    """
+    for key in ("stall", "trickle", "delay"):
+        value = data.get(key)
+        if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool) and value > 0):
+            raise ValueError(f"Fault {key} must be a positive number of seconds, got {value!r}")
+    after = data.get("after_bytes")
+    if after is not None and (action != "stall" or not isinstance(after, int) or isinstance(after, bool) or after < 0):
+        raise ValueError(f"after_bytes goes with stall and is a byte count, got {after!r} with {action}")
+    if data.get("bare") and action != "status":
+        raise ValueError("bare goes with status (a proxy's or CDN's error answer)")
 
 
 def parse_rules(data: Any) -> list[FaultRule]:

@@ -171,3 +171,15 @@ def create_tag(hub: HubApp, req: Request) -> Response:
         raise errors.bad_request("Missing tag name")
     hub.store.create_tag(repo, tag, hub.revision(repo, revision))
     return Response.json({})
+
+
+@routes.route("GET", "/api/whoami-v2")
+def whoami(hub: HubApp, req: Request) -> Response:
+    """Who the token belongs to (`HfApi.whoami`): the name its commits are authored by, its organisations."""
+    if req.caller.user is None:
+        raise errors.unauthorized()
+    orgs = [{"name": org, "type": "org"} for org in req.caller.orgs]
+    role = "write" if req.caller.write else "read"
+    return Response.json(
+        {"type": "user", "name": req.caller.user, "orgs": orgs, "auth": {"accessToken": {"role": role}}}
+    )

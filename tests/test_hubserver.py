@@ -163,7 +163,9 @@ def test_fault_rule_needs_exactly_one_action() -> None:
     assert FaultRule.from_json({"path": "x", "status": 503}).times == 1
     assert FaultRule.from_json({"path": "x", "endless_listing": True}).times == -1
     for bad in ({"path": "x"}, {"path": "x", "status": 500, "drop": True}, {"path": "(", "drop": True},
-                {"path": "x", "status": 503, "colour": "red"}):  # fmt: skip
+                {"path": "x", "status": 503, "colour": "red"}, {"path": "x", "stall": 0},
+                {"path": "x", "trickle": 1, "after_bytes": 10}, {"path": "x", "corrupt": True, "bare": True},
+                {"path": "x", "stall": 1, "after_bytes": -1}):  # fmt: skip
         with pytest.raises(ValueError):
             FaultRule.from_json(bad)
 
@@ -526,6 +528,36 @@ def test_endless_listing_fault(api: HfApi, hub: LocalHub, published: tuple[str, 
     assert listed == ["bot/draft-a"] * 7  # the same page again and again, until the client's own limit
 
 
+def test_network_faults_look_like_a_bad_network_to_the_client(hub: LocalHub, published: tuple[str, Path, str]) -> None:
+    """Wrong bytes with the right headers, a proxy's bare 404, silence, a trickle, and a stall part-way."""
+    small, big = (f"{hub.url}/{published[0]}/resolve/main/{n}" for n in ("openvino_model.xml", "model.safetensors"))
+    clean = httpx.get(small)
+    try:
+        hub.set_faults([{"path": "openvino_model.xml$", "corrupt": True}])
+        corrupt = httpx.get(small)
+        assert corrupt.content != clean.content and len(corrupt.content) == len(clean.content)
+        assert {k: v for k, v in corrupt.headers.items() if k != "date"} == {
+            k: v for k, v in clean.headers.items() if k != "date"
+        }
+        hub.set_faults([{"path": "openvino_model.xml$", "status": 404, "bare": True}])
+        bare = httpx.get(small)
+        assert bare.status_code == 404 and not {"x-error-code", "x-error-message"} & set(bare.headers)
+        hub.set_faults([{"path": "openvino_model.xml$", "stall": 2}])
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.get(small, timeout=0.3)
+        hub.set_faults([{"path": "openvino_model.xml$", "trickle": 0.3}])
+        with httpx.stream("GET", small) as response:
+            assert [len(chunk) for _, chunk in zip(range(2), response.iter_raw(), strict=False)] == [1, 1]
+        hub.set_faults([{"path": "model.safetensors$", "stall": 2, "after_bytes": 1000}])
+        received = 0
+        with pytest.raises(httpx.ReadTimeout), httpx.stream("GET", big, timeout=0.3) as response:
+            for chunk in response.iter_raw():
+                received += len(chunk)
+        assert received == 1000
+    finally:
+        hub.clear_faults()
+
+
 def test_request_log_over_http(hub: LocalHub, api: HfApi) -> None:
     hub.add_token("hf_carol", "carol", write=True)
     assert admin_get(hub, "/api/_admin/requests", token="hf_carol").status_code == 403
@@ -608,7 +640,7 @@ def _publish_at_once(writers: list[HfApi], repo_id: str, data: bytes, parents: l
             outcomes[index] = "ok"
         except HfHubHTTPError as exc:
             outcomes[index] = exc.response.status_code
-        except Exception as exc:  # noqa: BLE001 - the failure under test is the client's RuntimeError
+        except Exception as exc:  # the failure under test is the client's RuntimeError
             outcomes[index] = exc
 
     threads = [threading.Thread(target=publish, args=(index,)) for index in range(len(parents))]
