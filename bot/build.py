@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from bot import __version__, log, record
-from bot.bundle import Bundle, write_bundle
+from bot.bundle import Bundle, source_files, write_bundle
 from bot.check_ir import DraftIrReport, TargetIrReport, inspect_draft, inspect_target
 from bot.checkpoints import DraftSpec, TargetSpec, check_weights, classify_draft, load_config, read_target
 from bot.discover import Candidate
@@ -360,6 +360,7 @@ def _build_group(
                 target_quality,
                 all_exports,
                 provenance,
+                reused,
             )
             finishing[index] = finishers.submit(_finish_draft, job, recipe, toolchain, scratch)
         for index, future in finishing.items():
@@ -421,6 +422,13 @@ class _DraftJob:
     target_quality: _Once[QualityReport]
     all_exports: list[Future[ExportResult]]
     target_provenance: Future[TargetProvenance]  # known once the target's int4 settings are read
+    reused: ReusedIr | None
+
+    def target_sources(self) -> record.FileList:
+        """The target checkpoint's files the target IR was built from (a reused IR: as its record lists them)."""
+        if self.reused is not None:
+            return dict(self.reused.record.source_files or {})
+        return source_files(self.target.path)
 
     def exports_done(self) -> None:
         """Wait for every export of the group, failed ones included."""
@@ -567,6 +575,7 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
                 built,
                 scratch,
                 *_environments(toolchain),
+                sources=(source_files(job.draft.checkout.path), job.target_sources()),
             ),
         )
         log.step("%s: bundle %s (%s)", name, job.draft.out, built.status)

@@ -12,7 +12,6 @@ import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bot.checkpoints import DraftSpec, TargetSpec
 from bot.errors import Failure
@@ -114,6 +113,95 @@ def _to_python(value):
     return value
 
 
+def port_names(ports) -> tuple[str, ...]:
+    """Sorted names of a model's inputs or outputs; a damaged IR may hold a tensor without any name."""
+    return tuple(sorted(port.get_any_name() if port.get_names() else "(unnamed)" for port in ports))
+
+
+@dataclass(frozen=True)
+class DFlashRtInfo:
+    """The DFlash rt_info GenAI reads from a draft, each value parsed (None: missing or of the wrong type), and
+    what is wrong with it, one problem per key, so a damaged IR is reported rather than crashing a check."""
+
+    mode: bool
+    mask_token_id: int | None
+    target_layer_ids: tuple[int, ...] | None
+    candidate_position_offset: int | None
+    problems: tuple[str, ...]
+
+
+def read_dflash_rt_info(rt_info: dict, *, per_row: bool) -> DFlashRtInfo:
+    """Parse `dflash_mode` and `dflash/*` (values are strings in an IR; a map where a value belongs is wrong).
+
+    Args:
+        rt_info: `read_rt_info`'s result.
+        per_row: the per-row format, which must also carry `dflash/candidate_position_offset` (0 or 1).
+    """
+    problems = []
+    mode = rt_info.get("dflash_mode")
+    mode_on = isinstance(mode, str) and mode.lower() == "true"
+    if not mode_on:
+        problems.append("dflash_mode is not True" + (f" ({_shown(mode)})" if mode is not None else ""))
+    dflash = rt_info.get("dflash", {})
+    if not isinstance(dflash, dict):
+        problems.append(f"dflash is {_shown(dflash)}, not a group of values")
+        dflash = {}
+    mask = _natural(dflash.get("mask_token_id"))
+    if mask is None:
+        problems.append(_bad("mask_token_id", dflash, "a token id"))
+    layers = None
+    raw_layers = dflash.get("target_layer_ids")
+    if isinstance(raw_layers, str):
+        parsed = [_natural(part) for part in raw_layers.split(",")]
+        layers = tuple(p for p in parsed if p is not None) if None not in parsed else None
+    if layers is None:
+        problems.append(_bad("target_layer_ids", dflash, "comma-separated layer numbers"))
+    offset = dflash.get("candidate_position_offset")
+    if offset is None and per_row:
+        problems.append("missing dflash/candidate_position_offset")
+    elif offset is not None and offset not in ("0", "1"):
+        problems.append(f"dflash/candidate_position_offset is {_shown(offset)}, not 0 or 1")
+    position = int(offset) if offset in ("0", "1") else None
+    return DFlashRtInfo(mode_on, mask, layers, position, tuple(problems))
+
+
+def _natural(value: object) -> int | None:
+    """A non-negative integer written as text (an rt_info value), else None."""
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
+
+
+def _bad(key: str, dflash: dict, wanted: str) -> str:
+    if key not in dflash:
+        return f"missing dflash/{key}"
+    return f"dflash/{key} is {_shown(dflash[key])}, not {wanted}"
+
+
+def _shown(value: object, limit: int = 80) -> str:
+    """A value from an IR, quoted and cut short, for a reason."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def hidden_state_layers(rt_info: dict) -> tuple[int, ...]:
+    """The target layers whose hidden states GenAI taps (`hidden_states_decoder_layers`, JSON with `layers`).
+
+    Raises:
+        Failure: the annotation is missing (an export older than optimum-intel 2.2.0) or malformed.
+    """
+    annotation = rt_info.get("hidden_states_decoder_layers")
+    if not annotation:
+        raise Failure(
+            "target IR has no hidden_states_decoder_layers rt_info (export with optimum-intel >= 2.2.0)",
+            stage="inspect",
+        )
+    try:
+        return tuple(sorted(int(k) for k in json.loads(annotation)["layers"]))
+    except (ValueError, KeyError, TypeError, IndexError):
+        raise Failure(
+            f"target IR's hidden_states_decoder_layers rt_info is malformed: {_shown(annotation)}", stage="inspect"
+        ) from None
+
+
 def quantization_parameters(rt_info: dict) -> dict:
     """NNCF's record of how the weights were compressed (the card's Quantization Parameters)."""
     compression = rt_info.get("nncf", {}).get("weight_compression", {})
@@ -198,16 +286,7 @@ def inspect_target(ir_dir: Path, target: TargetSpec, draft: DraftSpec) -> Target
     check = paged_attention_check(path, target.full_attention_layers)
     if not check.ready:
         raise Failure(f"target IR fails the SDPA→PagedAttention check: {check.reason}", stage="inspect")
-    annotation = rt_info.get("hidden_states_decoder_layers")
-    if not annotation:
-        raise Failure(
-            "target IR has no hidden_states_decoder_layers rt_info (export with optimum-intel >= 2.2.0)",
-            stage="inspect",
-        )
-    try:
-        layers = tuple(sorted(int(k) for k in json.loads(annotation)["layers"]))
-    except (ValueError, KeyError, TypeError):
-        raise Failure("target IR's hidden_states_decoder_layers rt_info is malformed", stage="inspect") from None
+    layers = hidden_state_layers(rt_info)
     untapped = [i for i in draft.target_layer_ids if i not in layers]
     if untapped:
         raise Failure(
@@ -267,8 +346,7 @@ def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
     if not path.is_file():
         raise Failure("draft IR openvino_model.xml was not written by the export", stage="inspect")
     model = ov.Core().read_model(path)
-    inputs = tuple(sorted(i.get_any_name() for i in model.inputs))
-    outputs = tuple(sorted(o.get_any_name() for o in model.outputs))
+    inputs, outputs = port_names(model.inputs), port_names(model.outputs)
     rt_info = read_rt_info(model)
 
     if is_per_row(inputs, rt_info):
@@ -280,23 +358,22 @@ def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
             f"draft IR has neither the stateful nor the per-row DFlash signature (inputs: {list(inputs)})",
             stage="inspect",
         )
-    if str(rt_info.get("dflash_mode", "")).lower() != "true":
+    dflash = read_dflash_rt_info(rt_info, per_row=False)  # the per-row rules check the offset
+    if not dflash.mode:
         raise Failure("draft IR lacks rt_info dflash_mode=True, so GenAI would not run it as DFlash", stage="inspect")
-    dflash = rt_info.get("dflash", {}) if isinstance(rt_info.get("dflash"), dict) else {}
-    try:
-        mask_token_id = int(dflash["mask_token_id"])
-        layer_ids = tuple(int(x) for x in str(dflash["target_layer_ids"]).split(","))
-    except (KeyError, ValueError):
+    mask_token_id, layer_ids = dflash.mask_token_id, dflash.target_layer_ids
+    if mask_token_id is None or layer_ids is None:
         raise Failure(
-            "draft IR rt_info dflash/mask_token_id or dflash/target_layer_ids is missing or malformed", stage="inspect"
-        ) from None
+            "draft IR rt_info dflash/mask_token_id or dflash/target_layer_ids is missing or malformed: "
+            + "; ".join(dflash.problems),
+            stage="inspect",
+        )
     if mask_token_id != draft.mask_token_id or layer_ids != draft.target_layer_ids:
         raise Failure(
             f"draft IR rt_info (mask {mask_token_id}, layers {list(layer_ids)}) disagrees with the "
             f"source config (mask {draft.mask_token_id}, layers {list(draft.target_layer_ids)})",
             stage="inspect",
         )
-    offset = dflash.get("candidate_position_offset")
     rules: tuple[RuleResult, ...] = ()
     windows: tuple[int, ...] = ()
     if draft_format == "per-row":
@@ -304,7 +381,6 @@ def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
         if not report.passed:
             raise Failure(f"per-row draft IR breaks the per-row rules: {report.failure_reason()}", stage="inspect")
         check, rules, windows = report.paged_attention, report.rules, report.layer_windows
-        position_offset = int(offset) if offset is not None else None  # 0 is a real value here
     else:  # stateful: the transformation is expected to refuse it, which is reported, not hidden
         if not model.get_variables():
             raise Failure("stateful draft IR has no KV-cache state", stage="inspect")
@@ -319,14 +395,13 @@ def inspect_draft(ir_dir: Path, draft: DraftSpec) -> DraftIrReport:
                 check.sdpa_left,
                 check.state_ops_left,
             )
-        position_offset = int(offset) if offset else None
     return DraftIrReport(
         format=draft_format,
         inputs=inputs,
         outputs=outputs,
         mask_token_id=mask_token_id,
         target_layer_ids=layer_ids,
-        candidate_position_offset=position_offset,
+        candidate_position_offset=dflash.candidate_position_offset,  # 0 is a real value here
         paged_attention=check,
         quantization=quantization_parameters(rt_info),
         rules=rules,
@@ -366,14 +441,25 @@ class DraftLayout:
 
     @classmethod
     def read(cls, ir_dir: Path, num_layers: int | None = None) -> DraftLayout | None:
-        """From the `config.json` the export writes beside the IR (None when there is none to read)."""
+        """From the `config.json` the export writes beside the IR (None when there is none to read).
+
+        Raises:
+            Failure: the config is there but its layer count, layer kinds or window have the wrong types.
+        """
         try:
             config = json.loads((ir_dir / "config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        layers = int(config.get("num_hidden_layers") or num_layers or 0)
-        types = tuple(config.get("layer_types") or ("full_attention",) * layers)
-        return cls(layer_types=types, sliding_window=int(config.get("sliding_window") or 0))
+        if not isinstance(config, dict):
+            raise Failure("config.json beside the draft IR is not a JSON object", stage="inspect")
+        layers, window = config.get("num_hidden_layers") or num_layers or 0, config.get("sliding_window") or 0
+        types = config.get("layer_types") or ["full_attention"] * (layers if isinstance(layers, int) else 0)
+        if not isinstance(layers, int) or not isinstance(window, int) or not isinstance(types, list):
+            raise Failure(
+                "config.json beside the draft IR has a malformed num_hidden_layers, layer_types or sliding_window",
+                stage="inspect",
+            )
+        return cls(layer_types=tuple(str(t) for t in types), sliding_window=window)
 
 
 @dataclass(frozen=True)
@@ -429,8 +515,7 @@ def check_per_row(model_path: Path, layout: DraftLayout | None) -> PerRowReport:
     from openvino.passes import ConstantFolding, Manager
 
     model = ov.Core().read_model(model_path)
-    inputs = {i.get_any_name() for i in model.inputs}
-    outputs = {o.get_any_name() for o in model.outputs}
+    inputs, outputs = set(port_names(model.inputs)), set(port_names(model.outputs))
     rt_info = read_rt_info(model)
     rules = [_input_rule(inputs, outputs), _rt_info_rule(rt_info)]
 
@@ -519,13 +604,7 @@ def _input_rule(inputs: set[str], outputs: set[str]) -> RuleResult:
 
 
 def _rt_info_rule(rt_info: dict) -> RuleResult:
-    raw_dflash = rt_info.get("dflash")
-    dflash: dict = raw_dflash if isinstance(raw_dflash, dict) else {}
-    problems = [] if str(rt_info.get("dflash_mode", "")).lower() == "true" else ["dflash_mode is not True"]
-    problems += [f"missing dflash/{key}" for key in PER_ROW_RT_INFO if key not in dflash]
-    offset = dflash.get("candidate_position_offset")
-    if offset is not None and str(offset) not in ("0", "1"):
-        problems.append(f"dflash/candidate_position_offset is {offset!r}, not 0 or 1")
+    problems = read_dflash_rt_info(rt_info, per_row=True).problems
     return RuleResult(
         "rt_info", not problems, "; ".join(problems) or "dflash_mode, dflash/" + ", dflash/".join(PER_ROW_RT_INFO)
     )
@@ -555,89 +634,7 @@ def _window(op) -> int:
 
 def _constant_int(output) -> int | None:
     node = output.get_node()
-    return int(node.get_data().reshape(-1)[0]) if node.get_type_name() == "Constant" else None
-
-
-def inspect_folder(ir_dir: Path) -> dict:
-    """An IR folder's role, format and every rule's result, for `dflash-bot inspect` (operators, tests).
-
-    A folder whose `openvino_model.xml` carries `dflash_mode` is a draft, checked by its format's rules (a
-    stateful draft's refusal by SDPA→PagedAttention is reported as expected, `required: false`); any other is a
-    target, checked for the PagedAttention conversion and the hidden-state annotation GenAI taps.
-
-    Raises:
-        Failure: the folder holds no OpenVINO model.
-    """
-    import openvino as ov
-
-    path = next(
-        (ir_dir / n for n in ("openvino_model.xml", "openvino_language_model.xml") if (ir_dir / n).is_file()), None
-    )
-    if path is None:
-        raise Failure(f"{ir_dir} holds no openvino_model.xml or openvino_language_model.xml", stage="inspect")
-    model = ov.Core().read_model(path)
-    inputs = tuple(sorted(i.get_any_name() for i in model.inputs))
-    rt_info = read_rt_info(model)
-    record: dict[str, Any] = {
-        "path": str(path),
-        "inputs": list(inputs),
-        "outputs": sorted(o.get_any_name() for o in model.outputs),
-        "dflash_rt_info": {k: v for k, v in rt_info.items() if k in ("dflash_mode", "dflash")},
-    }
-    required = [True]
-    if str(rt_info.get("dflash_mode", "")).lower() != "true":
-        check = paged_attention_check(path, check_layers_from_sdpa(model))
-        rules = [
-            RuleResult(
-                "paged_attention",
-                check.ready,
-                check.reason or f"{check.paged_attention_ops} PagedAttention ops, no state left",
-            ),
-            RuleResult(
-                "hidden_states_decoder_layers",
-                bool(rt_info.get("hidden_states_decoder_layers")),
-                str(rt_info.get("hidden_states_decoder_layers") or "missing (export with optimum-intel >= 2.2.0)"),
-            ),
-        ]
-        record |= {"role": "target", "format": "decoder"}
-    elif is_per_row(inputs, rt_info):
-        report = check_per_row(path, DraftLayout.read(ir_dir))
-        rules = list(report.rules)
-        record |= {
-            "role": "draft",
-            "format": "per-row",
-            "paged_attention_ready": report.passed,
-            "layer_windows": list(report.layer_windows),
-        }
-    else:
-        check = paged_attention_check(path, check_layers_from_sdpa(model))
-        stateful = {"inputs_embeds", "hidden_states", "beam_idx"} <= set(inputs)
-        rules = [
-            RuleResult(
-                "signature",
-                stateful,
-                "inputs_embeds, hidden_states, beam_idx"
-                if stateful
-                else f"neither the stateful nor the per-row signature: {list(inputs)}",
-            ),
-            _stateful_rt_info_rule(rt_info),
-            RuleResult("kv_cache_state", bool(model.get_variables()), f"{len(model.get_variables())} variables"),
-            RuleResult("paged_attention", check.ready, check.reason or "converted"),
-        ]
-        required = [True, True, True, False]
-        record |= {"role": "draft", "format": "stateful", "paged_attention_ready": False}
-    required += [True] * (len(rules) - len(required))
-    record["rules"] = [asdict(r) | {"required": need} for r, need in zip(rules, required, strict=False)]
-    record["passed"] = not any(r.passed is False for r, need in zip(rules, required, strict=False) if need)
-    return record
-
-
-def _stateful_rt_info_rule(rt_info: dict) -> RuleResult:
-    raw_dflash = rt_info.get("dflash")
-    dflash: dict = raw_dflash if isinstance(raw_dflash, dict) else {}
-    missing = [f"dflash/{k}" for k in ("mask_token_id", "target_layer_ids") if k not in dflash]
-    return RuleResult(
-        "rt_info",
-        not missing,
-        f"missing {missing}" if missing else "dflash_mode, dflash/mask_token_id, dflash/target_layer_ids",
-    )
+    if node.get_type_name() != "Constant":
+        return None
+    data = node.get_data().reshape(-1)
+    return int(data[0]) if data.size else None

@@ -1,20 +1,27 @@
 """`dflash-bot`: a thin typed CLI over the pipeline stages.
 
-Expected failures (a Skip or Failure) end with one line naming the checkpoint, the stage and the cause, and the
-error's exit code; only a bug prints a traceback.
+Expected failures (a Skip or Failure, a usage error) end with one line naming the checkpoint, the stage and the
+cause, and the error's exit code; only a bug prints a traceback. Commands raise; `main` prints, exits, and writes
+the `--report` on every exit path, usage errors included.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
 
 from bot import log
-from bot.errors import BotError
+from bot.errors import BotError, UsageError
+
+if TYPE_CHECKING:
+    from bot.report import RunReport
 
 app = typer.Typer(
     add_completion=False,
@@ -35,9 +42,9 @@ RecipeOption = Annotated[
 ]
 
 
-def _fail(error: BotError) -> None:
-    typer.echo(f"error: {error.one_line()}", err=True)
-    raise typer.Exit(error.exit_code)
+def _fail(error: BotError) -> NoReturn:
+    """Hand an expected error on to `main`, which writes the --report, prints one line and exits with its code."""
+    raise error
 
 
 @app.callback()
@@ -76,11 +83,9 @@ def _only(only: str | None) -> str | None:
     try:
         validate_repo_id(only, what="--only")
     except BotError as error:
-        typer.echo(f"error: {error.message}", err=True)
-        raise typer.Exit(2) from None
+        raise UsageError(error.message) from None
     if "/" not in only:
-        typer.echo(f"error: --only {only!r} needs the namespace too (e.g. z-lab/{only})", err=True)
-        raise typer.Exit(2)
+        raise UsageError(f"--only {only!r} needs the namespace too (e.g. z-lab/{only})")
     return only
 
 
@@ -111,13 +116,11 @@ def build(
 
     if job is not None:
         if draft is not None or target is not None:
-            typer.echo("error: give either --job or --draft/--target, not both", err=True)
-            raise typer.Exit(2)
+            raise UsageError("give either --job or --draft/--target, not both")
         _build_job(_settings(ctx, endpoint), job, out, recipe, work, keep_work)
         return
     if draft is None or target is None:
-        typer.echo("error: --draft and --target are required (or --job)", err=True)
-        raise typer.Exit(2)
+        raise UsageError("--draft and --target are required (or --job)")
     try:
         bundle = build_pair(
             Checkout(draft.resolve()),
@@ -152,14 +155,13 @@ def _build_job(settings, job: str, out: Path, recipe: Path | None, work: Path | 
     try:
         text = Path(job[1:]).read_text(encoding="utf-8") if job.startswith("@") else job
     except OSError as exc:
-        typer.echo(f"error: cannot read {job[1:]}: {exc.strerror}", err=True)
-        raise typer.Exit(2) from None
+        raise UsageError(f"cannot read {job[1:]}: {exc.strerror}") from None
     try:
         jobs = parse_jobs(text)
         loaded = load_recipe(recipe)
     except BotError as error:
         _fail(error)
-    reader = Hub(settings.endpoint, settings.read_token)
+    reader = Hub(settings.endpoint, settings.read_token, settings=loaded.hub)
     outcomes = build_jobs(reader, loaded, jobs, out.resolve(), work=work, keep_work=keep_work)
     actions = Actions(settings)
     report = RunReport(outcomes=outcomes)
@@ -209,11 +211,9 @@ def make_tiny_command(
     from tinymodels import TINY_KINDS, make_tiny
 
     if kind is None or out is None:
-        typer.echo("error: make-tiny needs KIND and OUT (or --shape NAME OUT)", err=True)
-        raise typer.Exit(2)
+        raise UsageError("make-tiny needs KIND and OUT (or --shape NAME OUT)")
     if kind not in TINY_KINDS:
-        typer.echo(f"error: unknown kind '{kind}'; choose from: {', '.join(TINY_KINDS)}", err=True)
-        raise typer.Exit(2)
+        raise UsageError(f"unknown kind '{kind}'; choose from: {', '.join(TINY_KINDS)}")
     pair = make_tiny(kind, out, target_repo=target_repo, seed=seed)
     typer.echo(f"{kind}: target {pair.target}, draft {pair.draft}")
 
@@ -222,8 +222,7 @@ def _make_shape(shape: str, out: Path | None, seed: int, sparse: bool) -> None:
     from tinymodels.shapes import SHAPES, make_shape
 
     if shape not in SHAPES or out is None:
-        typer.echo(f"error: make-tiny --shape NAME OUT, NAME one of: {', '.join(SHAPES)}", err=True)
-        raise typer.Exit(2)
+        raise UsageError(f"make-tiny --shape NAME OUT, NAME one of: {', '.join(SHAPES)}")
     pair = make_shape(shape, out, seed=seed, sparse=sparse)
     typer.echo(f"{shape}: target {pair.target}, draft {pair.draft}")
 
@@ -240,8 +239,7 @@ def hub_serve(
     from hubserver import load_rules, serve
 
     if not token:
-        typer.echo("error: --token (or HUB_TOKEN) is required", err=True)
-        raise typer.Exit(2)
+        raise UsageError("--token (or HUB_TOKEN) is required")
     serve(port=port, data_dir=data, user=user, token=token, faults=load_rules(faults) if faults else ())
 
 
@@ -290,7 +288,7 @@ def plan_command(
     except BotError as error:
         _fail(error)
     settings = _settings(ctx, endpoint)
-    reader = Hub(settings.endpoint, settings.reader_token)
+    reader = Hub(settings.endpoint, settings.reader_token, settings=loaded.hub)
     actions = Actions(settings)
     # stdout carries only the matrix JSON; logs and workflow commands go to stderr (the runner reads both).
     with contextlib.redirect_stdout(sys.stderr):
@@ -360,19 +358,16 @@ def run_command(
         _fail(error)
     settings = _settings(ctx, endpoint)
     if not dry_run and not settings.write_token:
-        typer.echo(
-            "error: no write token (HF_TOKEN) is set, so nothing could be published: set it, or use "
-            "--dry-run to see the plan",
-            err=True,
+        raise UsageError(
+            "no write token (HF_TOKEN) is set, so nothing could be published: set it, or use --dry-run to see the plan"
         )
-        raise typer.Exit(2)
     from bot.confinement import hold_write_token
 
     # From here on the token lives only in this process's memory: out of its environment (and the environment block
     # /proc shows), the process non-dumpable; builds run in a token-free process tree (pipeline.build_in_builder).
     hold_write_token()
-    reader = Hub(settings.endpoint, settings.reader_token)
-    writer = Hub(settings.endpoint, settings.write_token) if not dry_run else None
+    reader = Hub(settings.endpoint, settings.reader_token, settings=loaded.hub)
+    writer = Hub(settings.endpoint, settings.write_token, settings=loaded.hub) if not dry_run else None
     result = RunReport(dry_run=dry_run)
     try:
         run(
@@ -430,16 +425,17 @@ def publish_command(
     from bot.publish import publish_bundle
     from bot.recipe import load_recipe
     from bot.record import RecordError, Repos
+    from bot.report import RunReport
 
     if (bundle is not None and (bundles is not None or plan is not None)) or (
         bundle is None and bundles is None and plan is None
     ):
-        typer.echo("error: give --bundle alone, or --bundles and/or --plan", err=True)
-        raise typer.Exit(2)
+        raise UsageError("give --bundle alone, or --bundles and/or --plan")
+    if bundles is not None and plan is None and not bundles.is_dir():
+        raise UsageError(f"--bundles {bundles}: no such folder")
     settings = _settings(ctx, endpoint)
     if not settings.write_token:
-        typer.echo("error: no write token (HF_TOKEN) is set: nothing can be published", err=True)
-        raise typer.Exit(2)
+        raise UsageError("no write token (HF_TOKEN) is set: nothing can be published")
     writer = Hub(settings.endpoint, settings.write_token)
     try:
         loaded = load_recipe(recipe)
@@ -459,10 +455,11 @@ def publish_command(
             )
             result = publish_bundle(writer, one, repos, private=loaded.publish.private)
         except RecordError as exc:
-            typer.echo(f"error: {bundle}: {exc}", err=True)
-            raise typer.Exit(1) from None
-        except BotError as error:
-            _fail(error)
+            raise BotError(f"{bundle}: {exc}", stage="publish") from None
+        if report:
+            published = RunReport()
+            published.add_published(built.source.repo, built.source.revision, result, "published from --bundle")
+            published.write(report)
         typer.echo(f"{result.status}: {result.repos.draft}, {result.repos.target}")
         return
     try:
@@ -499,7 +496,7 @@ def status_command(
 
     settings = _settings(ctx, endpoint)
     try:
-        repo_id = repo or load_recipe(recipe).publish.status_repo_id
+        repo_id = repo or load_recipe(recipe).status_repo_id
         code = show_status(Hub(settings.endpoint, settings.reader_token), repo_id, as_json=as_json)
     except BotError as error:
         _fail(error)
@@ -558,17 +555,15 @@ def inspect_command(
         ),
     ],
 ) -> None:
-    """Print an IR folder's role, format and every check's result as JSON; exit 0 only when all required pass."""
+    """Print an IR folder's role, format and every check's result as JSON; exit 0 when all required checks pass,
+    1 when one failed (a damaged IR: no .xml, a missing or truncated .bin, rt_info of the wrong type)."""
     import json
 
-    from bot.check_ir import inspect_folder
+    from bot.inspect_ir import inspect_folder
 
-    try:
-        record = inspect_folder(ir_dir.resolve())
-    except BotError as error:
-        _fail(error)
+    record = inspect_folder(ir_dir.resolve())
     typer.echo(json.dumps(record, indent=2))
-    raise typer.Exit(0 if record["passed"] else 2)
+    raise typer.Exit(0 if record["passed"] else 1)
 
 
 @app.command()
@@ -579,22 +574,170 @@ def demo() -> None:
     raise typer.Exit(run_demo())
 
 
+@dataclass(frozen=True)
+class _Ending:
+    """How a command ended: its exit code, why (for a report it did not write) and the line that says so."""
+
+    code: int
+    reason: str | None = None
+    stage: str | None = None
+    show: Callable[[], None] | None = None
+
+
+def run_command_line(args: Sequence[str]) -> int:
+    """Run one command line; every exit path ends here, so `--report PATH` is written on each of them.
+
+    A command that writes its own report (run, publish) keeps it; when it ended before doing so (a usage error, a
+    recipe error, a refused option, a signal) a report with one failed outcome naming the cause is written, before
+    anything is printed. A report path that cannot be written is refused before the command runs.
+
+    Args:
+        args: the arguments after the program name.
+
+    Returns:
+        The exit code (a usage error: 2; an expected error: its `exit_code`; a signal: 128 + its number).
+    """
+    args = list(args)
+    report = _report_path(args)
+    if report is not None and (problem := _unwritable(report)):
+        typer.echo(f"error: --report {report}: {problem}", err=True)
+        return 2
+    before = _stamp(report)
+    ending = _invoke(args)
+    code = ending.code
+    if report is not None and _stamp(report) == before:
+        try:
+            _fallback_report(args, ending).write(report)
+        except OSError as exc:
+            typer.echo(f"error: cannot write --report {report}: {exc.strerror or exc}", err=True)
+            code = code or 1
+    if ending.show is not None:
+        ending.show()
+    return code
+
+
+def _invoke(args: list[str]) -> _Ending:
+    """Run the app without click's own exit handling, so that every ending comes back here."""
+    import click
+
+    try:
+        result = app(args=args, prog_name="dflash-bot", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError:  # the help was printed already
+        return _Ending(2, "no command given", "usage")
+    except click.ClickException as error:  # an unknown option, a missing argument, a --recipe that does not exist
+        return _Ending(error.exit_code, error.format_message(), "usage", error.show)
+    except click.Abort:
+        return _Ending(1, "aborted", None, lambda: typer.echo("Aborted!", err=True))
+    except BotError as error:
+        line = f"error: {error.one_line()}"
+        reason = f"{error.subject}: {error.reason()}" if error.subject else error.reason()
+        stage = error.stage or ("usage" if isinstance(error, UsageError) else None)
+        return _Ending(error.exit_code, reason, stage, lambda: typer.echo(line, err=True))
+    except SystemExit as exit_:  # SIGTERM (`_terminate`) or a library's sys.exit
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        return _Ending(code, f"stopped (exit {code})" if code else None)
+    code = result if isinstance(result, int) else 0
+    return _Ending(code, f"ended with exit code {code}" if code else None)
+
+
+def _report_path(args: list[str]) -> Path | None:
+    """The `--report PATH` (or `--report=PATH`) in `args`, the last one when repeated, as click reads it."""
+    found: Path | None = None
+    for index, token in enumerate(args):
+        if token == "--":
+            break
+        if token == "--report" and index + 1 < len(args):
+            found = Path(args[index + 1])
+        elif token.startswith("--report="):
+            found = Path(token.partition("=")[2])
+    return found
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why a report could not be written at `path` (None: it can)."""
+    if path.is_dir():
+        return "is a folder, not a file"
+    folder = path.parent
+    if not folder.is_dir():
+        return f"its folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"its folder {folder} is not writable"
+    return None
+
+
+def _stamp(path: Path | None) -> tuple[int, int, int] | None:
+    """Identity of the file at `path` (a report is written by a rename, so a new one always differs)."""
+    try:
+        found = path.stat() if path is not None else None
+    except OSError:
+        return None
+    return (found.st_ino, found.st_mtime_ns, found.st_size) if found else None
+
+
+def _fallback_report(args: list[str], ending: _Ending) -> RunReport:
+    """The report of a command that ended before writing its own: one failed outcome naming why (none on exit 0)."""
+    import click
+
+    from bot.outcome import Outcome, Status
+    from bot.report import RunReport
+
+    command: click.Command = typer.main.get_command(app)
+    names = []
+    for token in (a for a in args if not a.startswith("-")):
+        if not isinstance(command, click.Group) or token not in command.commands:
+            break
+        command = command.commands[token]
+        names.append(token)
+    report = RunReport(dry_run="--dry-run" in args)
+    if ending.code:
+        source = f"({' '.join(names) or 'dflash-bot'})"
+        reason = ending.reason or f"exit code {ending.code}"
+        report.add(Outcome(source, None, Status.FAILED, reason, stage=ending.stage))
+    return report
+
+
+_handler_pid = 0  # the process that installed `_terminate` (0: none did)
+
+
 def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM in the process that installed it: kill the children, then unwind (the report is written on the way).
+
+    In a fork that still has it (one made below Python, which skips `_default_sigterm_in_fork`) it does what SIGTERM
+    does by default: the fork owns none of the children, and a lock their bookkeeping holds may be copied locked.
+    """
+    if os.getpid() != _handler_pid:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     from bot.isolation import stop_all_children
 
     stop_all_children()
     sys.exit(128 + signum)
 
 
-def main() -> int:
-    # SIGTERM (a cancelled Actions job, a killed cron) unwinds like Ctrl-C: scratch folders are removed and
-    # child exporters are killed by the `finally` blocks on the way out.
+def _default_sigterm_in_fork() -> None:
+    """A forked child gets the default SIGTERM back. OpenVINO's telemetry posts from a multiprocessing fork and
+    SIGTERMs it after a timeout; with our handler that fork hung, and so did its parent waiting for it at exit."""
+    if signal.getsignal(signal.SIGTERM) is _terminate:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM (a cancelled Actions job, a killed cron) unwinds like Ctrl-C in this process, and only in it:
+    scratch folders are removed and child exporters are killed by the `finally` blocks on the way out."""
+    global _handler_pid
+    if not _handler_pid:
+        os.register_at_fork(after_in_child=_default_sigterm_in_fork)
+    _handler_pid = os.getpid()
     signal.signal(signal.SIGTERM, _terminate)
-    try:
-        app()
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    return 0
+
+
+def main() -> int:
+    from bot.telemetry import switch_off
+
+    switch_off()  # before anything imports huggingface_hub, NNCF or OpenVINO, in every command and the builder
+    install_signal_handlers()
+    return run_command_line(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 from bot.confinement import NAMESPACE_PREFIX, confinement
 from bot.errors import Failure
 from bot.resources import PeakSampler, session_members
+from bot.telemetry import SWITCHES
 
 # Anything that looks like a credential stays out of the build processes: they load untrusted files.
 SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|CREDENTIALS?|API_KEY|PRIVATE_KEY)(_|$)", re.IGNORECASE)
@@ -37,11 +38,10 @@ def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = 
         {
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
-            "HF_HUB_DISABLE_TELEMETRY": "1",
+            **SWITCHES,  # telemetry off: one list for every process of the bot (bot.telemetry)
             "HF_HUB_DISABLE_XET": "1",
             "PYTHONUNBUFFERED": "1",
             "TOKENIZERS_PARALLELISM": "false",
-            "NNCF_CI": "1",  # NNCF's only switch for its telemetry
         }
     )
     if home is not None:

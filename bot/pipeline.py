@@ -17,7 +17,7 @@ import tempfile
 import traceback
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -39,6 +39,7 @@ from bot.record import BuildRecord, Repos
 from bot.report import RunReport
 from bot.reuse import ReusedTarget, plan_reuse
 from bot.sizing import estimate_build, gb, local_runner
+from bot.status import StatusEntry
 from bot.toolchain import Toolchain, detect
 
 
@@ -50,6 +51,7 @@ class RunOptions:
     work: Path | None = None
     keep_work: bool = False
     recheck: bool = False  # examine every source, whatever the status repo remembers
+    bot_user: str | None = None  # the Hub user the bot publishes as (`run`: the write token's), for reuse checks
 
 
 @dataclass
@@ -113,13 +115,24 @@ def guard_group(report: RunReport, jobs: list[plan.BuildJob], action: Callable[[
 def plan_run(
     reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport, state: RunMemory | None = None
 ) -> tuple[list[plan.Decision], list[plan.BuildJob]]:
+    """Discover and plan (`_plan_run`) within the recipe's plan deadline (`hub.plan_deadline_s`): past it, each
+    source not planned yet fails this run at its next Hub request, and is examined again by the next run."""
+    with reader.deadline("plan", recipe.hub.plan_deadline_s):
+        return _plan_run(reader, recipe, options, report, state)
+
+
+def _plan_run(
+    reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport, state: RunMemory | None = None
+) -> tuple[list[plan.Decision], list[plan.BuildJob]]:
     """Discover and plan: decisions for every examined source, and build jobs for those to build.
 
     With `state`, the status repo's memory is read first (two requests) and a source whose revision, toolchain
-    and recipe are unchanged since it was last examined is reported from memory without a request of its own.
+    and recipe are unchanged since it was last examined is reported from memory: a skip or failure without a
+    request of its own, a publish after one read of its draft repo's record (`_believed`).
     """
     card_fp = template_fingerprint()
     state = state if state is not None else RunMemory()
+    context = _PlanContext(reader)
     with log.group("discover"):
         listings, skips = discover.list_sources(reader, recipe, detect())
         # What the status page watches: the listing, whatever --only narrows this run to.
@@ -132,20 +145,13 @@ def plan_run(
                 guard(report, only, None, lambda: listings.append(_listing_for(reader, only)))
         state.memory = load_memory(reader, recipe, card_fp, options)
         if state.memory is not None:
-            split = status_step.partition(state.memory, listings, skips)
-            for entry in split.remembered:
-                state.remembered.add(entry.source)
-                report.add(status_step.remembered_outcome(entry))
-            listings = list(split.examine)
-            skips = [skip for skip in skips if skip.repo_id not in state.remembered]
-            log.step("%d source(s) unchanged since last examined, reported from the status repo", len(split.remembered))
+            listings, skips = _report_remembered(state, recipe, card_fp, context, report, listings, skips)
         for skip in skips:
             report.add(Outcome(skip.repo_id, skip.revision, Status.SKIPPED, skip.reason, stage=skip.stage))
         log.step("%d candidate(s) to examine, %d ruled out by the listing", len(listings), len(skips))
 
     decisions: list[plan.Decision] = []
     jobs: list[plan.BuildJob] = []
-    context = _PlanContext(reader)
     with log.group("plan"):
         for listing in listings:
             guard(
@@ -159,14 +165,77 @@ def plan_run(
     return decisions, jobs
 
 
+def _report_remembered(
+    state: RunMemory,
+    recipe: Recipe,
+    card_fp: str,
+    context: _PlanContext,
+    report: RunReport,
+    listings: list[RepoListing],
+    skips: list[discover.SkipRecord],
+) -> tuple[list[RepoListing], list[discover.SkipRecord]]:
+    """Report what the memory vouches for; returns the listings and skips left to examine."""
+    assert state.memory is not None
+    split = status_step.partition(state.memory, listings, skips)
+    examine, remembered = list(split.examine), list(split.remembered)
+    for entry, listing in split.verify:
+        if _believed(state.memory, recipe, card_fp, context, entry, listing):
+            remembered.append(entry)
+        else:
+            examine.append(listing)
+    for entry in remembered:
+        state.remembered.add(entry.source)
+        report.add(status_step.remembered_outcome(entry))
+    log.step("%d source(s) unchanged since last examined, reported from the status repo", len(remembered))
+    return examine, [skip for skip in skips if skip.repo_id not in state.remembered]
+
+
+def _believed(
+    memory: status_step.Memory,
+    recipe: Recipe,
+    card_fp: str,
+    context: _PlanContext,
+    entry: StatusEntry,
+    listing: RepoListing,
+) -> bool:
+    """Whether a remembered publish holds: the draft repo's record at its listed head (one request, kept for
+    `_plan_one`) says what the entry says, and `plan.decide` finds it current (the target's head is not looked up:
+    that is what the memory saves)."""
+    if entry.draft_repo is None:
+        return False
+    try:
+        record = context.draft_record(entry.draft_repo, status_step.draft_head(memory, entry))
+    except BotError:
+        return False  # examined: the examination reports the Hub's failure
+    if not status_step.believed(entry, record) or record is None:
+        return False
+    decision = plan.decide(
+        listing,
+        record,
+        publish=recipe.publish,
+        recipe_fingerprint=recipe.fingerprint(),
+        toolchain=context.toolchain(record),
+        card_fingerprint=card_fp,
+    )
+    return decision.action == plan.Action.UP_TO_DATE
+
+
 class _PlanContext:
-    """What planning looks up once per run: toolchains by target family, target revisions by target repo."""
+    """What planning looks up once per run: toolchains by target family, target revisions by target repo, and
+    the draft records read to check the memory (so an examined source does not read its record twice)."""
 
     def __init__(self, reader: Hub) -> None:
         self.reader = reader
         self._toolchains: dict[str, Toolchain] = {}
         self._heads: dict[str, str | None] = {}
-        self._reusable: dict[tuple[str, str], ReusedTarget | None] = {}
+        self._reusable: dict[tuple[str, str], tuple[ReusedTarget | None, str | None]] = {}
+        self._records: dict[str, BuildRecord | None] = {}
+
+    def draft_record(self, draft_repo: str, revision: str | None = None) -> BuildRecord | None:
+        """A published draft repo's record (one request per repo and run)."""
+        if draft_repo not in self._records:
+            self._records[draft_repo] = self.reader.draft_record(draft_repo, revision)
+        return self._records[draft_repo]
 
     def toolchain(self, published: BuildRecord) -> Toolchain:
         """The toolchain a published build is compared with: its target family's profile, not this process's."""
@@ -178,18 +247,27 @@ class _PlanContext:
                 self._toolchains[model_type] = detect()  # resolve() reports the missing profile with its reason
         return self._toolchains[model_type]
 
-    def reusable_target(self, job: plan.BuildJob, recipe: Recipe) -> ReusedTarget | None:
+    def reusable_target(
+        self, job: plan.BuildJob, recipe: Recipe, bot_user: str | None, memory: status_step.Memory | None
+    ) -> tuple[ReusedTarget | None, str | None]:
         """The published target IR this job can build against instead of exporting (`bot.reuse`), once per target."""
         key = (job.target_repo, job.target_revision)
         if key not in self._reusable:
             try:
                 toolchain = profiles.planned_toolchain(job.target_model_type)
             except Skip:
-                self._reusable[key] = None
+                self._reusable[key] = None, None
             else:
                 task = target_task(job.target_is_vlm)
                 self._reusable[key] = plan_reuse(
-                    self.reader, job.target_repo, job.target_revision, recipe.export, task, toolchain
+                    self.reader,
+                    job.target_repo,
+                    job.target_revision,
+                    recipe.export,
+                    task,
+                    toolchain,
+                    bot_user=bot_user,
+                    changed_outside=memory is not None and memory.changed_outside(job.target_repo),
                 )
         return self._reusable[key]
 
@@ -220,7 +298,7 @@ def _plan_one(
     jobs: list[plan.BuildJob],
 ) -> None:
     draft_repo = plan.draft_output_repo(recipe.publish, listing.repo_id)
-    published = reader.draft_record(draft_repo)
+    published = context.draft_record(draft_repo)
     decision = plan.decide(
         listing,
         published,
@@ -243,7 +321,10 @@ def _plan_one(
         candidate = discover.resolve(reader, listing, recipe)
         job = plan.BuildJob.from_candidate(candidate, decision.reasons, recipe.publish)
         if not options.force:  # a forced build exports everything again
-            job = job.model_copy(update={"reuse_target": context.reusable_target(job, recipe)})
+            bot_user = options.bot_user or recipe.publish.bot_user
+            reuse, why_not = context.reusable_target(job, recipe, bot_user, state.memory)
+            reasons = (*job.reasons, *([f"target exported again ({why_not})"] if why_not else []))
+            job = job.model_copy(update={"reuse_target": reuse, "reasons": reasons})
         jobs.append(job)
     decisions.append(decision)
 
@@ -266,6 +347,8 @@ def run(
     report.dry_run = options.dry_run
     requests_before = REQUESTS.count
     state = RunMemory()
+    if writer is not None and options.bot_user is None and recipe.publish.bot_user is None:
+        options = replace(options, bot_user=_bot_user(writer))
     decisions, jobs = plan_run(reader, recipe, options, report, state)
 
     if options.dry_run:
@@ -340,7 +423,7 @@ def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Reci
     if memory is None or options.dry_run:
         return
     if memory.unreadable:
-        log.step("status page %s not written: it could not be read at planning", recipe.publish.status_repo_id)
+        log.step("status page %s not written: it could not be read at planning", recipe.status_repo_id)
         return
     # Only sources the listing returned are on the page: a repo reached through --only alone is not watched.
     listed = set(state.listed)
@@ -349,7 +432,7 @@ def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Reci
         for entry in status_step.entries_for(memory, state.examined(report), state.published)
         if entry.source in listed
     ]
-    status_repo = recipe.publish.status_repo_id
+    status_repo = recipe.status_repo_id
 
     def write() -> None:
         result = status_step.publish_status(
@@ -517,11 +600,11 @@ def fetch_and_build(
             )
             require_free_disk(scratch, estimate.peak_disk_bytes, "download and export", subject=first.target)
             if reuse is not None:  # the published int4 IR instead of the bf16 weights (bot.reuse)
-                target_dir = reader.download(reuse.repo, reuse.revision, group_dir / "target-ir", reuse.files)
+                target_dir = reader.download(reuse.repo, reuse.revision, group_dir / "target-ir", reuse.files).path
             else:
                 target_dir = reader.download(
                     first.target, first.target_revision, group_dir / "target", first.target_files
-                )
+                ).path
         except BotError as error:
             failure = error if isinstance(error, Skip) else Failure(error.message, stage=error.stage or "download")
             for job in members:
@@ -538,7 +621,7 @@ def fetch_and_build(
         downloaded: list[plan.BuildJob] = []
         for index, job in enumerate(members):
             try:
-                path = reader.download(job.source, job.revision, group_dir / f"draft-{index}", job.draft_files)
+                path = reader.download(job.source, job.revision, group_dir / f"draft-{index}", job.draft_files).path
             except BotError as error:
                 report.add(Outcome.of_error(job.source, job.revision, error))
                 continue
@@ -553,6 +636,16 @@ def fetch_and_build(
     target = Checkout(target_dir, first.target, first.target_revision)
     outcomes = build_group(target, drafts, recipe, work=scratch, keep_work=keep_work, reused=first.reuse_target)
     return list(zip(downloaded, outcomes, strict=True))
+
+
+def _bot_user(writer: Hub) -> str | None:
+    """The user the write token publishes as (its commits are the only ones reuse trusts); None when the Hub
+    cannot say, so nothing is reused this run."""
+    try:
+        return writer.user()
+    except BotError as error:
+        log.step("the write token's user is unknown (%s): no published target is reused", error.message)
+        return None
 
 
 def _listing_for(reader: Hub, repo_id: str) -> RepoListing:

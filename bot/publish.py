@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot import log, record
-from bot.bundle import Bundle
+from bot.bundle import Bundle, check_folder, differs_from_record
 from bot.card import render_draft_card, render_target_card, template_fingerprint
 from bot.charts import ACCEPTANCE_CHART, write_acceptance_chart
 from bot.errors import BotError, Failure, PreconditionFailed, Skip
@@ -25,6 +25,7 @@ from bot.outcome import Status
 from bot.record import PROVENANCE_FILE, BuildRecord, Repos, TargetRecord
 
 _CARD_FILES = ("README.md", PROVENANCE_FILE)
+_DRAFT_RENDERED = (*_CARD_FILES, ACCEPTANCE_CHART)  # rendered from the record at publish, so not listed in it
 _RACE_ATTEMPTS = 6  # another publisher of the same group makes up to three commits in a row
 
 
@@ -197,7 +198,12 @@ def _publish_target(
             stage="publish",
         )
     fresh = TargetRecord.from_build(built, [], card_fp)
-    weights_current = published is not None and published.target_inputs() == fresh.target_inputs()
+    weights_current = (
+        published is not None
+        and head is not None
+        and published.target_inputs() == fresh.target_inputs()
+        and _as_recorded(hub, repos.target, head.sha, published)
+    )
     target_record = published if published is not None and weights_current else fresh
     if list_new:
         for bundle, draft_repos in members:
@@ -213,6 +219,8 @@ def _publish_target(
         log.step("%s is current", repos.target)
         return
     folder = first.target_dir
+    if not weights_current:  # the weights are committed: exactly the files the record lists
+        check_folder(folder, _listed(target_record.files, repos.target), _CARD_FILES, repos.target)
     record.write(target_record, folder)
     (folder / "README.md").write_text(render_target_card(target_record, target_repo=repos.target), encoding="utf-8")
     message = (
@@ -251,6 +259,7 @@ def _publish_draft(
 ) -> None:
     built = bundle.record.published_as(repos, card_fp)
     folder = bundle.draft_dir
+    check_folder(folder, _listed(built.files.draft if built.files else None, repos.draft), _DRAFT_RENDERED, repos.draft)
     record.write(built, folder)
     write_acceptance_chart(folder, built.validation)
     (folder / "README.md").write_text(render_draft_card(built), encoding="utf-8")
@@ -309,6 +318,28 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
             if result.commit:
                 commits.append((repos.target, result.commit))
     return PublishResult(Status.PUBLISHED if commits else Status.UP_TO_DATE, repos, commits)
+
+
+def _as_recorded(hub: Hub, repo: str, commit: str, published: TargetRecord) -> bool:
+    """Whether the target repo holds exactly the files its record lists; if not (edited outside the bot, or built
+    before records listed files), its weights are committed again from this build."""
+    if published.files is None:
+        return False
+    changed = differs_from_record(hub.listed_hashes(repo, commit), published.files, (*_CARD_FILES, ".gitattributes"))
+    if changed is not None:
+        log.step("%s changed outside the bot (%s): its files are published again from this build", repo, changed)
+    return changed is None
+
+
+def _listed(files: record.FileList | None, repo: str) -> record.FileList:
+    """The files a record says a repo folder holds; a record without that list certifies nothing.
+
+    Raises:
+        Failure: the bundle's record lists no files (built by a bot before records listed them).
+    """
+    if files is None:
+        raise Failure(f"the build record lists no file hashes for {repo}: not published", stage="publish")
+    return files
 
 
 def _message(role: str, ref: record.SourceRef) -> str:

@@ -15,16 +15,20 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from bot.errors import RecipeError, Skip
-from bot.naming import template_parts, validate_repo_id
+from bot.naming import default_collection_title, template_parts, validate_repo_id
+from bot.naming import status_repo_id as naming_status_repo_id
 
 DEFAULT_RECIPE = Path(__file__).resolve().parent.parent / "workflows" / "dflash.yaml"
 
 DraftKind = Literal["dflash", "dflash-other-base", "dflash2", "dspark", "unknown"]
 TargetRule = Literal["map", "card_metadata", "card_text", "repo_name"]
 WeightFormat = Literal["int4", "int8"]
+# Odd values are refused with a message rather than overflowing a timer or a date later.
+MAX_TIMEOUT_S = 7 * 24 * 3600
+MAX_DURATION = dt.timedelta(days=3650)
 
 
 class _Strict(BaseModel):
@@ -47,7 +51,7 @@ class WatchRules(_Strict):
     )
     kinds: list[DraftKind] = Field(default_factory=lambda: list[DraftKind](["dflash"]), description="kinds to build")
     exclude: list[str] = Field(default_factory=list, description="repo ids never to build")
-    max_candidates: int = Field(200, ge=1)
+    max_candidates: int = Field(200, ge=1, le=100_000)
     max_checkpoint_bytes: int = Field(40 * 1024**3, ge=1, description="draft + target safetensors bytes")
     recheck_after: dt.timedelta | None = Field(
         dt.timedelta(days=7),
@@ -60,6 +64,15 @@ class WatchRules(_Strict):
     def _duration(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip().upper().startswith("P"):  # ISO 8601 ("P7D"): pydantic's
             return parse_duration(value)
+        return value
+
+    @field_validator("recheck_after")
+    @classmethod
+    def _sane_duration(cls, value: dt.timedelta | None) -> dt.timedelta | None:
+        if value is not None and not dt.timedelta(0) <= value <= MAX_DURATION:
+            raise ValueError(
+                f"must be between 0s and {MAX_DURATION.days}d (null: never by age), not {value.total_seconds():g}s"
+            )
         return value
 
 
@@ -86,7 +99,7 @@ class ExportSettings(_Strict):
     ratio: float = Field(1.0, gt=0, le=1)
     group_size_fallback: Literal["error", "ignore", "adjust"] = "adjust"
     backup_precision: Literal["none", "int8_sym", "int8_asym"] | None = None
-    timeout_s: int = Field(3600, ge=1)
+    timeout_s: int = Field(3600, ge=1, le=MAX_TIMEOUT_S, description="seconds (at most a week)")
     draft_weight_formats: list[WeightFormat] = Field(
         default_factory=lambda: list[WeightFormat](["int4", "int8"]),
         min_length=1,
@@ -103,18 +116,19 @@ class ValidationSettings(_Strict):
     """GenAI gates and the speed sweep; part of the recipe fingerprint."""
 
     prompts: list[str] = Field(min_length=3)
-    max_new_tokens: int = Field(32, ge=4)
+    max_new_tokens: int = Field(32, ge=4, le=65_536)
     num_assistant_tokens: list[int] = Field(default_factory=lambda: [3, 7, 15], min_length=1)
-    min_accept_length: float = Field(1.5, ge=1.0)
-    repeats: int = Field(2, ge=1, description="timed generations per setting; the best is kept")
+    min_accept_length: float = Field(1.5, ge=1.0, allow_inf_nan=False)
+    repeats: int = Field(2, ge=1, le=100, description="timed generations per setting; the best is kept")
     min_speedup: float | None = Field(
         None,
         gt=0,
+        allow_inf_nan=False,
         description="when set, a pair whose best speed-up over plain "
         "greedy is below this fails validation (default: no speed gate)",
     )
     device: str = "CPU"
-    timeout_s: int = Field(1800, ge=1)
+    timeout_s: int = Field(1800, ge=1, le=MAX_TIMEOUT_S, description="seconds (at most a week)")
     min_top1_agreement: float | None = Field(
         None,
         ge=0,
@@ -126,15 +140,20 @@ class ValidationSettings(_Strict):
     @field_validator("num_assistant_tokens")
     @classmethod
     def _positive(cls, values: list[int]) -> list[int]:
-        if any(v < 1 for v in values):
-            raise ValueError("every num_assistant_tokens value must be >= 1")
+        if any(not 1 <= v <= 256 for v in values):
+            raise ValueError("every num_assistant_tokens value must be between 1 and 256")
         return sorted(set(values))
 
 
 class CollectionSettings(_Strict):
     """The Hub collection that lists every published draft and target repo (kept in sync by publish)."""
 
-    title: str = Field("DFlash drafts for OpenVINO GenAI", min_length=1, max_length=60)
+    title: str | None = Field(
+        None,
+        min_length=1,
+        max_length=60,
+        description="default: derived from the recipe's name (`Recipe.collection_title`), one collection per recipe",
+    )
     namespace: str | None = Field(None, description="default: publish.namespace")
     description: str = Field(
         "Speculative-decoding draft models and their targets, exported to OpenVINO int4 and "
@@ -176,14 +195,18 @@ class PublishSettings(_Strict):
             raise ValueError(f"{namespace!r} is not a valid Hub namespace ({skip.message})") from None
         return namespace
 
-    status_repo: str = Field(
-        "{namespace}/dflash-bot-status", description="dataset repo of the status page and the bot's memory"
+    status_repo: str | None = Field(
+        None,
+        description="dataset repo of the status page and the bot's memory; may use {namespace} and {recipe}; "
+        "default `{namespace}/{recipe}-bot-status` (`Recipe.status_repo_id`), one per recipe",
     )
     collection: CollectionSettings = Field(default_factory=CollectionSettings)
-
-    @property
-    def status_repo_id(self) -> str:
-        return self.status_repo.format(namespace=self.namespace)
+    bot_user: str | None = Field(
+        None,
+        pattern=r"^[\w.-]+$",
+        description="the Hub user the bot publishes as: a published target is reused only from its own commits "
+        "(default: the write token's user where the plan holds it, as `run` does; the Actions plan job does not)",
+    )
 
     @property
     def collection_namespace(self) -> str:
@@ -204,7 +227,7 @@ class RunnerClass(_Strict):
 class LinearFit(_Strict):
     """``a × bytes + b``: one stage's measured peak as a line in the bytes it reads."""
 
-    a: float = Field(ge=0)
+    a: float = Field(ge=0, allow_inf_nan=False)
     b: int
 
     def at(self, n_bytes: int) -> int:
@@ -231,9 +254,6 @@ class SizingModel(_Strict):
     ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_213_266)
     export_scratch_disk: LinearFit = LinearFit(a=1.0077, b=-52_375_713)
     quality_memory: LinearFit = LinearFit(a=1.0375, b=441_126_344)
-    # The preloaded launcher (bot.launcher) beside the exports and the quality step: its resident set after
-    # importing the toolchain, whatever the model (bench/scale.py --launcher; its log prints it too).
-    launcher_memory: LinearFit = LinearFit(a=0.0, b=511_545_344)
 
 
 class RunnerSettings(_Strict):
@@ -263,6 +283,34 @@ class RunnerSettings(_Strict):
         return sorted(classes, key=lambda c: (c.max_memory_bytes, c.max_disk_bytes))
 
 
+class HubSettings(_Strict):
+    """How long the bot waits for the Hub; not part of the recipe fingerprint (it changes no built file).
+
+    Every Hub request gets these connect and read timeouts, whatever huggingface_hub's call site asks for, and an
+    answer that trickles counts as stalled (`bot.deadlines`). A stalled download resumes where it stopped, up to
+    `download_attempts` times, then fails naming the repo, the file and the bytes received. A stage past its deadline
+    stops at its next request: its sources fail this run (not remembered) and are tried again by the next one.
+    """
+
+    connect_timeout_s: float = Field(10.0, gt=0, le=600, description="to open a connection to the Hub")
+    read_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="longest silence on an open connection (also an upload's write timeout)"
+    )
+    min_bytes_per_s: int = Field(
+        16 * 1024,
+        ge=0,
+        le=10**9,
+        description="an answer slower than this over a whole read_timeout_s window is stalled (0: off)",
+    )
+    download_attempts: int = Field(3, ge=1, le=20, description="tries per file, each resuming where the last stopped")
+    download_deadline_s: float = Field(
+        6 * 3600.0, gt=0, le=7 * 86400, description="one checkpoint's whole download, every file and retry"
+    )
+    plan_deadline_s: float = Field(
+        1800.0, gt=0, le=7 * 86400, description="discover and plan: every listing, record and config read"
+    )
+
+
 class Recipe(_Strict):
     name: str
     description: str = ""
@@ -272,6 +320,23 @@ class Recipe(_Strict):
     validation: ValidationSettings
     publish: PublishSettings
     runners: RunnerSettings = Field(default_factory=RunnerSettings)
+    hub: HubSettings = Field(default_factory=HubSettings)
+
+    @model_validator(mode="after")
+    def _status_repo_names_a_repo(self) -> Recipe:
+        naming_status_repo_id(self.publish.status_repo, self.publish.namespace, self.name)
+        return self
+
+    @property
+    def status_repo_id(self) -> str:
+        """The status repo (memory and page) of this recipe: derived from its name unless `publish.status_repo`
+        names one, so two recipes publishing to one namespace never share it unless told to."""
+        return naming_status_repo_id(self.publish.status_repo, self.publish.namespace, self.name)
+
+    @property
+    def collection_title(self) -> str:
+        """The collection's title: `publish.collection.title`, or one derived from the recipe's name."""
+        return self.publish.collection.title or default_collection_title(self.name)
 
     def fingerprint(self) -> str:
         """Hash of what changes the built files or their validation; a change here rebuilds everything."""
@@ -299,7 +364,10 @@ def parse_duration(text: str) -> dt.timedelta | None:
     found = _DURATION_RE.match(text)
     if not found:
         raise ValueError(f"invalid duration {text!r}: expected a number and a unit s, m, h, d or w (e.g. 7d)")
-    return dt.timedelta(**{_DURATION_UNITS[found.group(2)]: int(found.group(1))})
+    try:
+        return dt.timedelta(**{_DURATION_UNITS[found.group(2)]: int(found.group(1))})
+    except OverflowError:
+        raise ValueError(f"duration {text!r} is too long (at most {MAX_DURATION.days}d)") from None
 
 
 def load_recipe(path: Path | None = None) -> Recipe:

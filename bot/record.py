@@ -28,7 +28,8 @@ PROVENANCE_FILE = "openvino_export.json"
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "openvino_export.schema.json"
 # 1: the first published layout (the recipe fingerprint at the top level and under `recipe`).
 # 2: `recipe_fingerprint` dropped (it is `recipe.fingerprint`); `resources`, `quality` and `draft_formats` added.
-SCHEMA_VERSION = 2
+# 3: `files` added: the sha256 and size of every built file published, and of the source files built from.
+SCHEMA_VERSION = 3
 BuildStatus = Literal["validated", "failed"]
 DraftFormat = Literal["stateful", "per-row"]
 
@@ -275,6 +276,32 @@ class CardInfo(_Record):
     template_fingerprint: str
 
 
+class FileDigest(_Record):
+    """One file: the sha256 of its bytes and its size, and its git blob id (what the Hub lists for a file stored
+    without LFS, so a published repo can be checked against its record from its file metadata alone)."""
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=0)
+    git_blob_id: str | None = Field(None, pattern=r"^[0-9a-f]{40}$")
+
+
+FileList = dict[str, FileDigest]
+
+
+class BuildFiles(_Record):
+    """What a build published, file by file, and what it was built from (DESIGN §3: hashes end to end).
+
+    `draft` and `target` list the built files of each repo; the card, the record and the chart are rendered at
+    publish from the record and are not listed. The sources are the files downloaded and checked against the
+    Hub's hashes (a reused target: the published IR files, checked against that repo's record).
+    """
+
+    draft: FileList
+    target: FileList
+    draft_source: FileList
+    target_source: FileList
+
+
 class Repos(_Record):
     draft: str
     target: str
@@ -312,6 +339,7 @@ class BuildRecord(_Record):
     )
     card: CardInfo | None = Field(None, description="set when published: the card templates it was rendered with")
     repos: Repos | None = Field(None, description="set when published: the draft and target repos of the pair")
+    files: BuildFiles | None = Field(None, description="every built file published and every source file (sha256)")
 
     @property
     def passed(self) -> bool:
@@ -372,6 +400,8 @@ class TargetRecord(_Record):
     drafts: list[DraftSummary]
     card: CardInfo
     quality: _Open | None = None
+    files: FileList | None = Field(None, description="the built files of the target repo (sha256 and size)")
+    source_files: FileList | None = Field(None, description="the target checkpoint's files it was built from")
 
     @classmethod
     def from_build(cls, build: BuildRecord, drafts: list[DraftSummary], card_fingerprint: str) -> TargetRecord:
@@ -387,6 +417,8 @@ class TargetRecord(_Record):
             drafts=drafts,
             card=CardInfo(template_fingerprint=card_fingerprint),
             quality=build.quality,
+            files=build.files.target if build.files else None,
+            source_files=build.files.target_source if build.files else None,
         )
 
     def target_inputs(self) -> tuple:
@@ -501,11 +533,14 @@ def _load(data: bytes | str, *, kind: str) -> dict[str, Any]:
 
 
 def _upgrade(raw: dict[str, Any], *, kind: str) -> dict[str, Any]:
-    """The one rule for older records: version 1 is read as version 2 (its duplicate fingerprint dropped); any
-    other version is refused, and the caller rebuilds rather than trusts it."""
+    """The one rule for older records: version 1 is read as version 2 (its duplicate fingerprint dropped), version 2
+    as version 3 without `files` (such a record certifies no file: its repo is never reused); any other version is
+    refused, and the caller rebuilds rather than trusts it."""
     version = raw.get("schema_version")
     if version == SCHEMA_VERSION:
         return raw
+    if version == 2:
+        return {**raw, "schema_version": SCHEMA_VERSION}
     if version == 1:
         upgraded = {k: v for k, v in raw.items() if k != "recipe_fingerprint"}
         upgraded["schema_version"] = SCHEMA_VERSION

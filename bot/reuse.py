@@ -8,9 +8,13 @@ weights, and skips the target export and the quality measurement (its figures ar
 Sizing then counts no target export (`bot.sizing`), so a draft update for a target too large to export on a runner
 still fits it.
 
-The plan decides from the published record; the build checks the record it downloaded with the IR against its own
-toolchain again (`check_reused`): if another run republished the target in between, or the builder's toolchain
-differs from the plan's, the build fails with the reason rather than publish a draft validated against another IR.
+The record is only believed about files the bot wrote (DESIGN §3): a target is reused only when every file of the
+repo at the pinned commit is the one its record lists (the Hub's LFS sha256 or git blob id against the record's),
+that commit was made by the bot's own Hub user, and the status memory does not mark the repo changed outside the
+bot; otherwise the target is exported again and the plan says why. The build checks the record it downloaded with
+the IR against its own toolchain again, and every downloaded file against the record's sha256 (`check_reused`): if
+another run republished the target in between, or the builder's toolchain differs from the plan's, the build fails
+with the reason rather than publish a draft validated against another IR.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot import log
+from bot.bundle import differs_from_record
 from bot.errors import BotError, Failure
+from bot.hashes import hash_file
 from bot.hub import Hub
 from bot.recipe import ExportSettings
 from bot.record import PROVENANCE_FILE, RecordError, TargetRecord, export_settings, parse_target_record
@@ -28,6 +34,7 @@ from bot.toolchain import Toolchain
 
 # What a published target repo holds besides the IR: our card and charts are rendered again by publish.
 _NOT_DOWNLOADED = ("README.md", ".gitattributes")
+_RENDERED = (*_NOT_DOWNLOADED, PROVENANCE_FILE)
 
 
 class ReusedTarget(BaseModel):
@@ -68,47 +75,75 @@ def plan_reuse(
     export: ExportSettings,
     target_task: str,
     toolchain: Toolchain,
-) -> ReusedTarget | None:
-    """The published target to reuse for a build, or None (nothing published, or built from other inputs).
+    *,
+    bot_user: str | None = None,
+    changed_outside: bool = False,
+) -> tuple[ReusedTarget | None, str | None]:
+    """The published target to reuse for a build, or None and why not (no reason: nothing is published there).
+    A target built from other inputs, or not provably the bot's own build, is exported again.
 
-    Two requests: the repo's files at its head, and its record at that commit.
+    Args:
+        bot_user: the Hub user the bot publishes as; the pinned commit must be its own (None: not known to this
+            plan, so nothing is reused).
+        changed_outside: the status memory marks the repo as changed outside the bot.
+
+    Four requests: the repo's files at its head, its record at that commit, the hashes the Hub lists there, and
+    the commit's author.
     """
     try:
         head = reader.repo_files(target_repo)
     except BotError:
-        return None  # not published (or unreadable): export it
+        return None, None  # not published (or unreadable): export it
     published = reader.target_record(target_repo, revision=head.sha)  # None: no usable record there
     if published is None:
-        return None
+        return None, f"{target_repo} holds no usable record"
     reason = why_not_reusable(published, target_revision, export, target_task, toolchain)
+    if reason is None:
+        reason = _why_not_trusted(reader, target_repo, head.sha, published, bot_user, changed_outside)
     if reason is not None:
-        log.step("%s: not reused: %s", target_repo, reason)
-        return None
-    files = tuple(
-        sorted(
-            n
-            for n in head.sizes
-            if "/" not in n
-            and n not in _NOT_DOWNLOADED
-            and n.endswith((".xml", ".bin", ".json", ".jinja", ".txt", ".model"))
-        )
-    )
-    if published.inspect.target.ir_file not in files or PROVENANCE_FILE not in files:
-        log.step("%s: not reused: its IR files are not all there", target_repo)
-        return None
+        log.step("%s: not reused, the target is exported again: %s", target_repo, reason)
+        return None, f"{target_repo} not reused: {reason}"
+    files = tuple(sorted(n for n in head.sizes if n not in _NOT_DOWNLOADED))
     ir_bytes = sum(head.sizes[n] for n in files)
     log.step("%s@%s: its int4 IR is reused (%.1f GB to download)", target_repo, head.sha[:7], ir_bytes / 1e9)
-    return ReusedTarget(repo=target_repo, revision=head.sha, files=files, ir_bytes=ir_bytes)
+    return ReusedTarget(repo=target_repo, revision=head.sha, files=files, ir_bytes=ir_bytes), None
+
+
+def _why_not_trusted(
+    reader: Hub, repo: str, commit: str, published: TargetRecord, bot_user: str | None, changed_outside: bool
+) -> str | None:
+    """Why the published target at `commit` is not provably what the bot built (None: it is)."""
+    if published.inspect.target.ir_file not in (published.files or {}):
+        return "its record does not list its IR file"
+    try:
+        changed = (
+            differs_from_record(reader.listed_hashes(repo, commit), published.files, _RENDERED)
+            if published.files is not None
+            else "its record lists no file hashes (built by an older bot)"
+        )
+        if changed is not None:
+            return f"target repo changed outside the bot: {changed}"
+        if bot_user is None:
+            return "the bot's own Hub user is not known to this plan (no write token; set publish.bot_user)"
+        author = reader.commit_author(repo, commit)
+    except BotError as error:
+        return f"its files could not be checked ({error.message})"
+    if author != bot_user:
+        return f"target repo changed outside the bot: commit {commit[:7]} is by {author or 'nobody'}, not {bot_user}"
+    if changed_outside:
+        return "target repo changed outside the bot (the status memory saw another commit than it recorded)"
+    return None
 
 
 def check_reused(
     folder: Path, target_revision: str, export: ExportSettings, target_task: str, toolchain: Toolchain
 ) -> TargetRecord:
-    """The downloaded target record, checked again against the builder's own toolchain.
+    """The downloaded target record, checked again against the builder's own toolchain, and every downloaded file
+    against the sha256 the record lists.
 
     Raises:
         Failure: the downloaded IR is not what this build would export (republished meanwhile, or another
-            toolchain in the builder than the plan assumed).
+            toolchain in the builder than the plan assumed), or a file is not the one the record lists.
     """
     try:
         published = parse_target_record((folder / PROVENANCE_FILE).read_bytes())
@@ -117,4 +152,16 @@ def check_reused(
     reason = why_not_reusable(published, target_revision, export, target_task, toolchain)
     if reason is not None:
         raise Failure(f"the published target IR changed since planning ({reason}); plan again", stage="reuse-target")
+    recorded = published.files or {}
+    present = {p.name for p in folder.iterdir() if p.name != PROVENANCE_FILE}
+    differ = sorted(present ^ set(recorded))
+    differ += [
+        name
+        for name in sorted(present & set(recorded))
+        if (hash_file(folder / name).file.sha256, (folder / name).stat().st_size)
+        != (recorded[name].sha256, recorded[name].size)
+    ]
+    if not recorded or differ:
+        detail = ", ".join(differ[:5]) or "its record lists no files"
+        raise Failure(f"the reused target's files do not match its record ({detail}); not built", stage="reuse-target")
     return published

@@ -9,12 +9,15 @@ installed one). When a profile's pins would change, its candidate environment is
 capability probe runs in it (draft formats the exporter produces, model types and their transformers ranges) and
 the tiny oracle pair goes through export, inspect, the GenAI lossless gate and the acceptance check in it.
 
-Asking costs a few pip resolutions and no environment: with no newer release nothing is built.
+Asking costs a few pip resolutions and no environment: with no newer release nothing is built. pip's answers are
+read from its JSON report, never from what it prints, and pip runs without the PIP_* variables that would change
+its answers or its output (`pip_environment`), so `PIP_QUIET=1` cannot turn "newer releases exist" into "none".
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from bot import log
 from bot.errors import BotError, Failure
@@ -95,26 +98,82 @@ class Index(Protocol):
 
     def resolve(self, requirements: Sequence[str]) -> Resolution: ...
 
-    def versions(self, package: str) -> list[str]: ...
+    def newest(self, requirement: str) -> str | None: ...
 
     def model_configs(self, optimum_intel: str, work: Path) -> Path: ...
 
 
+# The PIP_* variables that say where releases come from and how to reach them (pip reads `PIP_<OPTION>` for every
+# option, aliases included). Every other one is left out of pip's environment: PIP_QUIET or PIP_VERBOSE change what
+# pip prints, PIP_NO_DEPS, PIP_PRE, PIP_REQUIREMENT, PIP_PLATFORM or PIP_PYTHON change what it answers.
+PIP_SOURCE_VARIABLES = frozenset(
+    f"PIP_{name}"
+    for name in (
+        "INDEX_URL",
+        "EXTRA_INDEX_URL",
+        "NO_INDEX",
+        "FIND_LINKS",
+        "TRUSTED_HOST",
+        "CERT",
+        "CLIENT_CERT",
+        "PROXY",
+        "RETRIES",
+        "TIMEOUT",
+        "DEFAULT_TIMEOUT",
+        "CONSTRAINT",
+        "CACHE_DIR",
+        "NO_CACHE_DIR",
+        "KEYRING_PROVIDER",
+        "CONFIG_FILE",
+        "ONLY_BINARY",
+        "NO_BINARY",
+        "PREFER_BINARY",
+    )
+)
+
+
+def pip_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without the PIP_* variables that would change what pip prints or answers (PIP_SOURCE_VARIABLES stay).
+
+    Args:
+        env: the environment pip would inherit.
+
+    Returns:
+        The environment to run pip in; PIP_NO_INPUT is set, so pip never waits for a prompt.
+    """
+    kept = {k: v for k, v in env.items() if not k.upper().startswith("PIP_") or k.upper() in PIP_SOURCE_VARIABLES}
+    return kept | {"PIP_NO_INPUT": "1"}
+
+
 @dataclass(frozen=True)
 class PipIndex:
-    """The package index as pip sees it: `pip install --dry-run --report`, `pip index versions`, `pip download`.
+    """The package index as pip sees it: `pip install --dry-run --report` and `pip download`.
 
-    Every call runs `python -m pip` with the user's configuration (pip.conf, PIP_* variables), so a mirror, an
-    extra index, find-links or a constraints file apply as they would to an install.
+    Every call runs `python -m pip` with the user's index configuration (pip.conf, the PIP_* variables of
+    PIP_SOURCE_VARIABLES), so a mirror, an extra index, find-links or a constraints file apply as they would to an
+    install. Answers are read from machine-readable files only (the JSON report, the downloaded wheel), never from
+    what pip prints, so its verbosity does not matter.
     """
 
     python: str = sys.executable
     timeout_s: float = 900
 
-    def _pip(self, *args: str) -> str:
+    def _pip(self, *args: str) -> None:
+        """Run pip in `pip_environment(os.environ)`.
+
+        Raises:
+            Failure: pip failed (its ERROR lines) or ran past `timeout_s`.
+        """
         cmd = [self.python, "-m", "pip", "--disable-pip-version-check", *args]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, check=False)
+            done = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                check=False,
+                env=pip_environment(os.environ),
+            )
         except subprocess.TimeoutExpired:
             raise Failure(f"pip {args[0]} ran past {self.timeout_s:.0f}s", stage="toolchain") from None
         if done.returncode != 0:
@@ -124,17 +183,35 @@ class PipIndex:
                 or ["(no output)"]
             )
             raise Failure(f"pip {' '.join(args[:2])}: {' '.join(errors)[:600]}", stage="toolchain")
-        return done.stdout
 
-    def resolve(self, requirements: Sequence[str]) -> Resolution:
+    def resolve(self, requirements: Sequence[str], *, no_deps: bool = False) -> Resolution:
         """Raises Failure when pip finds no set of releases that satisfies the requirements."""
         with tempfile.TemporaryDirectory(prefix="dflash-bot-resolve-") as tmp:
             report = Path(tmp) / "report.json"
-            self._pip("install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), *requirements)
-            return Resolution.from_report(json.loads(report.read_text(encoding="utf-8")))
+            extra = ("--no-deps",) if no_deps else ()
+            self._pip(
+                "install", "--dry-run", "--ignore-installed", "--quiet", *extra, "--report", str(report), *requirements
+            )
+            try:
+                return Resolution.from_report(json.loads(report.read_text(encoding="utf-8")))
+            except (OSError, ValueError, AttributeError) as exc:
+                raise Failure(f"pip wrote no readable --report ({exc})", stage="toolchain") from None
 
-    def versions(self, package: str) -> list[str]:
-        return parse_index_versions(self._pip("index", "versions", package))
+    def newest(self, requirement: str) -> str | None:
+        """The release pip would install for `requirement` alone (final releases unless the range names a
+        pre-release); None when no release satisfies it.
+
+        Raises:
+            Failure: pip cannot ask the index at all (the bare package name finds nothing either).
+        """
+        name = Requirement(requirement).name
+        try:
+            return self.resolve([requirement], no_deps=True).version(name)
+        except Failure:
+            if requirement.strip() == name:
+                raise
+        self.resolve([name], no_deps=True)  # the index answers for the package: the range is what excludes it
+        return None
 
     def model_configs(self, optimum_intel: str, work: Path) -> Path:
         """optimum-intel's `model_configs.py` of that release: the installed one, or from its wheel."""
@@ -151,14 +228,6 @@ class PipIndex:
             f"optimum-intel=={optimum_intel}",
         )
         return extract_model_configs(work)
-
-
-def parse_index_versions(text: str) -> list[str]:
-    """The versions in `pip index versions` output, newest first."""
-    for line in text.splitlines():
-        if line.strip().startswith("Available versions:"):
-            return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
-    return []
 
 
 def extract_model_configs(folder: Path) -> Path:
@@ -232,21 +301,14 @@ def intersect_bounds(table: Mapping[str, tuple[str | None, str | None]], model_t
     return Bounds(",".join(types) or "any", low, high, "candidate optimum-intel source")
 
 
-def newest_allowed(available: Iterable[str], bounds: Bounds, requirement: Requirement | None) -> str | None:
-    """The newest final release inside `bounds` and optimum-intel's own transformers requirement."""
-    candidates = []
-    for text in available:
-        try:
-            version = Version(text)
-        except InvalidVersion:
-            continue
-        if version.is_prerelease or version.is_devrelease:
-            continue
-        if requirement is not None and not requirement.specifier.contains(version, prereleases=False):
-            continue
-        if bounds.allows(text):
-            candidates.append(version)
-    return str(max(candidates)) if candidates else None
+def transformers_range(bounds: Bounds, declared: Requirement | None) -> str | None:
+    """`bounds` and optimum-intel's own transformers requirement as one requirement for pip; None when the
+    bounds are empty (their minimum is above their maximum), so no release can satisfy them."""
+    if bounds.minimum and bounds.maximum and Version(bounds.minimum) > Version(bounds.maximum):
+        return None
+    parts = [f">={bounds.minimum}" if bounds.minimum else "", f"<={bounds.maximum}" if bounds.maximum else ""]
+    specifiers = [p for p in parts if p] + ([str(s) for s in declared.specifier] if declared else [])
+    return "transformers" + ",".join(sorted(specifiers))
 
 
 def propose(profiles: ProfileSet, index: Index, *, work: Path) -> list[ProfileProposal]:
@@ -260,7 +322,6 @@ def propose(profiles: ProfileSet, index: Index, *, work: Path) -> list[ProfilePr
     optimum_intel = stack.version("optimum-intel")
     table = _bounds_from_source(index.model_configs(optimum_intel, work))
     declared = stack.requirement_of("optimum-intel", "transformers")
-    available = index.versions("transformers")
     proposals = []
     for profile in profiles.profiles:
         moved = {
@@ -273,7 +334,8 @@ def propose(profiles: ProfileSet, index: Index, *, work: Path) -> list[ProfilePr
         bounds = intersect_bounds(table, profile.model_types)
         allowed = bounds.requirement().replace("transformers ", "") + (f" and {declared.specifier}" if declared else "")
         current = _pins(profile)
-        transformers = newest_allowed(available, bounds, declared)
+        wanted_range = transformers_range(bounds, declared)
+        transformers = index.newest(wanted_range) if wanted_range else None
         if transformers is None:
             note = (
                 f"no transformers release satisfies {allowed} (optimum-intel {optimum_intel}, model types "

@@ -12,9 +12,10 @@ import warnings
 
 import pytest
 
-from bot.check_ir import DraftLayout, check_per_row, inspect_draft, inspect_folder, read_rt_info
+from bot.check_ir import DraftLayout, check_per_row, inspect_draft, read_rt_info
 from bot.checkpoints import DraftSpec
 from bot.errors import Failure
+from bot.inspect_ir import inspect_folder
 from tinymodels.per_row import DEFECTS, PerRowSpec
 
 SPEC = PerRowSpec()
@@ -122,15 +123,17 @@ def test_inspect_command_prints_every_rule_as_json(per_row_ir):
 
     broken = subprocess.run([sys.executable, "-m", "bot.cli", "inspect", str(per_row_ir("no-offset"))],
                             capture_output=True, text=True, timeout=300)
-    assert broken.returncode == 2
+    assert broken.returncode == 1  # a failed check; 2 is a usage error
     record = json.loads(broken.stdout)
     assert record["passed"] is False
     assert [r["rule"] for r in record["rules"] if r["passed"] is False] == ["rt_info"]
 
 
-def test_inspect_folder_refuses_a_folder_without_a_model(tmp_path):
-    with pytest.raises(Failure, match="holds no openvino_model.xml"):
-        inspect_folder(tmp_path)
+def test_inspect_folder_reports_a_folder_without_a_model_as_a_failed_check(tmp_path):
+    record = inspect_folder(tmp_path)
+    assert record["passed"] is False and record["role"] == "unknown"
+    assert [(r["rule"], r["passed"]) for r in record["rules"]] == [("ir_files", False)]
+    assert "holds no openvino_model.xml" in record["rules"][0]["detail"]
 
 
 def test_format_facts_agree_with_what_the_per_row_check_found(per_row_ir):

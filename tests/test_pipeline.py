@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -219,19 +220,61 @@ def test_reuse_is_planned_only_when_the_published_target_matches(hub, first_run)
     reader = Hub(hub.url, READER)
     revision = reader.head(demo.TARGET_REPO)
     toolchain = planned_toolchain("qwen3")
-    reused = plan_reuse(reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain)
+    reused, why_not = plan_reuse(reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain,
+                                 bot_user="maintainer")
+    assert why_not is None
     assert reused is not None and reused.repo == TARGET_OUT and reused.revision == reader.head(TARGET_OUT)
     assert "openvino_model.bin" in reused.files and "openvino_export.json" in reused.files
     assert "README.md" not in reused.files and reused.ir_bytes > 0
     published = parse_target_record(reader.read_file(TARGET_OUT, "openvino_export.json"))
     other_export = RECIPE.export.model_copy(update={"group_size": 64})
     assert why_not_reusable(published, revision, other_export, TASK_LLM, toolchain) == "built with other export settings"
-    assert plan_reuse(reader, TARGET_OUT, revision, other_export, TASK_LLM, toolchain) is None
+    assert plan_reuse(reader, TARGET_OUT, revision, other_export, TASK_LLM, toolchain,
+                      bot_user="maintainer")[0] is None
     newer = dataclasses.replace(toolchain, versions={**toolchain.versions, "optimum-intel": "9.9.9"})
     assert why_not_reusable(published, revision, RECIPE.export, TASK_LLM, newer) == (
         "built with another toolchain (optimum-intel)")
     assert "not " + "c" * 7 in why_not_reusable(published, "c" * 40, RECIPE.export, TASK_LLM, toolchain)
-    assert plan_reuse(reader, "OpenVINO-drafts/never-published", revision, RECIPE.export, TASK_LLM, toolchain) is None
+    assert plan_reuse(reader, "OpenVINO-drafts/never-published", revision, RECIPE.export, TASK_LLM,
+                      toolchain) == (None, None)
+    # Not provably the bot's own build: its user unknown, another user's commit, or the memory's word.
+    assert "user is not known" in plan_reuse(reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain)[1]
+    assert "by maintainer, not bot" in plan_reuse(reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain,
+                                                  bot_user="bot")[1]
+    assert "changed outside the bot" in plan_reuse(reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain,
+                                                   bot_user="maintainer", changed_outside=True)[1]
+
+
+def test_a_target_repo_changed_outside_the_bot_is_not_reused_and_is_exported_again(hub, first_run, tmp_path):
+    """Issue 20: the target's IR and chat template changed on the Hub, its record left alone, then a new draft
+    revision arrives. The plan sees the files differ from the record, exports the target again and says why;
+    the new draft is never validated against the changed IR."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    record_before = Hub(hub.url).read_file(TARGET_OUT, "openvino_export.json")
+    downloaded = api.hf_hub_download(TARGET_OUT, "openvino_model.bin", local_dir=tmp_path / "t")
+    weights = bytearray(Path(downloaded).read_bytes())
+    weights[-1] ^= 0xFF
+    api.create_commit(TARGET_OUT, [CommitOperationAdd("openvino_model.bin", bytes(weights)),
+                                   CommitOperationAdd("chat_template.jinja", b"{{ 'pwned' }}")],
+                      commit_message="tweak")
+    assert Hub(hub.url).read_file(TARGET_OUT, "openvino_export.json") == record_before
+    readme = Hub(hub.url).read_file(demo.DRAFT_REPO, "README.md").decode() + "\nAnother draft revision.\n"
+    api.upload_file(path_or_fileobj=readme.encode(), path_in_repo="README.md", repo_id=demo.DRAFT_REPO)
+    report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path / "w"))
+    outcome = _outcomes(report)[demo.DRAFT_REPO]
+    assert outcome.status == "published", outcome
+    assert "not reused: target repo changed outside the bot: chat_template.jinja differs from its record" in (
+        outcome.reason), outcome.reason
+    provenance = json.loads(Hub(hub.url).read_file(DRAFT_OUT, "openvino_export.json"))
+    assert provenance["export"]["target_reused_from"] is None and "export-target" in provenance["resources"]
+    # The target repo is the bot's own build again: every file as its new record lists it.
+    target = json.loads(Hub(hub.url).read_file(TARGET_OUT, "openvino_export.json"))
+    info = {s.rfilename: s for s in api.model_info(TARGET_OUT, files_metadata=True).siblings}
+    assert set(target["files"]) <= set(info)
+    assert info["openvino_model.bin"].lfs.sha256 == target["files"]["openvino_model.bin"]["sha256"]
+    assert b"pwned" not in Hub(hub.url).read_file(TARGET_OUT, "chat_template.jinja")
 
 
 def test_a_new_target_revision_exports_the_target_again(hub, first_run, tmp_path):

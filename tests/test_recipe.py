@@ -49,7 +49,7 @@ def test_fingerprint_follows_export_and_validation_settings():
 
 def test_status_collection_and_recheck_settings(tmp_path):
     recipe = load_recipe()
-    assert recipe.publish.status_repo_id == f"{recipe.publish.namespace}/dflash-bot-status"
+    assert recipe.status_repo_id == f"{recipe.publish.namespace}/dflash-bot-status"
     assert recipe.publish.collection_namespace == recipe.publish.namespace
     assert recipe.watch.recheck_after == dt.timedelta(days=7)
     assert parse_duration("12h") == dt.timedelta(hours=12) and parse_duration("2w") == dt.timedelta(weeks=2)
@@ -59,5 +59,24 @@ def test_status_collection_and_recheck_settings(tmp_path):
     assert load_recipe(never).watch.recheck_after is None
     bad = tmp_path / "bad.yaml"
     bad.write_text(WORKFLOWS[0].read_text().replace("recheck_after: 7d", "recheck_after: 7 days"))
-    with pytest.raises(RecipeError, match="watch.recheck_after.*invalid duration"):
+    with pytest.raises(RecipeError, match=r"watch.recheck_after.*invalid duration"):
         load_recipe(bad)
+
+
+def test_hub_settings_load_with_defaults_and_are_checked(tmp_path):
+    recipe = load_recipe()
+    assert recipe.hub.read_timeout_s == 60 and recipe.hub.download_attempts == 3
+    assert recipe.hub.plan_deadline_s == 1800
+    tight = tmp_path / "tight.yaml"
+    tight.write_text(WORKFLOWS[0].read_text().replace("read_timeout_s: 60", "read_timeout_s: 5"))
+    assert load_recipe(tight).hub.read_timeout_s == 5
+    assert load_recipe(tight).fingerprint() == recipe.fingerprint()  # no built file changes
+    for wrong, words in [
+        ("read_timout_s: 60", "did you mean 'read_timeout_s'"),
+        ("read_timeout_s: 0", "hub.read_timeout_s"),
+        ("read_timeout_s: 1e400", "hub.read_timeout_s"),  # an overflowing value is refused, not a traceback
+    ]:
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(WORKFLOWS[0].read_text().replace("read_timeout_s: 60", wrong))
+        with pytest.raises(RecipeError, match=words):
+            load_recipe(bad)

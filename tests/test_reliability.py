@@ -198,14 +198,14 @@ def test_status_page_faults_never_touch_the_models_and_the_next_run_heals(hub, b
     recipe, state, report = _status_after(hub, namespace, bundle, rules)
     failed = [o for o in report.outcomes if o.status == "failed"]
     if "collection" in case:
-        assert failed and failed[0].source == recipe.publish.status_repo_id and "collection" in failed[0].reason
+        assert failed and failed[0].source == recipe.status_repo_id and "collection" in failed[0].reason
     elif "read" in case:
         assert state.memory.unreadable and report.status_commit is None and not failed
     else:
         assert report.status_commit is not None and not failed
     recipe, state, report = _status_after(hub, namespace, bundle, [])  # the next run, the fault gone
     assert not [o for o in report.outcomes if o.status == "failed"], report.outcomes
-    status = read_status(Hub(hub.url, TOKEN), recipe.publish.status_repo_id)
+    status = read_status(Hub(hub.url, TOKEN), recipe.status_repo_id)
     assert status is not None and status.entry(demo.DRAFT_REPO).status == "published"
     repos = [draft_output_repo(recipe.publish, demo.DRAFT_REPO), target_output_repo(recipe.publish, demo.TARGET_REPO)]
     states = [repo_state(hub, repo) for repo in repos]

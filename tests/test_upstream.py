@@ -1,9 +1,11 @@
 """The toolchain watch (bot.upstream): proposals from recorded index answers, the report, and pinning.
 
 The index answers are recorded from the real index (`tests/data/upstream/`, 2026-11-30: pip's dry-run report for
-the unpinned stack and `pip index versions transformers`), or written for a future release as optimum-intel
-PR #2096's discussion describes it (Qwen3.5 export needing transformers >= 5.15). No environment is built here:
-building a candidate costs 1.6 GB and minutes, so the command itself was run by hand against the real index.
+the unpinned stack, and the releases of `pip index versions transformers`, from which `RecordedIndex.newest` answers
+as pip answers `transformers<range>`), or written for a future release as optimum-intel PR #2096's discussion
+describes it (Qwen3.5 export needing transformers >= 5.15). The machine's configured index is asked through pip
+too, for what needs no environment. No environment is built here: building a candidate costs 1.6 GB and minutes,
+so the command itself was run by hand against the real index.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from bot import upstream
 from bot.profiles import Bounds, load_profiles
@@ -23,18 +26,27 @@ from bot.upstream import (
     CandidateResult,
     CheckReport,
     PairResult,
+    PipIndex,
     Probe,
     Resolution,
     apply_pins,
     intersect_bounds,
-    newest_allowed,
-    parse_index_versions,
+    pip_environment,
     propose,
+    transformers_range,
 )
 
 DATA = Path(__file__).parent / "data" / "upstream"
 STACK_REPORT = json.loads((DATA / "stack-report-2026-11-30.json").read_text())
-TRANSFORMERS_VERSIONS = parse_index_versions((DATA / "index-versions-transformers.txt").read_text())
+
+
+def _index_versions(text: str) -> list[str]:
+    """The versions in recorded `pip index versions` output, newest first."""
+    line = next(line for line in text.splitlines() if line.strip().startswith("Available versions:"))
+    return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
+
+
+TRANSFORMERS_VERSIONS = _index_versions((DATA / "index-versions-transformers.txt").read_text())
 
 # optimum-intel's model_configs.py as a release after PR #2096 could have it: Qwen3.5 needs transformers >= 5.15.
 FUTURE_MODEL_CONFIGS = '''
@@ -86,9 +98,12 @@ class RecordedIndex:
                 versions[upstream._canonical(name)] = version
         return Resolution(versions, base.requires)
 
-    def versions(self, package):
-        assert package == "transformers"
-        return self.transformers
+    def newest(self, requirement):
+        """What pip would pick from the recorded releases: the newest final one inside the range."""
+        wanted = Requirement(requirement)
+        assert wanted.name == "transformers"
+        fits = [Version(v) for v in self.transformers if wanted.specifier.contains(v, prereleases=False)]
+        return str(max(fits)) if fits else None
 
     def model_configs(self, optimum_intel, work):
         return self.configs
@@ -117,12 +132,51 @@ def test_recorded_answers_parse():
     assert TRANSFORMERS_VERSIONS[0] == "5.24.0" and "5.2.0" in TRANSFORMERS_VERSIONS
 
 
-def test_newest_allowed_respects_bounds_declared_range_and_prereleases():
+def test_transformers_range_joins_bounds_and_declared_range():
     declared = Requirement("transformers<5.6,>=4.51")
-    assert newest_allowed(TRANSFORMERS_VERSIONS, Bounds("qwen3_5", "5.2.0", "5.2.99", "t"), declared) == "5.2.0"
-    assert newest_allowed(TRANSFORMERS_VERSIONS, Bounds("qwen3", None, None, "t"), declared) == "5.5.4"
-    assert newest_allowed(["5.16.0rc1", "5.15.1"], Bounds("x", "5.15", None, "t"), None) == "5.15.1"
-    assert newest_allowed(TRANSFORMERS_VERSIONS, Bounds("gemma4_text", "5.5", "5.0", "t"), declared) is None
+    assert transformers_range(Bounds("qwen3_5", "5.2.0", "5.2.99", "t"), declared) == (
+        "transformers<5.6,<=5.2.99,>=4.51,>=5.2.0"
+    )
+    assert transformers_range(Bounds("qwen3", None, None, "t"), declared) == "transformers<5.6,>=4.51"
+    assert transformers_range(Bounds("x", "5.15", None, "t"), None) == "transformers>=5.15"
+    assert transformers_range(Bounds("any", None, None, "t"), None) == "transformers"
+    # optimum-intel 2.2.0's gemma4_text: an empty range, nothing to ask the index
+    assert transformers_range(Bounds("gemma4_text", "5.5", "5.0", "t"), declared) is None
+    index = RecordedIndex(STACK_REPORT, Path("unused"), ["5.16.0rc1", "5.15.1", "5.2.0"])
+    assert index.newest("transformers>=5.15") == "5.15.1"  # the recorded answers skip pre-releases, as pip does
+
+
+def test_pip_runs_without_the_variables_that_change_its_answers_or_output():
+    env = pip_environment({"PIP_QUIET": "1", "PIP_VERBOSE": "3", "PIP_NO_DEPS": "1", "PIP_PRE": "1",
+                           "PIP_REQUIREMENT": "evil.txt", "PIP_PYTHON": "/usr/bin/python3", "pip_quiet": "2",
+                           "PIP_INDEX_URL": "https://mirror.example/simple", "PIP_FIND_LINKS": "/wheels",
+                           "PIP_CONSTRAINT": "c.txt", "PATH": "/usr/bin"})
+    assert env == {"PIP_INDEX_URL": "https://mirror.example/simple", "PIP_FIND_LINKS": "/wheels",
+                   "PIP_CONSTRAINT": "c.txt", "PATH": "/usr/bin", "PIP_NO_INPUT": "1"}
+
+
+def test_the_real_index_is_read_whatever_pip_quiet_says(monkeypatch, tmp_path):
+    """pip itself, on this machine's configured index, with PIP_QUIET=1 (which silences `pip index versions`):
+    the releases newer than the pinned transformers are still found, and each profile still gets its candidate."""
+    monkeypatch.setenv("PIP_QUIET", "1")
+    monkeypatch.setenv("PIP_VERBOSE", "0")
+    index = PipIndex()
+    profiles = load_profiles()
+    pinned = profiles.get("default").transformers
+    newest = index.newest("transformers")
+    assert newest is not None and Version(newest) > Version(pinned), (newest, pinned)
+    assert index.newest("transformers>=999") is None  # no release in range, and the index did answer
+    proposals = {p.profile: p for p in propose(profiles, index, work=tmp_path)}
+    assert proposals["default"].note is None and proposals["default"].candidate["transformers"] == "5.2.0"
+    assert proposals["gemma4"].note is None and proposals["gemma4"].candidate["transformers"] == "5.5.4"
+
+
+def test_an_index_that_cannot_be_asked_is_a_failure_not_no_release(monkeypatch):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", "/nonexistent")
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    with pytest.raises(upstream.Failure, match="pip install"):
+        PipIndex().newest("transformers>=5")
 
 
 def test_intersect_bounds_takes_the_tightest_ends():
