@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from bot import __version__, log, record
-from bot.bundle import Bundle, source_files, write_bundle
+from bot.bundle import Bundle, local_path_markers, source_files, write_bundle
 from bot.check_ir import DraftIrReport, TargetIrReport, inspect_draft, inspect_target
 from bot.checkpoints import DraftSpec, TargetSpec, check_weights, classify_draft, load_config, read_target
 from bot.discover import Candidate
@@ -44,7 +44,7 @@ from bot.source_card import card_license
 from bot.toolchain import Toolchain
 from bot.validate import BASELINE_FILE, ValidationReport, validate_pair
 from bot.validate_per_row import PerRowValidation, validate_per_row_pair
-from bot.weight_formats import FormatChoice, FormatResult, choose_draft_format
+from bot.weight_formats import FailedFormat, FormatChoice, FormatResult, choose_draft_format
 
 T = TypeVar("T")
 
@@ -488,14 +488,16 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
         quality = job.target_quality.get(lambda: _target_quality(job, target_export, recipe, toolchain, scratch))
         # The validations (a build's memory peak at real sizes) start once every export is done.
         job.exports_done()
-        measured = [
-            m
+        results = [
+            _measure_format(job, fmt, future, target_export, recipe, toolchain, scratch)
             for fmt, future in job.draft_exports.items()
-            if (m := _measure_format(job, fmt, future, target_export, recipe, toolchain, scratch))
         ]
+        measured = [r for r in results if isinstance(r, _Measured)]
+        failed = [r for r in results if isinstance(r, FailedFormat)]
         if not measured:
-            raise Failure("no weight format of the draft exported", subject=name, stage="export-draft")
-        chosen, choice = _choose(measured)
+            reasons = "; ".join(f"{f.weight_format}: {f.reason}" for f in failed)
+            raise Failure(f"no weight format of the draft could be measured ({reasons})", subject=name, stage="build")
+        chosen, choice = _choose(measured, failed)
         log.step("%s: %s", name, choice.reason if choice else f"{chosen.weight_format} draft")
         concurrent = None
         if chosen.report.format == "per-row":
@@ -635,17 +637,37 @@ def _measure_format(
     recipe: Recipe,
     toolchain: Toolchain,
     scratch: Path,
-) -> _Measured | None:
-    """Inspect and validate one weight format of the draft; None when it did not export and another format may
-    stand in (the only format's failure is raised)."""
-    name = job.draft.checkout.name
+) -> _Measured | FailedFormat:
+    """Inspect and validate one weight format of the draft; what failed, and why, when another format may stand
+    in (the only format's failure is raised)."""
     try:
-        draft_export: ExportResult = _step("export-draft", future.result)
+        return _measure_one_format(job, weight_format, future, target_export, recipe, toolchain, scratch)
     except BotError as error:
         if len(job.draft_exports) == 1:
             raise
-        log.step("%s: %s export failed, other formats go on: %s", name, weight_format, error.message)
-        return None
+        reason = _public(f"{error.stage or 'build'}: {error.message}", scratch, toolchain)
+        log.step("%s: %s failed, other formats go on: %s", job.draft.checkout.name, weight_format, reason)
+        return FailedFormat(weight_format, reason)
+
+
+def _public(text: str, scratch: Path, toolchain: Toolchain) -> str:
+    """A message fit for a record and a card: this machine's work folder and environments left out."""
+    for marker in local_path_markers(scratch, *_environments(toolchain)):
+        text = text.replace(marker, "…")
+    return text[:300]
+
+
+def _measure_one_format(
+    job: _DraftJob,
+    weight_format: str,
+    future: Future[ExportResult],
+    target_export: ExportResult,
+    recipe: Recipe,
+    toolchain: Toolchain,
+    scratch: Path,
+) -> _Measured:
+    name = job.draft.checkout.name
+    draft_export: ExportResult = _step("export-draft", future.result)
     report: DraftIrReport = _step("inspect-draft", lambda: inspect_draft(draft_export.ir_dir, job.pair.draft))
     log.step(
         "%s: %s %s format, PagedAttention-ready: %s", name, weight_format, report.format, report.paged_attention.ready
@@ -687,13 +709,13 @@ def _baseline(scratch: Path, index: int) -> Path | None:
     return earlier[0] if earlier else None
 
 
-def _choose(measured: list[_Measured]) -> tuple[_Measured, FormatChoice | None]:
+def _choose(measured: list[_Measured], failed: list[FailedFormat]) -> tuple[_Measured, FormatChoice | None]:
     """The format to publish: the best measured speed-up among those that passed the gates (bot.weight_formats);
-    with one format there is nothing to choose."""
-    if len(measured) == 1:
+    with one format and none failed there is nothing to choose."""
+    if len(measured) == 1 and not failed:
         return measured[0], None
     choice = choose_draft_format(
-        [FormatResult.from_validation(m.weight_format, m.validation, m.export.ir_dir) for m in measured]
+        [FormatResult.from_validation(m.weight_format, m.validation, m.export.ir_dir) for m in measured], failed
     )
     chosen = next((m for m in measured if m.weight_format == choice.chosen), measured[0])
     return chosen, choice

@@ -8,7 +8,7 @@ and publishes the format with the best measured speed-up at its own recommended 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from bot.validate import ValidationReport
@@ -56,24 +56,46 @@ class FormatResult:
 
 
 @dataclass(frozen=True)
+class FailedFormat:
+    """A weight format that never got figures: its export, inspection or validation failed (the card says so)."""
+
+    weight_format: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class FormatChoice:
-    """Which format is published (`chosen` is None when none is eligible) and why, with every format's figures."""
+    """Which format is published (`chosen` is None when none is eligible) and why, with every format's figures
+    and every format that failed before it could be measured."""
 
     chosen: str | None
     reason: str
     results: tuple[FormatResult, ...]
+    failed: tuple[FailedFormat, ...] = ()
 
     def as_provenance(self) -> dict:
-        return {"chosen": self.chosen, "reason": self.reason, "formats": [asdict(r) for r in self.results]}
+        return {
+            "chosen": self.chosen,
+            "reason": self.reason,
+            "formats": [asdict(r) for r in self.results],
+            "failed": [asdict(f) for f in self.failed],
+        }
 
 
-def choose_draft_format(results: list[FormatResult]) -> FormatChoice:
+def choose_draft_format(results: list[FormatResult], failed: list[FailedFormat] | None = None) -> FormatChoice:
     """The format to publish: the best speed-up at its recommended k among those that passed the lossless gate.
 
     Formats that also passed the acceptance gate come before those that did not; speed-ups within
-    `TIE_TOLERANCE` of the best are a tie, which the smaller IR wins.
+    `TIE_TOLERANCE` of the best are a tie, which the smaller IR wins. `failed` formats are listed, never chosen.
     """
-    measured = tuple(results)
+    choice = _choose(tuple(results))
+    if failed:
+        names = ", ".join(f"{f.weight_format} (failed: {f.reason})" for f in failed)
+        choice = replace(choice, reason=f"{choice.reason}; not measured: {names}", failed=tuple(failed))
+    return choice
+
+
+def _choose(measured: tuple[FormatResult, ...]) -> FormatChoice:
     eligible = [r for r in measured if r.lossless]
     if not eligible:
         failed = ", ".join(r.weight_format for r in measured) or "none measured"

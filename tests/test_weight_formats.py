@@ -95,3 +95,24 @@ def test_the_card_section_lists_every_format_and_marks_the_published_one():
     assert "| int4 | yes | 2.00 | 3 | 1.40× | 100.0 MiB |  |" in text
     assert "| int8 | yes | 2.00 | 7 | 1.80× | 180.0 MiB | **published** |" in text
     assert f"Why: {choice.reason}." in text
+
+
+def test_a_format_that_failed_is_named_in_the_card_with_its_reason_not_left_out():
+    """Issue 20: an int8 export killed from outside used to vanish from the card; it is listed as failed."""
+    import jinja2
+
+    from bot.card import TEMPLATES
+    from bot.weight_formats import FailedFormat
+
+    killed = FailedFormat("int8", "export-draft: draft export failed (exit -9: killed by SIGKILL from outside the bot)")
+    choice = choose_draft_format([result("int4", 1.40, size=100 << 20)], [killed])
+    assert choice.chosen == "int4" and "int8 (failed: export-draft: draft export failed" in choice.reason
+    assert choice.as_provenance()["failed"] == [{"weight_format": "int8", "reason": killed.reason}]
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
+    text = env.get_template("_draft_formats.md.j2").render(formats=choice.as_provenance())
+    assert "exported in 2 weight format(s)" in text
+    assert "| int4 | yes | 2.00 | 3 | 1.40× | 100.0 MiB | **published** |" in text
+    assert f"| int8 | failed: {killed.reason} | | | | | |" in text
+    # A record written before failed formats were listed renders as before.
+    older = {k: v for k, v in choose_draft_format([result("int4", 1.4, size=1 << 20)]).as_provenance().items() if k != "failed"}
+    assert "exported in 1 weight format(s)" in env.get_template("_draft_formats.md.j2").render(formats=older)
