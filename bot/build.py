@@ -21,12 +21,13 @@ from typing import Generic, TypeVar
 
 from bot import __version__, log, record
 from bot.bundle import Bundle, local_path_markers, source_files, write_bundle
-from bot.check_ir import DraftIrReport, TargetIrReport, inspect_draft, inspect_target
+from bot.check_ir import DraftIrReport, TargetIrReport
 from bot.checkpoints import DraftSpec, TargetSpec, check_weights, classify_draft, load_config, read_target
 from bot.discover import Candidate
 from bot.errors import BotError, Failure
 from bot.export import TASK_LLM, ExportRequest, ExportResult, export_model, target_task
 from bot.fetch import safe_copy
+from bot.inspect_child import inspect_draft_in_child, inspect_target_in_child
 from bot.profiles import DEFAULT_PROFILE, toolchain_for
 from bot.quality import QualityReport, measure_quality, quality_gate
 from bot.quantization import (
@@ -468,7 +469,14 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
             raise error.at(subject=job.target.name) from None
 
         def inspect() -> TargetIrReport:
-            report = inspect_target(target_export.ir_dir, pair.target, pair.draft)
+            report = inspect_target_in_child(
+                target_export.ir_dir,
+                pair.target,
+                pair.draft,
+                work=scratch / "inspect-target",
+                timeout_s=recipe.validation.timeout_s,
+                memory_budget_bytes=job.schedule.memory_budget_bytes,
+            )
             log.step(
                 "%s: %d attention layers -> %d PagedAttention ops",
                 job.target.name,
@@ -668,7 +676,16 @@ def _measure_one_format(
 ) -> _Measured:
     name = job.draft.checkout.name
     draft_export: ExportResult = _step("export-draft", future.result)
-    report: DraftIrReport = _step("inspect-draft", lambda: inspect_draft(draft_export.ir_dir, job.pair.draft))
+    report: DraftIrReport = _step(
+        "inspect-draft",
+        lambda: inspect_draft_in_child(
+            draft_export.ir_dir,
+            job.pair.draft,
+            work=scratch / f"inspect-{job.index}-{weight_format}",
+            timeout_s=recipe.validation.timeout_s,
+            memory_budget_bytes=job.schedule.memory_budget_bytes,
+        ),
+    )
     log.step(
         "%s: %s %s format, PagedAttention-ready: %s", name, weight_format, report.format, report.paged_attention.ready
     )

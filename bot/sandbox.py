@@ -21,7 +21,7 @@ from pathlib import Path
 from bot.isolation import SECRET_NAME
 
 REFUSED = 70  # EX_SOFTWARE: the parent built a wrong environment
-TOOLS = ("optimum-cli", "validate", "validate-per-row", "quality", "exec")
+TOOLS = ("optimum-cli", "validate", "validate-per-row", "quality", "inspect", "exec")
 # System files a Python process and OpenVINO need; the rest of /etc (keys, shadow, machine ids) stays closed.
 _SYSTEM_READS = (
     "/usr",
@@ -158,6 +158,10 @@ def _run(tool: str, args: list[str]) -> int:
         from bot.quality import main as quality_main
 
         return quality_main(args)
+    if tool == "inspect":
+        from bot.inspect_child import main as inspect_main
+
+        return inspect_main(args)
     if tool == "validate-per-row":
         from bot.validate_per_row import main as validate_per_row_main
 

@@ -202,3 +202,23 @@ def test_rt_info_parsers_name_each_problem():
             hidden_state_layers({"hidden_states_decoder_layers": annotation})
     with pytest.raises(Failure, match="no hidden_states_decoder_layers rt_info"):
         hidden_state_layers({})
+
+
+def test_the_build_inspects_an_ir_in_a_sandboxed_child_and_gets_the_same_report(per_row_ir, tmp_path):
+    """Issue 20: an IR an export child wrote is parsed by OpenVINO in a child of its own (no token, its own
+    folder), not in the builder; the report comes back as JSON and equals the in-process one."""
+    from bot.inspect_child import inspect_draft_in_child
+
+    spec = DraftSpec(kind="dflash", architecture="DFlashDraftModel", model_type="qwen3", hidden_size=SPEC.hidden_size,
+                     mask_token_id=SPEC.mask_token_id, target_layer_ids=SPEC.target_layer_ids,
+                     num_layers=len(SPEC.layer_types))
+    work = tmp_path / "inspect"
+    report = inspect_draft_in_child(per_row_ir, spec, work=work, timeout_s=300, memory_budget_bytes=8 << 30)
+    assert report == inspect_draft(per_row_ir, spec)
+    log = (work / "inspect.log").read_text()
+    assert "sandbox: no Hub token in this process" in log
+    how, _, _ = DAMAGES["mask-token-a-group"]
+    with pytest.raises(Failure, match=r"mask_token_id or dflash/target_layer_ids is missing or malformed") as caught:
+        inspect_draft_in_child(damaged(per_row_ir, how, tmp_path / "mask"), spec, work=tmp_path / "inspect-2",
+                               timeout_s=300, memory_budget_bytes=8 << 30)
+    assert caught.value.stage == "inspect"
