@@ -153,17 +153,19 @@ def run_logged(
 ) -> int:
     """Run `cmd`, stdout and stderr into `log_path`, within `timeout_s` and `memory_budget_bytes`.
 
-    The RSS of the child's whole process tree is sampled while it runs (`bot.resources.PeakSampler`).
+    The RSS of the child's whole process tree and session is sampled while it runs (`bot.resources.PeakSampler`),
+    and whatever is left in its session when it ends is killed.
 
     Args:
-        memory_budget_bytes: when the tree's RSS goes over this, its process group is killed (None: no limit).
+        memory_budget_bytes: when that RSS goes over this, its process group is killed (None: no limit).
 
     Returns:
         The peak RSS of the child's process tree, in bytes.
 
     Raises:
-        Failure: non-zero exit (with the last meaningful log line), timeout, or the memory budget exceeded (naming
-            `what`, the measured peak and the budget); the process group is killed in the last two cases.
+        Failure: non-zero exit (with the last meaningful log line, and the signal and its sender when a signal
+            ended it: `exit_cause`), timeout, or the memory budget exceeded (naming `what`, the measured peak and
+            the budget); the process group is killed in the last two cases.
     """
     if _stopping.is_set():
         raise Failure(f"{what} not started: the bot is stopping")
