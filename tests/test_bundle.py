@@ -36,7 +36,7 @@ def test_an_export_folder_with_a_file_no_step_writes_fails_the_build_with_its_na
         check_export_output(planted, "target")
     linked = _export_folder(tmp_path / "linked")
     (linked / "generation_config.json").symlink_to("/etc/passwd")
-    with pytest.raises(Failure, match="generation_config.json"):
+    with pytest.raises(Failure, match=r"generation_config\.json"):
         check_export_output(linked, "draft")
 
 
@@ -59,7 +59,7 @@ def test_publish_refuses_a_folder_that_differs_from_its_record(tmp_path):
     assert "not in the record: evil.py" in caught.value.message
     assert "changed: chat_template.jinja (sha256 " in caught.value.message
     (folder / "config.json").unlink()
-    with pytest.raises(Failure, match="missing: config.json"):
+    with pytest.raises(Failure, match=r"missing: config\.json"):
         check_folder(folder, listed, ("README.md", "evil.py", "chat_template.jinja"), "a/draft")
 
 

@@ -18,6 +18,7 @@ import pytest
 from bot.confinement import confinement
 from bot.errors import Failure
 from bot.isolation import run_logged, sandboxed, untrusted_env
+from tests.test_isolation import _alive
 
 CONFINED = confinement({}).name != "none"
 
@@ -145,7 +146,7 @@ def test_an_orphan_counts_against_the_budget_of_the_child_that_left_it(tmp_path)
              f"subprocess.Popen([sys.executable, '-c', {grow!r}], process_group=0)\n"
              "time.sleep(4)")  # the child lives on while its orphan-to-be grows, then exits without waiting
     budget = 300 * 2**20
-    with pytest.raises(Failure, match="over the budget of 0.31 GB"):
+    with pytest.raises(Failure, match=r"over the budget of 0\.31 GB"):
         run_logged([sys.executable, "-c", leave], log_path=tmp_path / "log", timeout_s=60, env=untrusted_env(),
                    what="draft export", memory_budget_bytes=budget)
     time.sleep(0.3)
@@ -203,11 +204,3 @@ def _pids_running(script: str) -> list[int]:
                 pass
     # the innermost (the Python process itself), not the unshare wrapper or the sandbox that exec'd into it
     return sorted(found, key=lambda pid: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"unshare"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in state
