@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bot import record
 from bot.record import BuildRecord, Repos
 
 SOURCE_SHA = "a" * 40
@@ -18,7 +19,7 @@ def record_data(*, is_vlm: bool = False, speedups: tuple[float, float] = (1.4, 1
              "baseline_tokens_per_s": 10.0, "speedup": s} for k, a, s in ((3, 3.5, speedups[0]), (7, 5.0, speedups[1]))]
     best = max(runs, key=lambda r: r["tokens_per_s"])
     return {
-        "schema_version": 2, "bot_version": "0.1.0", "built_at": "2026-11-30T12:00:00+00:00", "status": status,
+        "schema_version": record.SCHEMA_VERSION, "bot_version": "0.1.0", "built_at": "2026-11-30T12:00:00+00:00", "status": status,
         "failed_gates": [] if status == "validated" else ["acceptance gate: accept length 1.00 ..."],
         "draft": {"kind": "dflash", "format": "stateful", "architecture": "DFlashDraftModel",
                   "base_model_type": "qwen3"},

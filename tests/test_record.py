@@ -42,7 +42,17 @@ def test_a_version_1_record_is_read_by_the_one_upgrade_rule():
     data["schema_version"] = 1
     data["recipe_fingerprint"] = data["recipe"]["fingerprint"]
     upgraded = parse_draft_record(json.dumps(data))
-    assert upgraded.schema_version == 2 and upgraded.recipe.fingerprint == data["recipe_fingerprint"]
+    assert upgraded.schema_version == record.SCHEMA_VERSION
+    assert upgraded.recipe.fingerprint == data["recipe_fingerprint"]
+
+
+def test_a_version_2_record_is_read_without_a_file_list_and_certifies_no_file():
+    data = record_data()
+    data["schema_version"] = 2
+    upgraded = parse_draft_record(json.dumps(data))
+    assert upgraded.schema_version == record.SCHEMA_VERSION and upgraded.files is None
+    target = TargetRecord.from_build(upgraded, [], "fp")
+    assert target.files is None and target.source_files is None  # never reused (bot.reuse)
 
 
 @pytest.mark.parametrize("text,why", [
