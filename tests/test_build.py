@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -35,7 +36,14 @@ def test_provenance_has_the_documented_fields(built):
     assert p["target"]["repo"] is None and p["target"]["revision"] is None
     for package in ("optimum-intel", "openvino", "openvino-genai", "nncf", "transformers", "torch"):
         assert p["toolchain"][package] and p["toolchain"][package] != "not installed"
-    assert p["schema_version"] == 2 and len(p["recipe"]["fingerprint"]) == 16 and "recipe_fingerprint" not in p
+    assert p["schema_version"] == 3 and len(p["recipe"]["fingerprint"]) == 16 and "recipe_fingerprint" not in p
+    # Every built file the bundle publishes, and every source file it was built from, with its sha256.
+    root = built("dflash").bundle.root
+    for role in ("draft", "target"):
+        assert set(p["files"][role]) == {f.name for f in (root / role).iterdir()}
+        for name, listed in p["files"][role].items():
+            assert listed["sha256"] == hashlib.sha256((root / role / name).read_bytes()).hexdigest()
+    assert "model.safetensors" in p["files"]["draft_source"] and "config.json" in p["files"]["target_source"]
     assert p["inspect"]["target"]["attention_layers"] == 4
     assert p["inspect"]["target"]["paged_attention_ops"] == 4
     assert p["inspect"]["draft"]["paged_attention_ready"] is False
@@ -106,9 +114,11 @@ def test_cli_build_failure_is_one_line_with_stage_and_cause(tiny, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_both_draft_weight_formats_are_measured_and_the_faster_one_is_published(tiny, tmp_path):
+def test_both_draft_weight_formats_are_measured_and_the_faster_one_is_published(tiny, tmp_path, monkeypatch):
     """The recipe's draft_weight_formats [int4, int8]: each exported and validated against one baseline, the choice
     recorded with the reason, and the target measured against its original weights once."""
+    import tempfile
+
     from bot.build import Checkout, build_folders
     from bot.card import render_draft_card, render_target_card
     from bot.record import Repos, TargetRecord
@@ -118,9 +128,18 @@ def test_both_draft_weight_formats_are_measured_and_the_faster_one_is_published(
     recipe = recipe.model_copy(update={"export": recipe.export.model_copy(
         update={"draft_weight_formats": ["int4", "int8"]})})
     pair = tiny("oracle")
-    outcome = build_folders(Checkout(pair.draft), Checkout(pair.target), tmp_path / "bundle", recipe)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "work"))  # the build's scratch folder, kept
+    (tmp_path / "work").mkdir()
+    outcome = build_folders(Checkout(pair.draft), Checkout(pair.target), tmp_path / "bundle", recipe, keep_work=True)
     assert outcome.bundle is not None and outcome.error is None, outcome.error and outcome.error.one_line()
     built = outcome.bundle.record
+    # The plain baseline was measured once: the second format's validation read the first one's (read-only, from
+    # that child's own folder) and wrote it again into its own.
+    baselines = {f.parent.name: json.loads(f.read_text()) for f in (tmp_path / "work").glob("*/validate-0-*/*.json")
+                 if f.name == "baseline.json"}
+    assert set(baselines) == {"validate-0-int4", "validate-0-int8"}
+    assert baselines["validate-0-int4"] == baselines["validate-0-int8"]
+    assert baselines["validate-0-int4"]["plain_seconds"]
     formats = built.draft_formats.model_dump()
     assert {f["weight_format"] for f in formats["formats"]} == {"int4", "int8"}
     assert formats["chosen"] == built.export.draft_weight_format in ("int4", "int8") and formats["reason"]

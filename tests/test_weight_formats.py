@@ -48,42 +48,6 @@ def test_when_none_is_accepted_the_fastest_lossless_one_is_named():
     assert choice.chosen == "int4" and "no format passed the acceptance gate" in choice.reason
 
 
-def test_both_draft_formats_export_validate_against_one_baseline_and_one_is_chosen(tiny, tmp_path):
-    """Real exports of the oracle draft in int4 and int8, validated with GenAI against one plain baseline."""
-    import json
-
-    from bot.export import TASK_LLM, ExportRequest, export_model
-    from bot.fetch import safe_copy
-    from bot.quantization import weight_format_args
-    from bot.validate import validate_pair
-    from tests.conftest import fast_recipe
-
-    recipe = fast_recipe(num_assistant_tokens=[3])
-    recipe = recipe.model_copy(update={"export": recipe.export.model_copy(
-        update={"draft_weight_formats": ["int4", "int8"]})})
-    pair = tiny("oracle")
-    target = export_model(ExportRequest("target", pair.target, tmp_path / "ir-target", TASK_LLM, False),
-                          recipe.export, log_dir=tmp_path / "logs", home=tmp_path / "hf")
-    draft_src = safe_copy(pair.draft, tmp_path / "src-draft")
-    baseline = tmp_path / "baseline.json"
-    results = []
-    for fmt in recipe.export.draft_weight_formats:
-        draft = export_model(ExportRequest(f"draft-{fmt}", draft_src, tmp_path / f"ir-draft-{fmt}", TASK_LLM, True),
-                             recipe.export, log_dir=tmp_path / "logs", home=tmp_path / "hf",
-                             quantization=weight_format_args(fmt, recipe.export))
-        report = validate_pair(target.ir_dir, draft.ir_dir, recipe.validation, work=tmp_path / f"validate-{fmt}",
-                               baseline=baseline)
-        assert report.lossless and report.accept_length == 4.0  # the oracle: k + 1, in either format
-        results.append((FormatResult.from_validation(fmt, report, draft.ir_dir), report))
-    (int4, int4_report), (int8, int8_report) = results
-    assert int8.ir_bytes > int4.ir_bytes
-    # The plain baseline was measured once: the second format's runs reuse the first one's timings.
-    assert [r.baseline_tokens_per_s for r in int8_report.runs] == [r.baseline_tokens_per_s for r in int4_report.runs]
-    assert json.loads(baseline.read_text())["plain_seconds"]
-    choice = choose_draft_format([int4, int8])
-    assert choice.chosen in ("int4", "int8") and choice.reason.startswith(choice.chosen)
-
-
 def test_the_card_section_lists_every_format_and_marks_the_published_one():
     import jinja2
 
