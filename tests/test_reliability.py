@@ -391,33 +391,6 @@ def test_a_commit_lands_only_on_the_commit_its_decision_was_made_on(tmp_path):
         assert result.commit is not None
 
 
-def test_two_runs_at_once_publish_each_repo_exactly_once(hub, tmp_path):
-    recipe_file = tmp_path / "recipe.yaml"
-    data = json.loads(recipe_for("rel-concurrent").model_dump_json())
-    import yaml
-
-    recipe_file.write_text(yaml.safe_dump(data))
-    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
-    cmd = [sys.executable, "-m", "bot.cli", "run", "--recipe", str(recipe_file), "--only", demo.DRAFT_REPO]
-    procs = [subprocess.Popen(cmd + ["--report", str(tmp_path / f"r{i}.json"), "--work", str(tmp_path / f"w{i}")],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for i in range(2)]
-    for proc in procs:
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-2000:]
-    statuses = sorted(next(o["status"] for o in json.loads((tmp_path / f"r{i}.json").read_text())["outcomes"]
-                           if o["source"] == demo.DRAFT_REPO) for i in range(2))
-    assert set(statuses) <= {"published", "up-to-date"} and "published" in statuses, statuses
-    api = Hub(hub.url, TOKEN).api
-    for repo in (draft_output_repo(recipe_for("rel-concurrent").publish, demo.DRAFT_REPO),
-                 target_output_repo(recipe_for("rel-concurrent").publish, demo.TARGET_REPO)):
-        bot_commits = [c for c in api.list_repo_commits(repo) if "dflash-bot" in c.title]
-        assert len(bot_commits) == 1, [c.title for c in api.list_repo_commits(repo)]
-    record("concurrency", "two `dflash-bot run` processes at once", f"both reported ({', '.join(statuses)}); "
-           "neither published anything twice",
-           "one bot commit per repo, complete")
-
-
 def test_two_publishers_race_ten_times_one_publish_per_repo_and_two_reports(hub, bundle, tmp_path):
     """The publish race itself, ten rounds: two processes publish the same build to fresh repos at once. Every
     round: both exit 0, one reports published and the other up-to-date, one bot commit per repo."""
