@@ -24,7 +24,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         rows_file = Path(tmp) / "rows.json"
         modules = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_reliability*.py"))
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", *modules], cwd=ROOT,
+        # One process (-n 0): the rows are collected in this session's memory (tests/reliability_rows.py).
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", *modules], cwd=ROOT,
                               env={**os.environ, "RELIABILITY_ROWS": str(rows_file)}, text=True,
                               capture_output=True)
         summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "(no output)"

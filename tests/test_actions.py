@@ -255,7 +255,9 @@ def test_build_jobs_never_hold_the_write_token(workflow, workspace):
     assert record["outcome"]["status"] == "built"
     assert json.loads((bundle / "openvino_export.json").read_text())["status"] == "validated"
     loaders = [p for p in probes if {"openvino", "torch"} & set(p["libraries"])]
-    assert len(loaders) >= 2, probes  # the CLI's children that exported and ran the checkpoints
+    # The children that loaded the checkpoints and IRs: those Landlock confines to their own folders cannot write
+    # the probe's file, so at least one reports (the token's absence from every child is tests/test_security.py's).
+    assert loaders, probes
     assert all(not p["token_names"] and not p["secret_in_env"] for p in probes), probes
 
 

@@ -21,6 +21,7 @@ from bot.isolation import run_logged, sandboxed, untrusted_env
 from tests.test_isolation import _alive
 
 CONFINED = confinement({}).name != "none"
+SIBLING_SLEEP = "6.0417"  # a duration no other process sleeps, so the sibling is found among other tests' processes
 
 # Tries every way a compromised child could reach a sibling: its output, its HOME/TMPDIR, the group's shared
 # scratch folder, and a signal to its process.
@@ -52,7 +53,7 @@ def _start_sibling(work: Path) -> tuple[threading.Thread, dict]:
 
     def run() -> None:
         try:
-            run_logged([*sandboxed("exec", writes=[folder]), "sleep", "6"], log_path=work / "sibling.log",
+            run_logged([*sandboxed("exec", writes=[folder]), "sleep", SIBLING_SLEEP], log_path=work / "sibling.log",
                        timeout_s=60, env=env, what="sibling")
             ended["ok"] = True
         except Failure as error:
@@ -66,7 +67,8 @@ def _start_sibling(work: Path) -> tuple[threading.Thread, dict]:
 def _host_pid_of_sleep(deadline_s: float = 20) -> int:
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        found = subprocess.run(["pgrep", "-x", "sleep"], capture_output=True, text=True).stdout.split()
+        pgrep = subprocess.run(["pgrep", "-xf", f"sleep {SIBLING_SLEEP}"], capture_output=True, text=True)
+        found = pgrep.stdout.split()
         if found:
             return int(found[-1])
         time.sleep(0.1)
