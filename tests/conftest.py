@@ -83,3 +83,16 @@ def reliability_rows():
         from tests.reliability_rows import ROWS
 
         Path(target).write_text(json.dumps(ROWS, indent=2))
+
+
+@pytest.fixture()
+def own_logger():
+    """Commands run in-process set up the bot's logger on that test's stderr; give later tests the logger as it
+    was."""
+    import logging
+
+    logger = logging.getLogger("dflash-bot")
+    handlers, propagate, level = list(logger.handlers), logger.propagate, logger.level
+    yield
+    logger.handlers[:], logger.propagate = handlers, propagate
+    logger.setLevel(level)

@@ -44,16 +44,7 @@ def offline(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.fixture(autouse=True)
-def own_logger():
-    """The commands set up the bot's logger on this test's stderr; give later tests the logger as it was."""
-    import logging
-
-    logger = logging.getLogger("dflash-bot")
-    handlers, propagate, level = list(logger.handlers), logger.propagate, logger.level
-    yield
-    logger.handlers[:], logger.propagate = handlers, propagate
-    logger.setLevel(level)
+pytestmark = pytest.mark.usefixtures("own_logger")  # the commands set up the bot's logger (tests/conftest.py)
 
 
 def odd_recipe(folder: Path, name: str) -> Path:
