@@ -113,14 +113,12 @@ def _why_not_trusted(
     reader: Hub, repo: str, commit: str, published: TargetRecord, bot_user: str | None, changed_outside: bool
 ) -> str | None:
     """Why the published target at `commit` is not provably what the bot built (None: it is)."""
-    if published.inspect.target.ir_file not in (published.files or {}):
+    if published.files is None:
+        return "its record lists no file hashes (built by an older bot)"
+    if published.inspect.target.ir_file not in published.files:
         return "its record does not list its IR file"
     try:
-        changed = (
-            differs_from_record(reader.listed_hashes(repo, commit), published.files, _RENDERED)
-            if published.files is not None
-            else "its record lists no file hashes (built by an older bot)"
-        )
+        changed = differs_from_record(reader.listed_hashes(repo, commit), published.files, _RENDERED)
         if changed is not None:
             return f"target repo changed outside the bot: {changed}"
         if bot_user is None:
