@@ -496,10 +496,14 @@ def _finish_draft(job: _DraftJob, recipe: Recipe, toolchain: Toolchain, scratch:
         quality = job.target_quality.get(lambda: _target_quality(job, target_export, recipe, toolchain, scratch))
         # The validations (a build's memory peak at real sizes) start once every export is done.
         job.exports_done()
-        results = [
-            _measure_format(job, fmt, future, target_export, recipe, toolchain, scratch)
-            for fmt, future in job.draft_exports.items()
-        ]
+        results: list[_Measured | FailedFormat] = []
+        for fmt, future in job.draft_exports.items():
+            try:
+                results.append(_measure_format(job, fmt, future, target_export, recipe, toolchain, scratch))
+            except BotError as error:
+                if len(job.draft_exports) == 1:
+                    raise  # the only format: its failure is the draft's
+                results.append(_failed_format(job, fmt, error, scratch, toolchain))
         measured = [r for r in results if isinstance(r, _Measured)]
         failed = [r for r in results if isinstance(r, FailedFormat)]
         if not measured:
@@ -637,25 +641,13 @@ def _target_quality(
     return report
 
 
-def _measure_format(
-    job: _DraftJob,
-    weight_format: str,
-    future: Future[ExportResult],
-    target_export: ExportResult,
-    recipe: Recipe,
-    toolchain: Toolchain,
-    scratch: Path,
-) -> _Measured | FailedFormat:
-    """Inspect and validate one weight format of the draft; what failed, and why, when another format may stand
-    in (the only format's failure is raised)."""
-    try:
-        return _measure_one_format(job, weight_format, future, target_export, recipe, toolchain, scratch)
-    except BotError as error:
-        if len(job.draft_exports) == 1:
-            raise
-        reason = _public(f"{error.stage or 'build'}: {error.message}", scratch, toolchain)
-        log.step("%s: %s failed, other formats go on: %s", job.draft.checkout.name, weight_format, reason)
-        return FailedFormat(weight_format, reason)
+def _failed_format(
+    job: _DraftJob, weight_format: str, error: BotError, scratch: Path, toolchain: Toolchain
+) -> FailedFormat:
+    """What failed for one weight format, and why, while another format stands in (recorded and on the card)."""
+    reason = _public(f"{error.stage or 'build'}: {error.message}", scratch, toolchain)
+    log.step("%s: %s failed, other formats go on: %s", job.draft.checkout.name, weight_format, reason)
+    return FailedFormat(weight_format, reason)
 
 
 def _public(text: str, scratch: Path, toolchain: Toolchain) -> str:
@@ -665,7 +657,7 @@ def _public(text: str, scratch: Path, toolchain: Toolchain) -> str:
     return text[:300]
 
 
-def _measure_one_format(
+def _measure_format(
     job: _DraftJob,
     weight_format: str,
     future: Future[ExportResult],
@@ -674,6 +666,11 @@ def _measure_one_format(
     toolchain: Toolchain,
     scratch: Path,
 ) -> _Measured:
+    """Inspect and validate one weight format of the draft once its export is done.
+
+    Raises:
+        BotError: its export, inspection or validation failed (named by `_step`).
+    """
     name = job.draft.checkout.name
     draft_export: ExportResult = _step("export-draft", future.result)
     report: DraftIrReport = _step(

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot import log
 from bot.bundle import differs_from_record
 from bot.errors import BotError, Failure
-from bot.hashes import hash_file
+from bot.hashes import read_manifest
 from bot.hub import Hub
 from bot.recipe import ExportSettings
 from bot.record import PROVENANCE_FILE, RecordError, TargetRecord, export_settings, parse_target_record
@@ -137,7 +137,7 @@ def check_reused(
     folder: Path, target_revision: str, export: ExportSettings, target_task: str, toolchain: Toolchain
 ) -> TargetRecord:
     """The downloaded target record, checked again against the builder's own toolchain, and every downloaded file
-    against the sha256 the record lists.
+    against the sha256 the record lists (the hashes `bot.hub.Hub.download` computed and verified, `read_manifest`).
 
     Raises:
         Failure: the downloaded IR is not what this build would export (republished meanwhile, or another
@@ -151,13 +151,14 @@ def check_reused(
     if reason is not None:
         raise Failure(f"the published target IR changed since planning ({reason}); plan again", stage="reuse-target")
     recorded = published.files or {}
+    # The download hashed every file it wrote (checked against the Hub's hashes): compare those, not the GBs again.
+    downloaded = {name: f for name, f in read_manifest(folder).items() if name != PROVENANCE_FILE}
     present = {p.name for p in folder.iterdir() if p.name != PROVENANCE_FILE}
-    differ = sorted(present ^ set(recorded))
+    differ = sorted((present | set(downloaded)) ^ set(recorded)) + sorted(present ^ set(downloaded))
     differ += [
         name
-        for name in sorted(present & set(recorded))
-        if (hash_file(folder / name).file.sha256, (folder / name).stat().st_size)
-        != (recorded[name].sha256, recorded[name].size)
+        for name in sorted(set(downloaded) & set(recorded))
+        if (downloaded[name].sha256, downloaded[name].size) != (recorded[name].sha256, recorded[name].size)
     ]
     if not recorded or differ:
         detail = ", ".join(differ[:5]) or "its record lists no files"
