@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The build children run in fresh user/PID/network namespaces where the kernel allows unprivileged ones (see
-# bot/confinement.py). Ubuntu 24.04, GitHub's hosted runners included, restricts them through AppArmor; this lifts
+# bot/sandbox/confinement.py). Ubuntu 24.04, GitHub's hosted runners included, restricts them through AppArmor; this lifts
 # the restriction with sudo. Without it the sandbox still confines the children with Landlock and says so.
 sandbox-host:
 	@if [ "$$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" = 1 ]; then \
@@ -50,7 +50,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check bot
 	$(VENV)/bin/ruff format --check bot
 	$(VENV)/bin/mypy
-	$(PY) -m bot.record --check
+	$(PY) -m bot.core.record --check
 	$(VENV)/bin/actionlint -shellcheck=$(VENV)/bin/shellcheck $(WORKFLOWS)
 	$(VENV)/bin/zizmor --offline --no-progress .github
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import BIN, bot_env, print_json, timed, write_recipe
 from bench.hub_bench import clear_requests, local_hub, server_requests
-from bot import demo
+from bot.run import demo
 
 GENERATED = "z-lab/Qwen3-Tiny-DFlash-gen{index:02d}"  # matches the recipe's {author: z-lab, search: DFlash}
 

@@ -1,7 +1,7 @@
 """What a real-size build costs: the bot's own stages on random-weight checkpoints of real Qwen3 shapes.
 
 For each shape (``make-tiny --shape``), the stages run one after the other as the bot runs them, each inside
-`bot.resources.measure`: the checkpoint written in place (standing in for the download: same files, same bytes),
+`bot.sandbox.resources.measure`: the checkpoint written in place (standing in for the download: same files, same bytes),
 the token-free working copy, the draft export, the target export, the IR inspection, the quality step (the int4
 target against its original weights, on the recipe's prompts and length, as a build runs it), the GenAI validation
 and the bundle. Each stage records wall time, peak RSS of this process and all its children, peak disk under the work
@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import BIN, ROOT, write_recipe
-from bot.resources import disk_used, measure
+from bot.sandbox.resources import disk_used, measure
 
 DEFAULT_SHAPES = ("qwen3-0.6b", "qwen3-1.7b")
 RESULTS = ROOT / "docs" / "scale.json"
@@ -50,15 +50,15 @@ PROMPTS = ["Explain speculative decoding in one paragraph.", "Write a short poem
 
 def measure_shape(shape: str, root: Path, *, recipe_validation: bool = False) -> dict:
     """Run every stage on one shape under `root`; returns the figures (see the module docstring)."""
-    from bot.bundle import write_draft_folder, write_target_folder
-    from bot.check_ir import inspect_draft, inspect_target
-    from bot.checkpoints import classify_draft, load_config, read_target
-    from bot.export import TASK_LLM, TASK_VLM, ExportRequest, export_model
-    from bot.fetch import safe_copy
-    from bot.profiles import toolchain_for
-    from bot.quality import measure_quality
-    from bot.recipe import ValidationSettings, load_recipe
-    from bot.validate import validate_pair
+    from bot.build.bundle import write_draft_folder, write_target_folder
+    from bot.build.check_ir import inspect_draft, inspect_target
+    from bot.build.export import TASK_LLM, TASK_VLM, ExportRequest, export_model
+    from bot.build.quality import measure_quality
+    from bot.build.validate import validate_pair
+    from bot.core.profiles import toolchain_for
+    from bot.core.recipe import ValidationSettings, load_recipe
+    from bot.discover.checkpoints import classify_draft, load_config, read_target
+    from bot.discover.fetch import safe_copy
 
     recipe = load_recipe()
     work = root / "work"
@@ -161,9 +161,9 @@ def quality_and_other_seconds(stages: dict[str, dict]) -> tuple[float, float]:
 def measure_export_scratch(shape: str, root: Path) -> dict:
     """Disk each export holds beyond its IR: optimum-cli writes the floating-point IR to a temporary folder (under
     TMPDIR) before compressing it into the output, so TMPDIR is put under the measured work folder here."""
-    from bot.export import TASK_LLM, ExportRequest, export_model
-    from bot.fetch import safe_copy
-    from bot.recipe import load_recipe
+    from bot.build.export import TASK_LLM, ExportRequest, export_model
+    from bot.core.recipe import load_recipe
+    from bot.discover.fetch import safe_copy
 
     pair = root / "pair"
     subprocess.run([str(BIN / "dflash-bot"), "make-tiny", "--shape", shape, str(pair)], check=True,
@@ -233,7 +233,7 @@ def fit_line(points: list[tuple[int, int]]) -> tuple[float, int]:
 def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
     """Fit every line of `recipe.SizingModel` on the measured shapes."""
     export_memory: dict[str, list] = {"draft": [], "target": []}
-    from bot.quality import reference_memory_bytes
+    from bot.build.quality import reference_memory_bytes
 
     ir_bytes, scratch, validate_memory, inspect_memory, quality_memory = [], [], [], [], []
     for r in results.values():
@@ -260,8 +260,8 @@ def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
 def comparisons(results: dict[str, dict]) -> list[dict]:
     """The recipe's estimate against the measured peaks, for the schedule the benchmark ran (sequential, sources
     kept)."""
-    from bot.recipe import load_recipe
-    from bot.sizing import estimate_schedule
+    from bot.core.recipe import load_recipe
+    from bot.plan.sizing import estimate_schedule
 
     model = load_recipe().runners.sizing
     rows = []
@@ -352,7 +352,7 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
     with_quality = [r for r in results.values() if "quality" in r["stages"]]
     if with_quality:
         lines += ["", "## The quality step's share of the build (goal: at most 25 % added at the 4B shape)", "",
-                  "The quality step (`bot/quality.py`: the original's greedy continuation of every prompt, decoded",
+                  "The quality step (`bot/build/quality.py`: the original's greedy continuation of every prompt, decoded",
                   "as one batch, then the int4 IR's own and its teacher-forced logits) on the recipe's prompts and",
                   "length, against the other stages' seconds (the download row excluded: here it is generation time).",
                   "With the shortened validation the share is an upper bound; `--recipe-validation` rows use the",

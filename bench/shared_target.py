@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import BIN, bot_env, plain_pair, print_json, timed, write_recipe
 from bench.hub_bench import local_hub
-from bot import demo
+from bot.run import demo
 from tinymodels import make_tiny
 
 SECOND_DRAFT = "z-lab/Qwen3-Tiny-DFlash-b16-v2"

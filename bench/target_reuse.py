@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import BIN, bot_env, print_json
-from bot.resources import PeakSampler
+from bot.sandbox.resources import PeakSampler
 from hubserver import LocalHub
 from tinymodels.shapes import SHAPES, make_shape
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
 
-from bot import log
-from bot.errors import BotError, UsageError
+from bot.core import log
+from bot.core.errors import BotError, UsageError
 
 if TYPE_CHECKING:
-    from bot.report import RunReport
+    from bot.run.report import RunReport
 
 app = typer.Typer(
     add_completion=False,
@@ -51,8 +51,8 @@ def _fail(error: BotError) -> NoReturn:
 def _setup(ctx: typer.Context, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
     import os
 
-    from bot.actions import Actions
-    from bot.settings import Settings
+    from bot.core.settings import Settings
+    from bot.run.actions import Actions
 
     settings = Settings.from_env(os.environ)  # the one read of the environment
     Actions(settings).mask_tokens()  # before anything could print a token
@@ -64,8 +64,8 @@ def _settings(ctx: typer.Context, endpoint: str | None = None):
     """The run's settings, with a `--endpoint` option applied; sets up the Hub client for that endpoint."""
     from dataclasses import replace
 
+    from bot.core.settings import Settings
     from bot.hub import configure_client
-    from bot.settings import Settings
 
     settings: Settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings()
     if endpoint:
@@ -78,7 +78,7 @@ def _only(only: str | None) -> str | None:
     """Refuse a malformed `--only` up front (it names a Hub repo)."""
     if only is None:
         return None
-    from bot.naming import validate_repo_id
+    from bot.core.naming import validate_repo_id
 
     try:
         validate_repo_id(only, what="--only")
@@ -111,8 +111,8 @@ def build(
 
     Either from local folders (--draft and --target) or from the Hub (--job, the build job of the Actions fan-out).
     """
-    from bot.build import Checkout, build_pair
-    from bot.recipe import load_recipe
+    from bot.build.group import Checkout, build_pair
+    from bot.core.recipe import load_recipe
 
     if job is not None:
         if draft is not None or target is not None:
@@ -142,11 +142,11 @@ def _build_job(settings, job: str, out: Path, recipe: Path | None, work: Path | 
     """The build job: read token only; the write token is dropped from this process before anything runs."""
     import os
 
-    from bot.actions import Actions
-    from bot.fanout import build_jobs, parse_jobs
+    from bot.core.recipe import load_recipe
     from bot.hub import Hub
-    from bot.recipe import load_recipe
-    from bot.report import RunReport
+    from bot.run.actions import Actions
+    from bot.run.fanout import build_jobs, parse_jobs
+    from bot.run.report import RunReport
 
     if settings.write_token or os.environ.pop("HF_TOKEN", None):
         os.environ.pop("HF_TOKEN", None)
@@ -276,11 +276,11 @@ def plan_command(
     import contextlib
     import json
 
-    from bot.actions import Actions
-    from bot.fanout import plan_matrix
+    from bot.core.recipe import load_recipe
     from bot.hub import Hub
-    from bot.pipeline import RunOptions
-    from bot.recipe import load_recipe
+    from bot.run.actions import Actions
+    from bot.run.fanout import plan_matrix
+    from bot.run.pipeline import RunOptions
 
     only = _only(only)
     try:
@@ -344,12 +344,12 @@ def run_command(
     Exits 0 when nothing failed (a skip is not a failure) and 1 when a source failed; 2 for options or an
     environment that cannot work (no HF_TOKEN without --dry-run), refused before any Hub call.
     """
-    from bot.actions import Actions
+    from bot.core.outcome import Outcome, Status
+    from bot.core.recipe import load_recipe
     from bot.hub import Hub
-    from bot.outcome import Outcome, Status
-    from bot.pipeline import RunOptions, run
-    from bot.recipe import load_recipe
-    from bot.report import RunReport
+    from bot.run.actions import Actions
+    from bot.run.pipeline import RunOptions, run
+    from bot.run.report import RunReport
 
     only = _only(only)
     try:
@@ -361,7 +361,7 @@ def run_command(
         raise UsageError(
             "no write token (HF_TOKEN) is set, so nothing could be published: set it, or use --dry-run to see the plan"
         )
-    from bot.confinement import hold_write_token
+    from bot.sandbox.confinement import hold_write_token
 
     # From here on the token lives only in this process's memory: out of its environment (and the environment block
     # /proc shows), the process non-dumpable; builds run in a token-free process tree (pipeline.build_in_builder).
@@ -417,15 +417,15 @@ def publish_command(
 ) -> None:
     """Publish one bundle, or a run's bundles (re-checking the Hub first, so a stale bundle never overwrites newer
     work). Never loads a checkpoint."""
-    from bot.actions import Actions
-    from bot.bundle import Bundle
-    from bot.fanout import load_plan, publish_run
+    from bot.build.bundle import Bundle
+    from bot.core.recipe import load_recipe
+    from bot.core.record import RecordError, Repos
     from bot.hub import Hub
-    from bot.plan import draft_output_repo, target_output_repo
-    from bot.publish import publish_bundle
-    from bot.recipe import load_recipe
-    from bot.record import RecordError, Repos
-    from bot.report import RunReport
+    from bot.plan.planner import draft_output_repo, target_output_repo
+    from bot.publish.publisher import publish_bundle
+    from bot.run.actions import Actions
+    from bot.run.fanout import load_plan, publish_run
+    from bot.run.report import RunReport
 
     if (bundle is not None and (bundles is not None or plan is not None)) or (
         bundle is None and bundles is None and plan is None
@@ -490,9 +490,9 @@ def status_command(
     endpoint: EndpointOption = None,
 ) -> None:
     """Print what the bot watches, published, skipped and failed, from the status repo on the Hub."""
+    from bot.core.recipe import load_recipe
     from bot.hub import Hub
-    from bot.recipe import load_recipe
-    from bot.status_page import show_status
+    from bot.status.page import show_status
 
     settings = _settings(ctx, endpoint)
     try:
@@ -527,7 +527,7 @@ def toolchain_check(
     import contextlib
     import json
 
-    from bot import upstream
+    from bot.run import upstream
 
     try:
         # stdout carries only the table or the JSON; progress and workflow commands of the builds go to stderr.
@@ -539,7 +539,7 @@ def toolchain_check(
         markdown.write_text(upstream.table(report, markdown=True), encoding="utf-8")
     typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else upstream.table(report))
     if write and report.newer and report.passed:
-        from bot.profiles import PROFILES_FILE
+        from bot.core.profiles import PROFILES_FILE
 
         changed = upstream.apply_pins(report, profiles_file=PROFILES_FILE, pyproject=upstream.PYPROJECT)
         typer.echo(f"pinned the candidate in: {', '.join(changed) or 'nothing to change'}", err=True)
@@ -559,7 +559,7 @@ def inspect_command(
     1 when one failed (a damaged IR: no .xml, a missing or truncated .bin, rt_info of the wrong type)."""
     import json
 
-    from bot.inspect_ir import inspect_folder
+    from bot.build.inspect_ir import inspect_folder
 
     record = inspect_folder(ir_dir.resolve())
     typer.echo(json.dumps(record, indent=2))
@@ -569,7 +569,7 @@ def inspect_command(
 @app.command()
 def demo() -> None:
     """Start a local Hub with generated checkpoints, run the job twice, print the report and the card."""
-    from bot.demo import run_demo
+    from bot.run.demo import run_demo
 
     raise typer.Exit(run_demo())
 
@@ -678,8 +678,8 @@ def _fallback_report(args: list[str], ending: _Ending) -> RunReport:
     """The report of a command that ended before writing its own: one failed outcome naming why (none on exit 0)."""
     import click
 
-    from bot.outcome import Outcome, Status
-    from bot.report import RunReport
+    from bot.core.outcome import Outcome, Status
+    from bot.run.report import RunReport
 
     command: click.Command = typer.main.get_command(app)
     names = []
@@ -709,7 +709,7 @@ def _terminate(signum: int, frame: object) -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         return
-    from bot.isolation import stop_all_children
+    from bot.sandbox.isolation import stop_all_children
 
     stop_all_children()
     sys.exit(128 + signum)
@@ -733,7 +733,7 @@ def install_signal_handlers() -> None:
 
 
 def main() -> int:
-    from bot.telemetry import switch_off
+    from bot.sandbox.telemetry import switch_off
 
     switch_off()  # before anything imports huggingface_hub, NNCF or OpenVINO, in every command and the builder
     install_signal_handlers()

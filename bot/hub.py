@@ -3,8 +3,8 @@
 Raw client objects and exceptions stop here: callers get small records, and Hub errors become `Skip` (gated,
 missing, private: the source is not ours to build) or `Failure` (the Hub misbehaved after bounded retries). Only the
 Hub's own error codes make a `Skip`, which the status repo remembers; any other answer (a 404 from a proxy or CDN, a
-5xx, silence) is a `HubError`, tried again by the next run. Every request has timeouts (`bot.deadlines`), and every
-downloaded file is checked against the Hub's hash for its revision (`bot.hashes`).
+5xx, silence) is a `HubError`, tried again by the next run. Every request has timeouts (`bot.core.deadlines`), and every
+downloaded file is checked against the Hub's hash for its revision (`bot.core.hashes`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import TypeVar
 
 import httpx
 
-from bot import deadlines, log
-from bot.errors import BotError, Failure, HubError, PreconditionFailed, Skip
-from bot.hashes import FileHash, HubHash, hash_file, is_blob_id, is_sha256, mismatch, write_manifest
-from bot.recipe import HubSettings
-from bot.record import (
+from bot.core import deadlines, log
+from bot.core.errors import BotError, Failure, HubError, PreconditionFailed, Skip
+from bot.core.hashes import FileHash, HubHash, hash_file, is_blob_id, is_sha256, mismatch, write_manifest
+from bot.core.recipe import HubSettings
+from bot.core.record import (
     PROVENANCE_FILE,
     BuildRecord,
     RecordError,
@@ -138,7 +138,7 @@ REQUESTS = RequestCounter()
 
 
 def _counting_client() -> httpx.Client:
-    """huggingface_hub's client, plus the request counter and the deadline hooks (`bot.deadlines`)."""
+    """huggingface_hub's client, plus the request counter and the deadline hooks (`bot.core.deadlines`)."""
     hf = _hf()
     return httpx.Client(
         event_hooks={
@@ -374,7 +374,7 @@ class Hub:
         Hub, proxy or CDN that served other bytes costs one fresh download of that file, a second mismatch fails it.
         A transfer that stalls resumes where it stopped (`HubSettings.download_attempts`), all under the download
         deadline. The verified sha256 and size of every file are returned and written beside the folder
-        (`bot.hashes.read_manifest`), never into it.
+        (`bot.core.hashes.read_manifest`), never into it.
 
         Raises:
             Skip: the Hub's own answer says the repo, the revision or a file is not there.
@@ -525,7 +525,7 @@ class Hub:
             "tag", lambda: self.api.create_tag(repo_id, tag=tag, revision=revision, exist_ok=True), subject=repo_id
         )
 
-    # ---- status page, collection and output-namespace listing (issue 13; bot/status.py, bot/collection.py) ----
+    # ---- status page, collection and output-namespace listing (bot/status/, bot/publish/collection.py) ----
 
     def list_namespace(self, namespace: str) -> dict[str, str]:
         """Every model repo of `namespace` with its current sha, from one listing (one request per 1000 repos).

@@ -18,8 +18,8 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from bot.core.recipe import Recipe, load_recipe  # noqa: E402
 from bot.hub import configure_client  # noqa: E402
-from bot.recipe import Recipe, load_recipe  # noqa: E402
 
 configure_client("http://127.0.0.1")  # a local Hub: classic LFS, no progress bars, counted requests
 
@@ -52,7 +52,7 @@ def tiny(tmp_path_factory):
 def built(tiny, tmp_path_factory):
     """built(kind, sweep=None) -> DraftOutcome (or the BotError classification found), from one real build per
     kind and sweep (default: fast_recipe's)."""
-    from bot.build import Checkout, build_folders
+    from bot.build.group import Checkout, build_folders
 
     results = {}
 

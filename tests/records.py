@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot import record
-from bot.record import BuildRecord, Repos
+from bot.core import record
+from bot.core.record import BuildRecord, Repos
 
 SOURCE_SHA = "a" * 40
 TARGET_SHA = "b" * 40

@@ -20,17 +20,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot import demo
-from bot.actions import Actions, summary_markdown
-from bot.fanout import JobError, artifact_name, parse_jobs, plan_matrix
+from bot.core.outcome import Outcome, Status
+from bot.core.recipe import RunnerSettings
+from bot.core.settings import Settings
 from bot.hub import Hub
-from bot.pipeline import RunOptions
-from bot.outcome import Outcome, Status
-from bot.plan import BuildJob, draft_output_repo, target_output_repo
-from bot.recipe import RunnerSettings
-from bot.report import RunReport
-from bot.settings import Settings
-from bot.sizing import choose_runner
+from bot.plan.planner import BuildJob, draft_output_repo, target_output_repo
+from bot.plan.sizing import choose_runner
+from bot.run import demo
+from bot.run.actions import Actions, summary_markdown
+from bot.run.fanout import JobError, artifact_name, parse_jobs, plan_matrix
+from bot.run.pipeline import RunOptions
+from bot.run.report import RunReport
 from tests.conftest import fast_recipe
 
 TOKEN = "hf_actions_write_token_0123456789"
@@ -305,8 +305,8 @@ def test_workflow_result_equals_a_single_process_run(workflow, single_run, hubs,
 def test_card_only_refresh_is_planned_without_a_build_and_done_by_publish(workflow, hubs, tmp_path, monkeypatch):
     import shutil
 
-    from bot import card
-    from bot.fanout import publish_run
+    from bot.publish import card
+    from bot.run.fanout import publish_run
 
     assert workflow["publish"][0].returncode == 0
     templates = tmp_path / "templates"
@@ -348,7 +348,7 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     assert sorted(job.source for job in entry.jobs) == sorted([demo.DRAFT_REPO, copy])
     # A runner class that takes one draft with the target but not both (in no schedule): the group is split, one
     # entry per draft, and over the entry limit the second is deferred. Tiny sizes: memory tells them apart.
-    from bot.sizing import estimate_schedule
+    from bot.plan.sizing import estimate_schedule
 
     job = entry.jobs[0]
 
@@ -375,7 +375,7 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
 def test_a_group_no_runner_class_takes_whole_is_split_one_entry_per_draft():
     """Real sizes: a Qwen3-4B-class target with two 1 GB drafts; a class that takes the target with one draft but
     not with both gets one entry per draft (each still one target export), and a smaller class none."""
-    from bot.fanout import _fit, _group_bytes
+    from bot.run.fanout import _fit, _group_bytes
 
     def job(index: int) -> BuildJob:
         return BuildJob(source=f"z-lab/A-DFlash-{index}", revision="a" * 40, target="Qwen/A", target_revision="b" * 40,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from bot.errors import Failure, Skip
-from bot.outcome import Status
-from bot.pipeline import guard, guard_group
-from bot.report import RunReport
+from bot.core.errors import Failure, Skip
+from bot.core.outcome import Status
+from bot.run.pipeline import guard, guard_group
+from bot.run.report import RunReport
 from tests.test_plan import RECIPE, BuildJob, Candidate  # noqa: F401 - records for the group case
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.bundle import PROVENANCE_FILE, find_local_paths, local_path_markers
+from bot.build.bundle import PROVENANCE_FILE, find_local_paths, local_path_markers
 
 
 def test_dflash_pair_builds_and_passes_both_gates(built):
@@ -119,9 +119,9 @@ def test_both_draft_weight_formats_are_measured_and_the_faster_one_is_published(
     recorded with the reason, and the target measured against its original weights once."""
     import tempfile
 
-    from bot.build import Checkout, build_folders
-    from bot.card import render_draft_card, render_target_card
-    from bot.record import Repos, TargetRecord
+    from bot.build.group import Checkout, build_folders
+    from bot.core.record import Repos, TargetRecord
+    from bot.publish.card import render_draft_card, render_target_card
     from tests.conftest import fast_recipe
 
     recipe = fast_recipe(num_assistant_tokens=[3])

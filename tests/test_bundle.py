@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from bot.bundle import (
+from bot.build.bundle import (
     check_export_output,
     check_folder,
     differs_from_record,
@@ -15,8 +15,8 @@ from bot.bundle import (
     source_files,
     write_target_folder,
 )
-from bot.errors import Failure
-from bot.hashes import HubHash, hash_file, write_manifest
+from bot.core.errors import Failure
+from bot.core.hashes import HubHash, hash_file, write_manifest
 
 
 def _export_folder(folder, *extra: str):

@@ -6,8 +6,8 @@ import jinja2
 import pytest
 from huggingface_hub import ModelCard
 
-from bot.card import render_draft_card, render_target_card
-from bot.record import TargetRecord
+from bot.core.record import TargetRecord
+from bot.publish.card import render_draft_card, render_target_card
 from tests.records import REPOS, build_record
 
 
@@ -50,7 +50,7 @@ def test_templates_refuse_what_the_record_does_not_have(tmp_path):
 
 
 def test_a_per_row_draft_card_says_pagedattention_ready_and_drops_the_stateful_limits():
-    from bot.record import BuildRecord
+    from bot.core.record import BuildRecord
     from tests.records import record_data
 
     data = record_data()

@@ -6,7 +6,8 @@ import io
 
 import pytest
 
-from bot.charts import (
+from bot.core.record import SpeedRun
+from bot.publish.charts import (
     ACCEPTANCE_CHART,
     ACCEPTANCE_SIZE,
     DPI,
@@ -15,7 +16,6 @@ from bot.charts import (
     speedups_png,
     write_acceptance_chart,
 )
-from bot.record import SpeedRun
 
 RUNS = [SpeedRun(num_assistant_tokens=3, max_new_tokens=33, accept_length=4.0, tokens_per_s=52.0,
                  baseline_tokens_per_s=20.0, speedup=2.6),
@@ -54,7 +54,7 @@ def test_speedups_chart_is_deterministic() -> None:
 
 
 def test_chart_from_provenance_matches_the_runs(tmp_path) -> None:
-    from bot.record import Validation
+    from bot.core.record import Validation
 
     validation = Validation.model_validate(
         {"lossless": True, "mismatches": [], "prompts": ["a"], "runs": [run.model_dump() for run in RUNS],

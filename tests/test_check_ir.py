@@ -1,4 +1,4 @@
-"""bot.check_ir's parsers and `dflash-bot inspect` (bot.inspect_ir) on damaged IR folders.
+"""bot.build.check_ir's parsers and `dflash-bot inspect` (bot.build.inspect_ir) on damaged IR folders.
 
 Every folder is a real IR: the tiny per-row draft (tinymodels.per_row, converted with openvino.convert_model), or a
 copy of it with one thing damaged the way a disk, a copy or a hand edit damages an IR (a missing or truncated
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.check_ir import DraftLayout, hidden_state_layers, inspect_draft, read_dflash_rt_info
-from bot.checkpoints import DraftSpec
+from bot.build.check_ir import DraftLayout, hidden_state_layers, inspect_draft, read_dflash_rt_info
+from bot.build.inspect_ir import inspect_folder
 from bot.cli import run_command_line
-from bot.errors import Failure
-from bot.inspect_ir import inspect_folder
+from bot.core.errors import Failure
+from bot.discover.checkpoints import DraftSpec
 from tinymodels.per_row import PerRowSpec
 
 SPEC = PerRowSpec()
@@ -198,7 +198,7 @@ def test_rt_info_parsers_name_each_problem():
 def test_the_build_inspects_an_ir_in_a_sandboxed_child_and_gets_the_same_report(per_row_ir, tmp_path):
     """Issue 20: an IR an export child wrote is parsed by OpenVINO in a child of its own (no token, its own
     folder), not in the builder; the report comes back as JSON and equals the in-process one."""
-    from bot.inspect_child import inspect_draft_in_child
+    from bot.build.inspect_child import inspect_draft_in_child
 
     spec = DraftSpec(kind="dflash", architecture="DFlashDraftModel", model_type="qwen3", hidden_size=SPEC.hidden_size,
                      mask_token_id=SPEC.mask_token_id, target_layer_ids=SPEC.target_layer_ids,

@@ -1,4 +1,4 @@
-"""The per-row rules of bot.check_ir on the tiny per-row draft IR (tinymodels.per_row) and its broken variants.
+"""The per-row rules of bot.build.check_ir on the tiny per-row draft IR (tinymodels.per_row) and its broken variants.
 
 The IRs are real: a torch module converted with openvino.convert_model, and the real SDPA→PagedAttention pass.
 """
@@ -12,10 +12,10 @@ import warnings
 
 import pytest
 
-from bot.check_ir import DraftLayout, check_per_row, inspect_draft, read_rt_info
-from bot.checkpoints import DraftSpec
-from bot.errors import Failure
-from bot.inspect_ir import inspect_folder
+from bot.build.check_ir import DraftLayout, check_per_row, inspect_draft, read_rt_info
+from bot.build.inspect_ir import inspect_folder
+from bot.core.errors import Failure
+from bot.discover.checkpoints import DraftSpec
 from tinymodels.per_row import DEFECTS, PerRowSpec
 
 SPEC = PerRowSpec()
@@ -137,7 +137,7 @@ def test_inspect_folder_reports_a_folder_without_a_model_as_a_failed_check(tmp_p
 
 
 def test_format_facts_agree_with_what_the_per_row_check_found(per_row_ir):
-    from bot.draft_formats import PAGED_ATTENTION_READY, facts, report_note
+    from bot.core.draft_formats import PAGED_ATTENTION_READY, facts, report_note
 
     report = inspect_draft(per_row_ir(), _draft_spec())
     per_row = facts(report.format)

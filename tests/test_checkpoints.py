@@ -7,11 +7,11 @@ import struct
 
 import pytest
 
-from bot.checkpoints import classify_draft, load_config, parse_config_text, read_target, safetensors_size
-from bot.discover import classify_folders
-from bot.errors import Skip
-from bot.fetch import safe_copy
-from bot.toolchain import CAPABILITY_DFLASH, CAPABILITY_DSPARK, CAPABILITY_PER_ROW, Toolchain, detect
+from bot.core.errors import Skip
+from bot.core.toolchain import CAPABILITY_DFLASH, CAPABILITY_DSPARK, CAPABILITY_PER_ROW, Toolchain, detect
+from bot.discover.candidates import classify_folders
+from bot.discover.checkpoints import classify_draft, load_config, parse_config_text, read_target, safetensors_size
+from bot.discover.fetch import safe_copy
 from tests.conftest import fast_recipe
 
 BROKEN = {

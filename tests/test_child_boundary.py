@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.confinement import confinement
-from bot.errors import Failure
-from bot.isolation import run_logged, sandboxed, untrusted_env
+from bot.core.errors import Failure
+from bot.sandbox.confinement import confinement
+from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
 from tests.test_isolation import _alive
 
 CONFINED = confinement({}).name != "none"
@@ -101,12 +101,12 @@ def test_a_child_cannot_write_into_a_siblings_folders_nor_signal_it(tmp_path):
 
 
 def test_a_draft_export_child_cannot_plant_files_in_the_target_exports_folders(tmp_path):
-    """The group layout `bot.build` gives its export children (`child_home`, `export_command`): the draft export's
+    """The group layout `bot.build.group` gives its export children (`child_home`, `export_command`): the draft export's
     own grants and environment, with the tool swapped for an intruder, try the target export's TMPDIR (where
     optimum-cli stages the target IR) and its output. A shared HOME/TMPDIR let this through before."""
-    from bot.build import child_home
-    from bot.export import TASK_LLM, ExportRequest, export_command
-    from bot.recipe import load_recipe
+    from bot.build.export import TASK_LLM, ExportRequest, export_command
+    from bot.build.group import child_home
+    from bot.core.recipe import load_recipe
 
     scratch, settings = tmp_path / "scratch", load_recipe().export
     target = ExportRequest("target", scratch / "src" / "target", scratch / "ir" / "target", TASK_LLM, False)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from bot.cli import run_command_line
-from bot.recipe import DEFAULT_RECIPE
+from bot.core.recipe import DEFAULT_RECIPE
 
 COMMANDS = (["run"], ["plan"], ["publish"], ["build"], ["status"], ["inspect"], ["make-tiny"], ["demo"],
             ["hub", "serve"], ["toolchain", "check"])  # fmt: skip

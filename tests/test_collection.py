@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from huggingface_hub import HfApi
 
-from bot.collection import NOTE_MAX_CHARS, PublishedPair, desired_items, draft_note, sync_collection
-from bot.errors import Failure
+from bot.core.errors import Failure
 from bot.hub import Hub
+from bot.publish.collection import NOTE_MAX_CHARS, PublishedPair, desired_items, draft_note, sync_collection
 from hubserver import LocalHub
 from tests.conftest import fast_recipe
 

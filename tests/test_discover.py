@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.discover import check_size, kind_from_listing, resolve_target_name
-from bot.source_card import read_source_card
-from bot.errors import Skip
+from bot.core.errors import Skip
+from bot.discover.candidates import check_size, kind_from_listing, resolve_target_name
+from bot.discover.source_card import read_source_card
 from bot.hub import RepoListing
 from tests.conftest import fast_recipe
 
@@ -14,7 +14,7 @@ RECIPE = fast_recipe()
 
 
 def source_card(metadata: dict, text: str = ""):
-    """The validated card a README with this front matter and body gives (through bot.source_card)."""
+    """The validated card a README with this front matter and body gives (through bot.discover.source_card)."""
     import yaml
 
     front = f"---\n{yaml.safe_dump(metadata)}---\n" if metadata else ""

@@ -16,9 +16,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from bot.confinement import builder_env
-from bot.isolation import untrusted_env
-from bot.telemetry import SWITCHES
+from bot.sandbox.confinement import builder_env
+from bot.sandbox.isolation import untrusted_env
+from bot.sandbox.telemetry import SWITCHES
 
 ROOT = Path(__file__).resolve().parent.parent
 # A host lookup, wherever it would have gone: glibc reads its resolver files first (then asks nscd, /etc/hosts or
@@ -103,7 +103,7 @@ def test_switch_off_leaves_nncf_and_ovc_their_stubs_and_writes_nothing_in_home(t
         """\
         import json, os, sys
         if sys.argv[1] == "off":
-            from bot.telemetry import switch_off
+            from bot.sandbox.telemetry import switch_off
             switch_off()
         import nncf.telemetry
         from openvino.tools.ovc import convert_impl
@@ -133,7 +133,7 @@ _FORK_SCRIPT = textwrap.dedent(
     """\
     import json, multiprocessing, os, signal, subprocess, threading, time
     from bot import cli
-    from bot.isolation import tracked
+    from bot.sandbox.isolation import tracked
 
     cli.install_signal_handlers()
     out = {"handler_here": cli._terminate is signal.getsignal(signal.SIGTERM)}

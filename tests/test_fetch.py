@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.fetch import release_weights, safe_copy
-from bot.resources import disk_used
+from bot.discover.fetch import release_weights, safe_copy
+from bot.sandbox.resources import disk_used
 
 
 def test_release_weights_frees_the_downloaded_and_linked_weights_only(tiny, tmp_path):

@@ -1,4 +1,4 @@
-"""bot/hashes.py: a file's hashes as the Hub states them, and the list of verified files beside a download."""
+"""bot/core/hashes.py: a file's hashes as the Hub states them, and the list of verified files beside a download."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from bot.errors import Failure
-from bot.hashes import FileHash, HubHash, hash_file, manifest_path, mismatch, read_manifest, write_manifest
+from bot.core.errors import Failure
+from bot.core.hashes import FileHash, HubHash, hash_file, manifest_path, mismatch, read_manifest, write_manifest
 from hubserver.gitobjects import git_blob_sha1
 
 

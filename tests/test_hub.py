@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 import pytest
 
-from bot.errors import Failure, HubError, Skip
-from bot.hashes import FileHash, manifest_path, read_manifest
+from bot.core.errors import Failure, HubError, Skip
+from bot.core.hashes import FileHash, manifest_path, read_manifest
+from bot.core.recipe import HubSettings
 from bot.hub import Hub
-from bot.recipe import HubSettings
 from hubserver import LocalHub
 
 USER, TOKEN = "maintainer", "hf_hub_tests"

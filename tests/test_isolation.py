@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import Failure
-from bot.fetch import require_free_disk
-from bot.isolation import run_logged, untrusted_env
+from bot.core.errors import Failure
+from bot.discover.fetch import require_free_disk
+from bot.sandbox.isolation import run_logged, untrusted_env
 
 
 def test_a_child_past_its_time_limit_is_killed_with_its_group(tmp_path):
@@ -70,7 +70,7 @@ def test_sigterm_during_a_build_removes_scratch_and_stops_the_exporters(tiny, tm
     process.wait(timeout=30)
     assert process.returncode == 128 + signal.SIGTERM
     assert list(work.iterdir()) == []
-    leftover = subprocess.run(["pgrep", "-f", f"bot.sandbox .*optimum-cli export openvino -m {work}"],
+    leftover = subprocess.run(["pgrep", "-f", f"bot.sandbox.child .*optimum-cli export openvino -m {work}"],
                               capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
     # A child's environment names its own folder in the scratch folder, whatever its command line says.

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub.utils import validate_repo_id as hf_validate_repo_id
 
-from bot.errors import RecipeError, Skip
-from bot.naming import MAX_NAME_LENGTH, draft_output_repo, target_output_repo, validate_repo_id
-from bot.recipe import DEFAULT_RECIPE, PublishSettings, load_recipe
+from bot.core.errors import RecipeError, Skip
+from bot.core.naming import MAX_NAME_LENGTH, draft_output_repo, target_output_repo, validate_repo_id
+from bot.core.recipe import DEFAULT_RECIPE, PublishSettings, load_recipe
 
 DEFAULTS = PublishSettings(namespace="OpenVINO-drafts")  # draft home z-lab, target home Qwen
 NO_HOME = PublishSettings(namespace="OpenVINO-drafts", draft_home_namespace=None, target_home_namespace=None)

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from bot import card, demo
 from bot.hub import Hub
-from bot.pipeline import RunOptions, run
-from bot.plan import draft_output_repo, target_output_repo
+from bot.plan.planner import draft_output_repo, target_output_repo
+from bot.publish import card
+from bot.run import demo
+from bot.run.pipeline import RunOptions, run
 from tests.conftest import fast_recipe
 
 TOKEN = "hf_test_write_token"
@@ -171,7 +172,7 @@ def test_a_card_refresh_planned_from_an_older_build_never_overwrites_a_newer_one
     the one planned from (published in between), it leaves that build's cards alone."""
     from huggingface_hub import HfApi
 
-    from bot.publish import refresh_cards
+    from bot.publish.publisher import refresh_cards
 
     writer = Hub(hub.url, TOKEN)
     published = writer.draft_record(DRAFT_OUT)
@@ -197,7 +198,7 @@ def test_new_source_commit_triggers_exactly_one_rebuild(hub, first_run, tmp_path
     provenance = json.loads(Hub(hub.url).read_file(DRAFT_OUT, "openvino_export.json"))
     assert provenance["source"]["revision"] == new_sha
     assert f"src-{new_sha[:7]}" in [t.name for t in api.list_repo_refs(DRAFT_OUT).tags]
-    # The target did not change: its published int4 IR was reused, not exported again (bot.reuse).
+    # The target did not change: its published int4 IR was reused, not exported again (bot.plan.reuse).
     reused_from = provenance["export"]["target_reused_from"]
     assert reused_from.split("@")[0] == TARGET_OUT
     assert reused_from.split("@")[1] in {c.commit_id for c in api.list_repo_commits(TARGET_OUT)}
@@ -212,10 +213,10 @@ def test_new_source_commit_triggers_exactly_one_rebuild(hub, first_run, tmp_path
 def test_reuse_is_planned_only_when_the_published_target_matches(hub, first_run):
     """The published target matches this recipe and toolchain; another export setting, another tracked toolchain
     version or another target revision each rule the reuse out, with the reason."""
-    from bot.export import TASK_LLM
-    from bot.profiles import planned_toolchain
-    from bot.reuse import plan_reuse, why_not_reusable
-    from bot.record import parse_target_record
+    from bot.build.export import TASK_LLM
+    from bot.core.profiles import planned_toolchain
+    from bot.core.record import parse_target_record
+    from bot.plan.reuse import plan_reuse, why_not_reusable
 
     reader = Hub(hub.url, READER)
     revision = reader.head(demo.TARGET_REPO)

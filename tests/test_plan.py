@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from bot.core.toolchain import CAPABILITY_DFLASH, CAPABILITY_PER_ROW, Toolchain
+from bot.discover.candidates import Candidate
 from bot.hub import RepoListing
-from bot.plan import Action, BuildJob, decide, draft_output_repo, target_output_repo
-from bot.discover import Candidate
-from bot.toolchain import CAPABILITY_DFLASH, CAPABILITY_PER_ROW, Toolchain
+from bot.plan.planner import Action, BuildJob, decide, draft_output_repo, target_output_repo
 from tests.conftest import fast_recipe
 from tests.records import SOURCE_SHA, TARGET_SHA, TOOLCHAIN, build_record
 
@@ -79,10 +79,10 @@ def test_a_build_job_carries_discoverys_facts_and_both_output_repos():
 
 def test_a_probe_with_the_per_row_and_dspark_capabilities_plans_reexports_and_dspark_builds():
     """What a toolchain bump that ships PR #2096 does to the next scheduled run (issue 15.5)."""
-    from bot.checkpoints import classify_draft, require_exportable
-    from bot.discover import unexportable_reason
-    from bot.errors import Skip
-    from bot.toolchain import CAPABILITY_DSPARK
+    from bot.core.errors import Skip
+    from bot.core.toolchain import CAPABILITY_DSPARK
+    from bot.discover.candidates import unexportable_reason
+    from bot.discover.checkpoints import classify_draft, require_exportable
 
     richer = Toolchain(versions=dict(TOOLCHAIN),
                        capabilities=frozenset({CAPABILITY_DFLASH, CAPABILITY_PER_ROW, CAPABILITY_DSPARK}))

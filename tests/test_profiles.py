@@ -2,7 +2,7 @@
 
 Creating the second profile's environment installs torch (the local CPU wheel), transformers 5.5.4, optimum-intel
 and OpenVINO from the registry: about 2 minutes on two cores the first time (1.6 GB), under a second afterwards,
-because it builds into `bot.profiles.profiles_dir()` (or DFLASH_BOT_PROFILES_DIR) and reuses what an earlier run
+because it builds into `bot.core.profiles.profiles_dir()` (or DFLASH_BOT_PROFILES_DIR) and reuses what an earlier run
 built there. DFLASH_BOT_TEST_PROFILES=0 skips it (offline machines).
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.build import Checkout, build_folders
-from bot.errors import Skip
-from bot.profiles import (
+from bot.build.group import Checkout, build_folders
+from bot.core.errors import Skip
+from bot.core.profiles import (
     Bounds,
     Profile,
     check_transformers,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.export import TASK_LLM, ExportRequest, export_model
-from bot.quality import PromptQuality, QualityReport, compare_logits, divergence, measure_quality, quality_gate
-from bot.recipe import ExportSettings, load_recipe
+from bot.build.export import TASK_LLM, ExportRequest, export_model
+from bot.build.quality import PromptQuality, QualityReport, compare_logits, divergence, measure_quality, quality_gate
+from bot.core.recipe import ExportSettings, load_recipe
 
 PROMPTS = load_recipe().validation.prompts
 MAX_NEW_TOKENS = 24
@@ -96,7 +96,7 @@ def test_a_vlm_ir_is_reported_not_measured_without_starting_a_child(tmp_path):
 
 
 def test_a_broken_checkpoint_is_a_named_failure(tiny, measured, tmp_path):
-    from bot.errors import Failure
+    from bot.core.errors import Failure
 
     source = tmp_path / "src"
     source.mkdir()
@@ -148,7 +148,7 @@ def test_quality_child_refuses_to_run_with_a_token_in_reach(tmp_path):
     import sys
 
     env = {**os.environ, "HF_TOKEN": "hf_not_a_real_token"}
-    result = subprocess.run([sys.executable, "-m", "bot.sandbox", "quality", "--help"], env=env,
+    result = subprocess.run([sys.executable, "-m", "bot.sandbox.child", "quality", "--help"], env=env,
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     assert result.returncode == 70 and "HF_TOKEN" in result.stderr
 
@@ -156,7 +156,7 @@ def test_quality_child_refuses_to_run_with_a_token_in_reach(tmp_path):
 def render_partial(name: str, **values) -> str:
     import jinja2
 
-    from bot.card import TEMPLATES
+    from bot.publish.card import TEMPLATES
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
     return env.get_template(name).render(**values)
@@ -180,7 +180,7 @@ def test_batched_greedy_equals_each_prompts_own_greedy_loop(tiny, measured):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from bot.quality import _Ir, _left_padded, _prompt_ids, _Reference
+    from bot.build.quality import _Ir, _left_padded, _prompt_ids, _Reference
 
     source = tiny("random").target
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
@@ -210,7 +210,7 @@ def test_batched_greedy_equals_each_prompts_own_greedy_loop(tiny, measured):
 
 def test_the_measurement_is_stopped_when_it_outgrows_the_memory_budget(tiny, measured, tmp_path):
     """The quality child runs under the runner class's memory budget like the exports and the validation."""
-    from bot.errors import Failure
+    from bot.core.errors import Failure
 
     budget = 100 * 2**20  # less than importing torch takes
     with pytest.raises(Failure) as raised:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.export import TASK_LLM, ExportRequest, export_model
-from bot.quantization import (
+from bot.build.export import TASK_LLM, ExportRequest, export_model
+from bot.build.quantization import (
     _package_folder,
     calibration_unavailable,
     optimum_default_4bit_configs,
@@ -15,7 +15,7 @@ from bot.quantization import (
     weight_format_args,
     with_calibration,
 )
-from bot.recipe import ExportSettings
+from bot.core.recipe import ExportSettings
 
 RECIPE = ExportSettings(group_size=128, ratio=1.0, sym=False)
 
@@ -39,7 +39,7 @@ def test_reading_the_table_from_source_gives_what_importing_optimum_intel_gives(
     import subprocess
     import sys
 
-    from bot.quantization import _READ_DEFAULTS
+    from bot.build.quantization import _READ_DEFAULTS
 
     source = _package_folder("optimum", None) / "intel" / "openvino" / "configuration.py"
     imported = json.loads(subprocess.run([sys.executable, "-c", _READ_DEFAULTS], capture_output=True, text=True,
@@ -118,7 +118,7 @@ def test_the_ir_records_the_recommended_settings_it_was_exported_with(tiny, tmp_
 def test_the_card_line_names_the_settings_source_and_the_fallback():
     import jinja2
 
-    from bot.card import TEMPLATES
+    from bot.publish.card import TEMPLATES
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
     settings = recommended_int4("Qwen/Qwen3-8B", RECIPE, defaults=optimum_default_4bit_configs())

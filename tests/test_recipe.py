@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import RecipeError
-from bot.recipe import load_recipe, parse_duration
+from bot.core.errors import RecipeError
+from bot.core.recipe import load_recipe, parse_duration
 
 WORKFLOWS = sorted((Path(__file__).resolve().parent.parent / "workflows").glob("*.yaml"))
 

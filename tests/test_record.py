@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from bot import record
-from bot.record import (
+from bot.core import record
+from bot.core.record import (
     BuildInputs,
     RecordError,
     TargetRecord,
@@ -31,7 +31,7 @@ def test_a_record_round_trips_through_its_json_with_the_published_field_names():
 
 def test_the_committed_schema_is_the_one_the_models_generate(repo_root):
     committed = (repo_root / "schemas" / "openvino_export.schema.json").read_text(encoding="utf-8")
-    assert committed == record.schema_text(), "stale schema: run `python -m bot.record --write`"
+    assert committed == record.schema_text(), "stale schema: run `python -m bot.core.record --write`"
     schema = json.loads(committed)
     assert {"BuildRecord", "TargetRecord"} <= set(schema["$defs"])
     assert "openvino-genai" in schema["$defs"]["ToolchainInfo"]["properties"]
@@ -52,7 +52,7 @@ def test_a_version_2_record_is_read_without_a_file_list_and_certifies_no_file():
     upgraded = parse_draft_record(json.dumps(data))
     assert upgraded.schema_version == record.SCHEMA_VERSION and upgraded.files is None
     target = TargetRecord.from_build(upgraded, [], "fp")
-    assert target.files is None and target.source_files is None  # never reused (bot.reuse)
+    assert target.files is None and target.source_files is None  # never reused (bot.plan.reuse)
 
 
 @pytest.mark.parametrize("text,why", [

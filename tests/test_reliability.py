@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from bot import demo
-from bot.bundle import Bundle, find_local_paths, local_path_markers
-from bot.errors import BotError, Failure, Skip
+from bot.build.bundle import Bundle, find_local_paths, local_path_markers
+from bot.core.errors import BotError, Failure, Skip
+from bot.core.record import Repos
 from bot.hub import Hub
-from bot.pipeline import RunOptions, fetch_and_build, plan_run, run
-from bot.plan import draft_output_repo, target_output_repo
-from bot.publish import publish_bundle
-from bot.record import Repos
-from bot.report import RunReport
+from bot.plan.planner import draft_output_repo, target_output_repo
+from bot.publish.publisher import publish_bundle
+from bot.run import demo
+from bot.run.pipeline import RunOptions, fetch_and_build, plan_run, run
+from bot.run.report import RunReport
 from tests.conftest import fast_recipe
 from tests.reliability_rows import record
 
@@ -153,8 +153,8 @@ def test_listing_faults_are_retried(hub, tmp_path):
 
 def _status_after(hub, namespace: str, bundle, rules: list[dict]):
     """Publish the bundle under `namespace`, then write its status page (`pipeline.finish_status`) under faults."""
-    from bot.outcome import Outcome, Status
-    from bot.pipeline import RunMemory, finish_status, load_memory
+    from bot.core.outcome import Outcome, Status
+    from bot.run.pipeline import RunMemory, finish_status, load_memory
 
     recipe = recipe_for(namespace)
     writer = Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05)
@@ -190,7 +190,7 @@ STATUS_FAULTS = [
 @pytest.mark.parametrize("case,rules,expected", STATUS_FAULTS, ids=[f[0] for f in STATUS_FAULTS])
 def test_status_page_faults_never_touch_the_models_and_the_next_run_heals(hub, bundle, tmp_path, case, rules,
                                                                         expected):
-    from bot.status import read_status
+    from bot.status.memory import read_status
 
     namespace = "rel-st-" + re.sub(r"[^a-z0-9]+", "-", case.lower()).strip("-")[:30]
     recipe, outcome, error = publish_under_fault(hub, bundle, tmp_path, namespace, [])
@@ -365,7 +365,7 @@ def test_a_commit_lands_only_on_the_commit_its_decision_was_made_on(tmp_path):
     that commit as its parent: a writer that committed in between makes it a 412, which sends publish back to
     re-read the Hub (it then finds the build there). Without this, two whole runs at once published one draft
     twice: the second read "nothing there", published its target, and then committed on top of the first."""
-    from bot.errors import PreconditionFailed
+    from bot.core.errors import PreconditionFailed
     from hubserver import LocalHub
 
     folder = tmp_path / "files"
@@ -479,10 +479,10 @@ def test_actions_handoffs_that_are_not_the_planned_build_are_failures_and_the_re
     """The publish job's inputs as a build job can leave them: a truncated bundle, a bundle of another revision
     than its entry, a missing artifact, and a plan from another recipe. Each is a failure naming its cause,
     nothing is published from it, and the good bundle in the same run is published."""
-    from bot.fanout import JobError, MatrixEntry, MatrixPlan, PlanReport, load_plan, publish_run
-    from bot.handoff import BuildOutcomeFile, OutcomeRecord, artifact_name
-    from bot.outcome import Outcome, Status
-    from bot.plan import BuildJob
+    from bot.core.outcome import Outcome, Status
+    from bot.plan.planner import BuildJob
+    from bot.run.fanout import JobError, MatrixEntry, MatrixPlan, PlanReport, load_plan, publish_run
+    from bot.run.handoff import BuildOutcomeFile, OutcomeRecord, artifact_name
 
     recipe = recipe_for("rel-handoff")
     built = Bundle.read(bundle).record
@@ -539,7 +539,7 @@ def test_actions_handoffs_that_are_not_the_planned_build_are_failures_and_the_re
 
 def test_build_processes_refuse_to_run_with_a_token_in_reach():
     env = {**os.environ, "HF_TOKEN": CANARY}
-    done = subprocess.run([sys.executable, "-m", "bot.sandbox", "validate", "--help"], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "bot.sandbox.child", "validate", "--help"], env=env, capture_output=True,
                           text=True)
     assert done.returncode == 70 and "HF_TOKEN" in done.stderr and CANARY not in done.stderr
     record("security", "a checkpoint-loading process started with a token in its environment",

@@ -16,9 +16,9 @@ import warnings
 import pytest
 import yaml
 
-from bot import upstream
-from bot.profiles import REPO_ROOT, load_profiles
-from bot.recipe import DEFAULT_RECIPE
+from bot.core.profiles import REPO_ROOT, load_profiles
+from bot.core.recipe import DEFAULT_RECIPE
+from bot.run import upstream
 from tests.reliability_rows import record
 from tests.test_check_ir import DAMAGES, damaged
 

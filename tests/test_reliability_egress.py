@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot import demo
 from bot.hub import Hub
-from bot.plan import draft_output_repo, target_output_repo
-from bot.telemetry import SWITCHES
+from bot.plan.planner import draft_output_repo, target_output_repo
+from bot.run import demo
+from bot.sandbox.telemetry import SWITCHES
 from tests.conftest import fast_recipe
 from tests.reliability_rows import record
 from tests.test_egress import outside_loopback

@@ -19,13 +19,13 @@ import sys
 import pytest
 from huggingface_hub import HfApi
 
-from bot import demo
-from bot.card import template_fingerprint
+from bot.core.naming import draft_output_repo, target_output_repo
 from bot.hub import Hub
-from bot.naming import draft_output_repo, target_output_repo
-from bot.pipeline import RunOptions, run
-from bot.status import STATUS_JSON, StatusEntry, recipe_memory_fingerprint
-from bot.status_step import current_toolchain_fingerprint, load_memory, publish_status
+from bot.publish.card import template_fingerprint
+from bot.run import demo
+from bot.run.pipeline import RunOptions, run
+from bot.status.memory import STATUS_JSON, StatusEntry, recipe_memory_fingerprint
+from bot.status.step import current_toolchain_fingerprint, load_memory, publish_status
 from tests.conftest import fast_recipe
 from tests.reliability_rows import record
 
@@ -124,7 +124,7 @@ DAMAGED = [
 
 @pytest.mark.parametrize("case,content", DAMAGED, ids=[d[0].split(" (")[0] for d in DAMAGED])
 def test_damaged_memory_is_dropped_and_rebuilt(hub, tmp_path, case, content):
-    from bot.status_page import show_status
+    from bot.status.page import show_status
 
     recipe = recipe_for("mem-damaged-" + ("tz" if "zone" in case else "deep"))
     repo = seed_status(hub, recipe, content(hub, recipe))

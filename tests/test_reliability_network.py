@@ -15,12 +15,12 @@ import time
 import pytest
 from huggingface_hub import HfApi
 
-from bot import demo
-from bot.errors import BotError, HubError
+from bot.core.errors import BotError, HubError
+from bot.core.recipe import HubSettings
 from bot.hub import Hub
-from bot.pipeline import RunOptions, fetch_and_build, plan_run
-from bot.recipe import HubSettings
-from bot.report import RunReport
+from bot.run import demo
+from bot.run.pipeline import RunOptions, fetch_and_build, plan_run
+from bot.run.report import RunReport
 from tests.conftest import fast_recipe
 from tests.reliability_rows import record
 

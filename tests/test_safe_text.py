@@ -1,4 +1,4 @@
-"""`bot.safe_text.clean` and every place source text is shown: the status page, collection notes, card text from a
+"""`bot.core.safe_text.clean` and every place source text is shown: the status page, collection notes, card text from a
 source, and the log formatter."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import logging
 
 import pytest
 
-from bot.collection import PublishedPair, draft_note
-from bot.log import CleanFormatter
-from bot.safe_text import clean
-from bot.source_card import escape_markdown_html
-from bot.status_page import md_text
+from bot.core.log import CleanFormatter
+from bot.core.safe_text import clean
+from bot.discover.source_card import escape_markdown_html
+from bot.publish.collection import PublishedPair, draft_note
+from bot.status.page import md_text
 
 # What an attacker puts in a file name or card value to hide or reorder text: bidi override and isolates, marks,
 # zero-width space/joiners, word joiner, BOM, a terminal escape, a carriage return, a line separator, a tag char.

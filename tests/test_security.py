@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.confinement import confinement, wanted_layers
-from bot.fetch import safe_copy
-from bot.sanitize import sanitize_folder, unsafe_path_reason
+from bot.discover.fetch import safe_copy
+from bot.discover.sanitize import sanitize_folder, unsafe_path_reason
+from bot.sandbox.confinement import confinement, wanted_layers
 
 CANARY_TOKEN = "SECRETCANARYTOKEN"
 REPO = Path(__file__).resolve().parent.parent
@@ -47,8 +47,8 @@ def _hostile_target(tiny, root: Path) -> tuple[Path, Path]:
 _EXPORT = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from bot.export import TASK_LLM, ExportRequest, export_model
-    from bot.recipe import load_recipe
+    from bot.build.export import TASK_LLM, ExportRequest, export_model
+    from bot.core.recipe import load_recipe
     copy, work = Path(sys.argv[1]), Path(sys.argv[2])
     export_model(ExportRequest("target", copy, work / "ir", TASK_LLM, False), load_recipe().export,
                  log_dir=work / "logs", home=work / "hf")
@@ -159,7 +159,7 @@ def test_path_valued_fields_that_leave_the_folder_are_removed(tmp_path):
 
 
 def test_a_weight_map_pointing_outside_is_refused(tmp_path):
-    from bot.errors import Skip
+    from bot.core.errors import Skip
 
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
         {"weight_map": {"lm_head.weight": "../../../root/model.safetensors"}}))
@@ -267,7 +267,7 @@ _BUILDER = textwrap.dedent(r"""
     import json, os, sys
     from pathlib import Path
     from huggingface_hub import get_token
-    from bot.isolation import run_logged, sandboxed, untrusted_env
+    from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
     work, reversed_canary, top = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     canary = reversed_canary[::-1]
     own = open("/proc/self/environ", "rb").read()
@@ -297,7 +297,7 @@ _BUILDER = textwrap.dedent(r"""
 _HOLDER = textwrap.dedent(r"""
     import json, os, subprocess, sys
     from pathlib import Path
-    from bot.confinement import hold_write_token, start_builder
+    from bot.sandbox.confinement import hold_write_token, start_builder
     work, builder_script, probe_script = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     token = hold_write_token()
     scrubbed = token.encode() not in open("/proc/self/environ", "rb").read() and "HF_TOKEN" not in os.environ
@@ -381,10 +381,10 @@ def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_car
     injected text."""
     from huggingface_hub import ModelCard
 
-    from bot.build import Checkout, DraftBuild, build_group
-    from bot.card import render_draft_card, render_target_card
-    from bot.discover import classify_folders
-    from bot.record import Repos, TargetRecord
+    from bot.build.group import Checkout, DraftBuild, build_group
+    from bot.core.record import Repos, TargetRecord
+    from bot.discover.candidates import classify_folders
+    from bot.publish.card import render_draft_card, render_target_card
     from tests.conftest import fast_recipe
     from tests.test_source_card import ALIAS_BOMB, INJECTED_LICENSE
 
@@ -417,7 +417,7 @@ def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_car
 
 
 def test_builder_env_keeps_the_read_token_only_and_hides_a_stored_token():
-    from bot.confinement import builder_env
+    from bot.sandbox.confinement import builder_env
 
     env = builder_env({"HF_TOKEN": "w", "HUGGING_FACE_HUB_TOKEN": "w", "GITHUB_TOKEN": "g", "HF_READ_TOKEN": "r",
                        "PATH": "/bin"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.settings import DEFAULT_ENDPOINT, Settings
+from bot.core.settings import DEFAULT_ENDPOINT, Settings
 
 
 def test_an_empty_environment_is_huggingface_co_without_tokens():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.recipe import LinearFit, RunnerClass, RunnerSettings, SizingModel, load_recipe
-from bot.sizing import choose_runner, estimate_build, estimate_schedule, local_runner, stage_peaks
+from bot.core.recipe import LinearFit, RunnerClass, RunnerSettings, SizingModel, load_recipe
+from bot.plan.sizing import choose_runner, estimate_build, estimate_schedule, local_runner, stage_peaks
 
 GB = 10**9
 # A model with round numbers, so the expected figures can be worked out by hand.
@@ -106,9 +106,9 @@ def test_a_real_qwen3_4b_pair_plans_onto_the_standard_runner():
 def test_a_local_hub_seeded_with_a_real_qwen3_4b_pair_gets_a_matrix_entry_on_standard(tmp_path):
     """The real configs and safetensors of the real byte sizes (sparse files, adopted by the local Hub without
     copying), discovered over HTTP with the default recipe: one matrix entry, on `standard`."""
-    from bot.fanout import plan_matrix
     from bot.hub import Hub
-    from bot.pipeline import RunOptions
+    from bot.run.fanout import plan_matrix
+    from bot.run.pipeline import RunOptions
     from hubserver import LocalHub
     from tinymodels.shapes import make_shape
 
@@ -157,7 +157,7 @@ def test_this_machine_as_a_runner_class(tmp_path):
 
 
 def test_a_reused_target_leaves_the_draft_export_and_genai_as_the_peak():
-    """With the published target IR reused (bot.reuse) no target export runs: the peak is the draft export or the
+    """With the published target IR reused (bot.plan.reuse) no target export runs: the peak is the draft export or the
     validation. Measured, not hoped: GenAI with the exact CPU properties holds 13.1 GB for a Qwen3-4B pair
     (docs/scale.md), so a draft update for a Qwen3-8B target still needs ~24 GB, for validation alone."""
     runners = load_recipe().runners

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from bot.discover import resolve_target_name
-from bot.source_card import (
+from bot.discover.candidates import resolve_target_name
+from bot.discover.source_card import (
     CardRefused,
     escape_markdown_html,
     read_source_card,
@@ -159,8 +159,8 @@ def test_our_metadata_round_trips_through_huggingface_hubs_parser():
 def test_an_oversized_published_record_is_rebuilt_not_skipped_forever(tmp_path):
     from huggingface_hub import HfApi
 
+    from bot.core.record import PROVENANCE_FILE
     from bot.hub import Hub
-    from bot.record import PROVENANCE_FILE
     from hubserver import LocalHub
 
     with LocalHub(tmp_path / "hub", user="maintainer", token="hf_write") as server:
@@ -180,7 +180,7 @@ def test_discovery_through_the_local_hub_resolves_the_base_model_the_hub_shows(t
 
     from huggingface_hub import HfApi
 
-    from bot.discover import resolve
+    from bot.discover.candidates import resolve
     from bot.hub import Hub, configure_client
     from hubserver import LocalHub
 

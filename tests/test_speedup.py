@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bot.recipe import load_recipe
-from bot.speedup import no_speedup_note, speedup_gate
-from bot.validate import SpeedRun, ValidationReport
+from bot.build.validate import SpeedRun, ValidationReport
+from bot.core.recipe import load_recipe
+from bot.core.speedup import no_speedup_note, speedup_gate
 
 
 def test_no_speedup_is_said_plainly_and_min_speedup_gates():

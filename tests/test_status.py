@@ -12,8 +12,9 @@ import pytest
 from huggingface_hub import HfApi
 from typer.testing import CliRunner
 
+from bot.core.toolchain import Toolchain
 from bot.hub import Hub
-from bot.status import (
+from bot.status.memory import (
     CHART,
     MAX_REASON_CHARS,
     README,
@@ -32,9 +33,8 @@ from bot.status import (
     with_repo_shas,
     write_status,
 )
-from bot.status_page import md_text, render_files, render_readme, renderer_fingerprint
-from bot.status_read import MAX_STATUS_BYTES, StatusRead, agrees, foreign_repos, load_status, vetted
-from bot.toolchain import Toolchain
+from bot.status.page import md_text, render_files, render_readme, renderer_fingerprint
+from bot.status.read import MAX_STATUS_BYTES, StatusRead, agrees, foreign_repos, load_status, vetted
 from hubserver import LocalHub
 from tests.conftest import fast_recipe
 
@@ -251,7 +251,7 @@ def test_status_command_prints_table_and_json(server: LocalHub, monkeypatch: pyt
 
 
 def test_status_step_with_only_skips_makes_no_collection(server: LocalHub) -> None:
-    from bot.status_step import Memory, publish_status
+    from bot.status.step import Memory, publish_status
 
     writer = Hub(server.url, TOKEN)
     recipe = fast_recipe()
@@ -401,7 +401,7 @@ def test_problem_reasons_are_visible_text() -> None:
 
 
 def test_a_repaired_file_is_written_back(server: LocalHub) -> None:
-    from bot.status_step import load_memory, publish_status
+    from bot.status.step import load_memory, publish_status
 
     recipe = _recipe("Repair")
     repo = recipe.status_repo_id
@@ -417,8 +417,8 @@ def test_a_repaired_file_is_written_back(server: LocalHub) -> None:
 
 
 def test_status_repo_and_collection_are_per_recipe_by_default(tmp_path) -> None:
-    from bot.errors import RecipeError
-    from bot.recipe import load_recipe
+    from bot.core.errors import RecipeError
+    from bot.core.recipe import load_recipe
 
     first, second = _recipe("Shared"), _recipe("Shared", name="dspark")
     assert first.status_repo_id == "Shared/dflash-bot-status"  # the default recipe keeps its old status repo

@@ -10,11 +10,12 @@ from __future__ import annotations
 import pytest
 from huggingface_hub import HfApi
 
-from bot import demo, plan
-from bot.charts import ACCEPTANCE_CHART, acceptance_png
 from bot.hub import Hub
-from bot.pipeline import RunOptions, run
-from bot.status import CHART, README, STATUS_JSON, read_status
+from bot.plan import planner as plan
+from bot.publish.charts import ACCEPTANCE_CHART, acceptance_png
+from bot.run import demo
+from bot.run.pipeline import RunOptions, run
+from bot.status.memory import CHART, README, STATUS_JSON, read_status
 from tests.conftest import fast_recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")

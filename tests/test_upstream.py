@@ -1,4 +1,4 @@
-"""The toolchain watch (bot.upstream): proposals from recorded index answers, the report, and pinning.
+"""The toolchain watch (bot.run.upstream): proposals from recorded index answers, the report, and pinning.
 
 The index answers are recorded from the real index (`tests/data/upstream/`, 2026-11-30: pip's dry-run report for
 the unpinned stack, and the releases of `pip index versions transformers`, from which `RecordedIndex.newest` answers
@@ -19,10 +19,10 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from bot import upstream
-from bot.profiles import Bounds, load_profiles
-from bot.toolchain import CAPABILITY_DFLASH, Toolchain
-from bot.upstream import (
+from bot.core.profiles import Bounds, load_profiles
+from bot.core.toolchain import CAPABILITY_DFLASH, Toolchain
+from bot.run import upstream
+from bot.run.upstream import (
     CandidateResult,
     CheckReport,
     PairResult,
@@ -299,7 +299,7 @@ def test_probe_runs_in_an_environments_python():
 def test_try_candidate_probes_and_runs_the_oracle_pair_in_the_candidates_environment(tmp_path, repo_root):
     """try_candidate end to end, except the pip install: the candidate's cached environment is prepared as a
     launcher of this environment's python (what `ensure_environment` would have left after building it)."""
-    from bot.profiles import environment_python
+    from bot.core.profiles import environment_python
 
     profiles = load_profiles()
     default = profiles.get("default")

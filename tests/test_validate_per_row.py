@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from bot.errors import Skip
-from bot.validate_per_row import (
+from bot.build.validate_per_row import (
     PER_ROW_MARKER,
     RuntimeSupport,
     per_row_support,
     run_concurrent,
     validate_per_row_pair,
 )
+from bot.core.errors import Skip
 from tests.conftest import fast_recipe
 
 
@@ -46,7 +46,7 @@ def test_per_row_validation_is_skipped_with_the_named_reason(tmp_path):
 
 def test_an_open_gate_runs_the_child(tmp_path):
     """With the gate open (as a per-row GenAI would report it), the child is started and its failure is named."""
-    from bot.errors import Failure
+    from bot.core.errors import Failure
 
     support = RuntimeSupport(True, "test", "open")
     with pytest.raises(Failure, match="GenAI per-row validation"):
@@ -54,7 +54,7 @@ def test_an_open_gate_runs_the_child(tmp_path):
                               work=tmp_path, support=support)
     log = (tmp_path / "validate-per-row.log").read_text()
     assert "sandbox: no Hub token in this process" in log  # it ran behind the credential check, and GenAI failed
-    assert "bot/validate_per_row.py" in log
+    assert "bot/build/validate_per_row.py" in log
 
 
 def test_concurrent_requests_on_genai_2026_4_hit_the_single_request_limit(built):
@@ -74,7 +74,7 @@ def test_support_is_detected_in_another_environments_python(tmp_path):
     """A launcher stands in for a profile environment's python; the detection runs in that process."""
     import sys
 
-    from bot.validate_per_row import per_row_support_in
+    from bot.build.validate_per_row import per_row_support_in
 
     python = tmp_path / "python"
     python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")

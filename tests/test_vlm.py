@@ -13,12 +13,12 @@ import sys
 
 import pytest
 
-from bot.bundle import find_local_paths, local_path_markers
-from bot.discover import classify_folders
-from bot.record import Repos, TargetRecord
-from bot.card import render_draft_card, render_target_card
-from bot.errors import Skip
-from bot.toolchain import Toolchain, detect
+from bot.build.bundle import find_local_paths, local_path_markers
+from bot.core.errors import Skip
+from bot.core.record import Repos, TargetRecord
+from bot.core.toolchain import Toolchain, detect
+from bot.discover.candidates import classify_folders
+from bot.publish.card import render_draft_card, render_target_card
 from tests.conftest import fast_recipe
 
 # k = 15 is what real b16 drafts run at; anything above 5 needs num_linear_attention_blocks raised.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.weight_formats import FormatResult, choose_draft_format
+from bot.build.weight_formats import FormatResult, choose_draft_format
 
 
 def result(fmt: str, speedup: float, *, size: int, lossless: bool = True, accepted: bool = True,
@@ -51,7 +51,7 @@ def test_when_none_is_accepted_the_fastest_lossless_one_is_named():
 def test_the_card_section_lists_every_format_and_marks_the_published_one():
     import jinja2
 
-    from bot.card import TEMPLATES
+    from bot.publish.card import TEMPLATES
 
     choice = choose_draft_format([result("int4", 1.40, size=100 << 20), result("int8", 1.80, size=180 << 20, k=7)])
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
@@ -65,8 +65,8 @@ def test_a_format_that_failed_is_named_in_the_card_with_its_reason_not_left_out(
     """Issue 20: an int8 export killed from outside used to vanish from the card; it is listed as failed."""
     import jinja2
 
-    from bot.card import TEMPLATES
-    from bot.weight_formats import FailedFormat
+    from bot.build.weight_formats import FailedFormat
+    from bot.publish.card import TEMPLATES
 
     killed = FailedFormat("int8", "export-draft: draft export failed (exit -9: killed by SIGKILL from outside the bot)")
     choice = choose_draft_format([result("int4", 1.40, size=100 << 20)], [killed])

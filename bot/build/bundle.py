@@ -1,0 +1,284 @@
+"""Assemble a bundle: clean `draft/` and `target/` repo folders plus `openvino_export.json` (the build record).
+
+A bundle is built from an allow-list, never by copying a folder: each published file is one the format needs,
+copied from the place the bot's own step wrote it, and an export output folder holding any file the exporter does
+not write fails the build with its name (a compromised child may have planted it). The export leaves local
+artefacts behind (a junk draft tokenizer, a site-packages `auto_map`, the source path in `openvino_config.json`);
+none of that may be published. The record lists the sha256 and size of every file published (`record.BuildFiles`),
+and `check_folder` holds a repo folder to that list before publish commits it. The last step scans every text file
+for paths of the machine the bot ran on (its work folder, its Python environment), not for any path-like string a
+source shipped.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.core.errors import Failure
+from bot.core.hashes import HubHash, hash_file, read_manifest
+from bot.core.record import PROVENANCE_FILE, BuildFiles, BuildRecord, FileDigest, FileList, read_bundle_record, write
+from bot.discover.fetch import is_allowed
+
+# GenAI needs only the IR pair in the draft folder; config.json is kept (sanitised) for people reading the repo.
+DRAFT_FILES = ("openvino_model.xml", "openvino_model.bin")
+# The IR models a target export writes: an LLM's one model, a VLM's language, embeddings and vision parts, and
+# the tokenizer pair; each an .xml and a .bin.
+TARGET_MODELS = (
+    "openvino_model",
+    "openvino_language_model",
+    "openvino_text_embeddings_model",
+    "openvino_vision_embeddings_model",
+    "openvino_vision_embeddings_merger_model",
+    "openvino_vision_embeddings_pos_model",
+    "openvino_tokenizer",
+    "openvino_detokenizer",
+)
+# The other files a target repo carries: model, generation and OpenVINO configs, tokenizer and processor files.
+TARGET_CONFIGS = (
+    "config.json",
+    "generation_config.json",
+    "openvino_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "chat_template.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "video_preprocessor_config.json",
+)
+TARGET_FILES = tuple(f"{model}.{ext}" for model in TARGET_MODELS for ext in ("xml", "bin")) + TARGET_CONFIGS
+# What optimum-cli writes into any export folder (the draft's tokenizer and configs are junk, never published).
+EXPORT_OUTPUT_FILES = frozenset(TARGET_FILES)
+_TEXT_SUFFIXES = {".json", ".xml", ".jinja", ".md", ".txt", ".yaml", ".yml"}
+# VLM processor configs published as the source has them: without torchvision, optimum rewrites the first (slow
+# image processor) and drops the second (notes/qwen3_5-vlm-on-cpu.md §1).
+SOURCE_PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json")
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A build's output folder and its record, kept in memory from the build to publish."""
+
+    root: Path
+    draft_dir: Path
+    target_dir: Path
+    record: BuildRecord
+
+    @property
+    def passed(self) -> bool:
+        return self.record.passed
+
+    @classmethod
+    def read(cls, root: Path) -> Bundle:
+        """A bundle folder handed over on disk (an Actions artifact).
+
+        Raises:
+            RecordError: no readable build record in it.
+        """
+        return cls(root=root, draft_dir=root / "draft", target_dir=root / "target", record=read_bundle_record(root))
+
+
+def write_bundle(
+    out: Path,
+    draft_ir: Path,
+    target_ir: Path,
+    draft_source: Path,
+    target_source: Path,
+    built: BuildRecord,
+    scratch: Path,
+    *environments: Path,
+    sources: tuple[FileList, FileList] = ({}, {}),
+) -> Bundle:
+    """Write `out/draft`, `out/target` and the record (with every file's hash); refuse a bundle that holds a file
+    no step of the bot wrote or would publish a local path.
+
+    Args:
+        sources: the draft's and the target's source files (`source_files`), listed in the record.
+
+    Raises:
+        Failure: an export folder holds a file the exporter does not write, or a file of the bundle names the
+            bot's work folder or Python environment.
+    """
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    check_export_output(draft_ir, "draft")
+    check_export_output(target_ir, "target")
+    draft_dir = write_draft_folder(draft_ir, draft_source / "config.json", out / "draft")
+    target_dir = write_target_folder(target_ir, out / "target", target_source)
+    files = BuildFiles(
+        draft=digests(draft_dir), target=digests(target_dir), draft_source=sources[0], target_source=sources[1]
+    )
+    built = built.model_copy(update={"files": files})
+    write(built, out)
+    assert_no_local_paths(out, scratch, *environments)
+    return Bundle(root=out, draft_dir=draft_dir, target_dir=target_dir, record=built)
+
+
+def check_export_output(ir_dir: Path, role: str) -> None:
+    """Refuse an export folder holding anything optimum-cli does not write (a planted script, a sub-folder, a
+    link): it was not the bot's step that put it there.
+
+    Raises:
+        Failure: naming the unexpected entries.
+    """
+    unexpected = sorted(
+        entry.name + ("/" if entry.is_dir() else "")
+        for entry in ir_dir.iterdir()
+        if entry.name not in EXPORT_OUTPUT_FILES or entry.is_symlink() or not entry.is_file()
+    )
+    if unexpected:
+        raise Failure(
+            f"the {role} export folder holds files no step of the bot writes: {', '.join(unexpected[:10])}; "
+            "not bundled",
+            stage="bundle",
+        )
+
+
+def write_draft_folder(ir_dir: Path, source_config: Path, dest: Path) -> Path:
+    """The draft repo folder: the IR pair and the source config with `auto_map` already stripped."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in DRAFT_FILES:
+        shutil.copyfile(ir_dir / name, dest / name)
+    shutil.copyfile(source_config, dest / "config.json")
+    return dest
+
+
+def write_target_folder(ir_dir: Path, dest: Path, source: Path | None = None) -> Path:
+    """The target repo folder: IR, tokenizer IRs, configs and chat template (`TARGET_FILES`, each as the export
+    or the bot's working copy of the source wrote it), minus the local source path.
+
+    Args:
+        source: the (safe-copied) source checkpoint; its processor configs replace the exported ones.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in TARGET_FILES:
+        if (ir_dir / name).is_file() and not (ir_dir / name).is_symlink():
+            shutil.copyfile(ir_dir / name, dest / name)
+    if source is not None:
+        for name in SOURCE_PROCESSOR_FILES:
+            if (source / name).is_file():
+                shutil.copyfile(source / name, dest / name)
+    ov_config = dest / "openvino_config.json"
+    if ov_config.is_file():
+        config = json.loads(ov_config.read_text(encoding="utf-8"))
+        _forget_source_paths(config.get("quantization_config"))
+        ov_config.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return dest
+
+
+def digests(folder: Path) -> FileList:
+    """The sha256 and size of every file in a repo folder (flat: repo folders have no sub-folders)."""
+    listed = {}
+    for path in sorted(folder.iterdir()):
+        local = hash_file(path)
+        listed[path.name] = FileDigest(sha256=local.file.sha256, size=local.file.size, git_blob_id=local.blob_id)
+    return listed
+
+
+def source_files(folder: Path) -> FileList:
+    """A source checkout's files: as checked against the Hub's hashes when downloaded (`bot.core.hashes`), else (a
+    local folder given to `dflash-bot build`) hashed here, the files a build may read."""
+    try:
+        return {name: FileDigest(sha256=f.sha256, size=f.size) for name, f in read_manifest(folder).items()}
+    except Failure:
+        return {
+            path.name: FileDigest(sha256=(local := hash_file(path)).file.sha256, size=local.file.size)
+            for path in sorted(folder.iterdir())
+            if is_allowed(path.name) and path.is_file() and not path.is_symlink()
+        }
+
+
+def differs_from_record(listed: Mapping[str, HubHash], files: FileList, rendered: tuple[str, ...]) -> str | None:
+    """Why the files a published repo holds are not the ones its record lists (None: they are), from the hashes
+    the Hub lists (an LFS file's sha256 and size, a regular file's git blob id): a repo edited outside the bot."""
+    for name, recorded in sorted(files.items()):
+        hub = listed.get(name)
+        if hub is None:
+            return f"{name} is missing"
+        same = (
+            hub.sha256 == recorded.sha256 and hub.size == recorded.size
+            if hub.sha256
+            else hub.blob_id is not None and hub.blob_id == recorded.git_blob_id
+        )
+        if not same:
+            return f"{name} differs from its record"
+    extra = sorted(set(listed) - set(files) - set(rendered))
+    if extra:
+        return f"it holds files its record does not list ({', '.join(extra[:5])})"
+    return None
+
+
+def check_folder(folder: Path, listed: FileList, rendered: tuple[str, ...], what: str) -> None:
+    """Hold a repo folder to its record before it is committed: exactly the listed files, each with its listed
+    hash and size, plus the files publish renders from the record (card, record, chart).
+
+    Raises:
+        Failure: a file that is not listed, a listed file missing, or one whose bytes differ (naming both hashes).
+    """
+    present = {path.name for path in folder.iterdir()}
+    extra = sorted(present - set(listed) - set(rendered))
+    missing = sorted(set(listed) - present)
+    changed = []
+    for name in sorted(set(listed) & present):
+        local = hash_file(folder / name)
+        if (local.file.sha256, local.file.size) != (listed[name].sha256, listed[name].size):
+            changed.append(f"{name} (sha256 {local.file.sha256}, the record lists {listed[name].sha256})")
+    problems = [
+        *([f"not in the record: {', '.join(extra[:10])}"] if extra else []),
+        *([f"missing: {', '.join(missing[:10])}"] if missing else []),
+        *([f"changed: {'; '.join(changed[:5])}"] if changed else []),
+    ]
+    if problems:
+        raise Failure(f"{what} does not match its build record ({'; '.join(problems)}): not published", stage="publish")
+
+
+def _forget_source_paths(quantization: object) -> None:
+    """optimum records the local source folder as `tokenizer`/`processor`, also per sub-model (VLMs)."""
+    if isinstance(quantization, dict):
+        for key, value in quantization.items():
+            if key in ("tokenizer", "processor") and isinstance(value, str):
+                quantization[key] = None
+            else:
+                _forget_source_paths(value)
+
+
+def local_path_markers(*work_dirs: Path) -> list[str]:
+    """Paths only this machine has: the build's work folders and the Python environments it ran.
+
+    Deliberately not generic strings such as the system temp folder or `site-packages`: a source config may carry
+    `_name_or_path: /tmp/...` from its author's machine, which is theirs, not a leak of ours.
+    """
+    markers = {sys.prefix, sys.exec_prefix, *map(str, work_dirs)}
+    markers |= {str(Path(p).resolve()) for p in markers}
+    return sorted(m for m in markers if len(m) > 4)
+
+
+def find_local_paths(folder: Path, markers: list[str]) -> list[str]:
+    """Files under `folder` whose text contains a marker, as `relative/path: marker`."""
+    hits = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix in _TEXT_SUFFIXES:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            hits += [f"{path.relative_to(folder)}: {m}" for m in markers if m in text]
+    return hits
+
+
+def assert_no_local_paths(root: Path, *work_dirs: Path) -> None:
+    """Raises Failure naming the file when any bundle file leaks a local path."""
+    leaks = find_local_paths(root, local_path_markers(*work_dirs))
+    if leaks:
+        raise Failure(f"bundle would publish local paths: {'; '.join(leaks[:5])}", stage="bundle")
+
+
+__all__ = ["PROVENANCE_FILE", "Bundle", "assert_no_local_paths", "check_folder", "source_files", "write_bundle"]

@@ -1,0 +1,130 @@
+"""The draft's weight format (int4, int8), chosen by measurement (DESIGN §9).
+
+`bot/core/draft_formats.py` is the IR layout.
+
+A draft's quality shows up as acceptance, and int4 is not automatically best for a small draft: int8 may accept
+more tokens and be faster end to end. The build exports the draft in each of the recipe's
+`export.draft_weight_formats`, runs the lossless gate and the acceptance sweep for each against the same target,
+and publishes the format with the best measured speed-up at its own recommended `num_assistant_tokens`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from bot.build.validate import ValidationReport
+
+# Speed-ups within this relative distance are a tie: closer than that is run-to-run noise of the sweep on a shared
+# CPU, and the smaller file is the better download.
+TIE_TOLERANCE = 0.02
+
+
+@dataclass(frozen=True)
+class FormatResult:
+    """One draft weight format, validated against the target.
+
+    Attributes:
+        weight_format: "int4" or "int8".
+        lossless: the lossless gate passed (speculative output equals plain greedy).
+        acceptance_passed: the accept length reached the recipe's minimum.
+        accept_length: at `num_assistant_tokens`.
+        num_assistant_tokens: this format's recommended k (its fastest in the sweep).
+        speedup: over plain greedy at that k.
+        ir_bytes: the draft IR's weights file size.
+    """
+
+    weight_format: str
+    lossless: bool
+    acceptance_passed: bool
+    accept_length: float
+    num_assistant_tokens: int
+    speedup: float
+    ir_bytes: int
+
+    @classmethod
+    def from_validation(cls, weight_format: str, report: ValidationReport, ir_dir: Path) -> FormatResult:
+        """The figures of one format's `validate_pair` report and its exported IR folder."""
+        best = next(run for run in report.runs if run.num_assistant_tokens == report.recommended_num_assistant_tokens)
+        return cls(
+            weight_format=weight_format,
+            lossless=report.lossless,
+            acceptance_passed=report.acceptance_passed,
+            accept_length=best.accept_length,
+            num_assistant_tokens=best.num_assistant_tokens,
+            speedup=best.speedup,
+            ir_bytes=(ir_dir / "openvino_model.bin").stat().st_size,
+        )
+
+
+@dataclass(frozen=True)
+class FailedFormat:
+    """A weight format that never got figures: its export, inspection or validation failed (the card says so)."""
+
+    weight_format: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class FormatChoice:
+    """Which format is published (`chosen` is None when none is eligible) and why, with every format's figures
+    and every format that failed before it could be measured."""
+
+    chosen: str | None
+    reason: str
+    results: tuple[FormatResult, ...]
+    failed: tuple[FailedFormat, ...] = ()
+
+    def as_provenance(self) -> dict:
+        return {
+            "chosen": self.chosen,
+            "reason": self.reason,
+            "formats": [asdict(r) for r in self.results],
+            "failed": [asdict(f) for f in self.failed],
+        }
+
+
+def choose_draft_format(results: list[FormatResult], failed: list[FailedFormat] | None = None) -> FormatChoice:
+    """The format to publish: the best speed-up at its recommended k among those that passed the lossless gate.
+
+    Formats that also passed the acceptance gate come before those that did not; speed-ups within
+    `TIE_TOLERANCE` of the best are a tie, which the smaller IR wins. `failed` formats are listed, never chosen.
+    """
+    choice = _choose(tuple(results))
+    if failed:
+        names = ", ".join(f"{f.weight_format} (failed: {f.reason})" for f in failed)
+        choice = replace(choice, reason=f"{choice.reason}; not measured: {names}", failed=tuple(failed))
+    return choice
+
+
+def _choose(measured: tuple[FormatResult, ...]) -> FormatChoice:
+    eligible = [r for r in measured if r.lossless]
+    if not eligible:
+        failed = ", ".join(r.weight_format for r in measured) or "none measured"
+        return FormatChoice(None, f"no draft format passed the lossless gate ({failed})", measured)
+    accepted = [r for r in eligible if r.acceptance_passed]
+    pool = accepted or eligible
+    fastest = max(r.speedup for r in pool)
+    tied = [r for r in pool if r.speedup >= fastest * (1 - TIE_TOLERANCE)]
+    chosen = min(tied, key=lambda r: (r.ir_bytes, -r.speedup))
+    others = [r for r in measured if r is not chosen]
+    reason = (
+        f"{chosen.weight_format}: speed-up ×{chosen.speedup:.2f} at num_assistant_tokens="
+        f"{chosen.num_assistant_tokens} (accept length {chosen.accept_length:.2f})"
+    )
+    if len(tied) > 1:
+        rivals = ", ".join(f"{r.weight_format} ×{r.speedup:.2f}" for r in tied if r is not chosen)
+        reason += f", within {TIE_TOLERANCE:.0%} of {rivals}; the smaller file wins the tie"
+    elif others:
+        reason += ", ahead of " + ", ".join(_why_not(r, accepted) for r in others)
+    if not accepted:
+        reason += "; no format passed the acceptance gate"
+    return FormatChoice(chosen.weight_format, reason, measured)
+
+
+def _why_not(result: FormatResult, accepted: list[FormatResult]) -> str:
+    if not result.lossless:
+        return f"{result.weight_format} (failed the lossless gate)"
+    if accepted and not result.acceptance_passed:
+        return f"{result.weight_format} (failed the acceptance gate, ×{result.speedup:.2f})"
+    return f"{result.weight_format} ×{result.speedup:.2f}"

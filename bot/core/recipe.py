@@ -1,0 +1,415 @@
+"""Recipes: the declarative YAML in `workflows/` that says what to watch, how to export and how to validate.
+
+Parsed once into frozen, typed models. Unknown keys are errors with a "did you mean" hint, so a typo in a
+scheduled recipe fails loudly before any Hub call instead of silently using a default.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from bot.core import package_data
+from bot.core.errors import RecipeError, Skip
+from bot.core.naming import default_collection_title, template_parts, validate_repo_id
+from bot.core.naming import status_repo_id as naming_status_repo_id
+
+DEFAULT_RECIPE = package_data.folder(package_data.WORKFLOWS) / "dflash.yaml"
+
+DraftKind = Literal["dflash", "dflash-other-base", "dflash2", "dspark", "unknown"]
+TargetRule = Literal["map", "card_metadata", "card_text", "repo_name"]
+WeightFormat = Literal["int4", "int8"]
+# Odd values are refused with a message rather than overflowing a timer or a date later.
+MAX_TIMEOUT_S = 7 * 24 * 3600
+MAX_DURATION = dt.timedelta(days=3650)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceQuery(_Strict):
+    """One server-side filtered listing (author + search + tags): a page of results costs one request."""
+
+    author: str | None = None
+    search: str | None = None
+    filter_tags: list[str] = Field(default_factory=list, description="tags every result must carry")
+
+
+class WatchRules(_Strict):
+    """Which Hub repos are candidates, found with server-side filters so a run costs few requests."""
+
+    sources: list[SourceQuery] = Field(
+        default_factory=lambda: [SourceQuery(author="z-lab", search="DFlash")], min_length=1
+    )
+    kinds: list[DraftKind] = Field(default_factory=lambda: list[DraftKind](["dflash"]), description="kinds to build")
+    exclude: list[str] = Field(default_factory=list, description="repo ids never to build")
+    max_candidates: int = Field(200, ge=1, le=100_000)
+    max_checkpoint_bytes: int = Field(40 * 1024**3, ge=1, description="draft + target safetensors bytes")
+    recheck_after: dt.timedelta | None = Field(
+        dt.timedelta(days=7),
+        description="re-examine a remembered skip or failure after this age (e.g. 7d, 12h); "
+        "null: only when its revision, the toolchain or the recipe changes",
+    )
+
+    @field_validator("recheck_after", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip().upper().startswith("P"):  # ISO 8601 ("P7D"): pydantic's
+            return parse_duration(value)
+        return value
+
+    @field_validator("recheck_after")
+    @classmethod
+    def _sane_duration(cls, value: dt.timedelta | None) -> dt.timedelta | None:
+        if value is not None and not dt.timedelta(0) <= value <= MAX_DURATION:
+            raise ValueError(
+                f"must be between 0s and {MAX_DURATION.days}d (null: never by age), not {value.total_seconds():g}s"
+            )
+        return value
+
+
+class TargetRules(_Strict):
+    """How a draft's target is found: the draft config does not name it (DESIGN §4)."""
+
+    order: list[TargetRule] = Field(
+        default_factory=lambda: list[TargetRule](["map", "card_metadata", "card_text", "repo_name"])
+    )
+    map: dict[str, str] = Field(default_factory=dict, description="draft repo id -> target repo id")
+    default_namespace: str = Field("Qwen", description="namespace for targets inferred from a repo name")
+    namespace_by_prefix: dict[str, str] = Field(
+        default_factory=lambda: {"gemma": "google", "gpt-oss": "openai", "llama": "meta-llama"},
+        description="target-name prefix -> namespace, for names inferred from a repo name",
+    )
+
+
+class ExportSettings(_Strict):
+    """optimum-cli / NNCF settings; part of the recipe fingerprint."""
+
+    weight_format: Literal["int4", "int8"] = "int4"
+    sym: bool = False
+    group_size: int = Field(128, ge=-1)
+    ratio: float = Field(1.0, gt=0, le=1)
+    group_size_fallback: Literal["error", "ignore", "adjust"] = "adjust"
+    backup_precision: Literal["none", "int8_sym", "int8_asym"] | None = None
+    timeout_s: int = Field(3600, ge=1, le=MAX_TIMEOUT_S, description="seconds (at most a week)")
+    draft_weight_formats: list[WeightFormat] = Field(
+        default_factory=lambda: list[WeightFormat](["int4", "int8"]),
+        min_length=1,
+        description="draft exported, gated and measured in each; the best measured speed-up is published",
+    )
+
+    @field_validator("draft_weight_formats")
+    @classmethod
+    def _unique_formats(cls, formats: list[str]) -> list[str]:
+        return list(dict.fromkeys(formats))
+
+
+class ValidationSettings(_Strict):
+    """GenAI gates and the speed sweep; part of the recipe fingerprint."""
+
+    prompts: list[str] = Field(min_length=3)
+    max_new_tokens: int = Field(32, ge=4, le=65_536)
+    num_assistant_tokens: list[int] = Field(default_factory=lambda: [3, 7, 15], min_length=1)
+    min_accept_length: float = Field(1.5, ge=1.0, allow_inf_nan=False)
+    repeats: int = Field(2, ge=1, le=100, description="timed generations per setting; the best is kept")
+    min_speedup: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="when set, a pair whose best speed-up over plain "
+        "greedy is below this fails validation (default: no speed gate)",
+    )
+    device: str = "CPU"
+    timeout_s: int = Field(1800, ge=1, le=MAX_TIMEOUT_S, description="seconds (at most a week)")
+    min_top1_agreement: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="quality gate: the int4 target's top-1 agreement with the original weights "
+        "on the prompts (off when unset)",
+    )
+
+    @field_validator("num_assistant_tokens")
+    @classmethod
+    def _positive(cls, values: list[int]) -> list[int]:
+        if any(not 1 <= v <= 256 for v in values):
+            raise ValueError("every num_assistant_tokens value must be between 1 and 256")
+        return sorted(set(values))
+
+
+class CollectionSettings(_Strict):
+    """The Hub collection that lists every published draft and target repo (kept in sync by publish)."""
+
+    title: str | None = Field(
+        None,
+        min_length=1,
+        max_length=60,
+        description="default: derived from the recipe's name (`Recipe.collection_title`), one collection per recipe",
+    )
+    namespace: str | None = Field(None, description="default: publish.namespace")
+    description: str = Field(
+        "Speculative-decoding draft models and their targets, exported to OpenVINO int4 and "
+        "validated with OpenVINO GenAI by dflash-bot.",
+        max_length=150,
+    )
+
+
+class PublishSettings(_Strict):
+    """Where outputs go and how they are named (the naming rule is in `bot/core/naming.py`)."""
+
+    namespace: str
+    draft_name: str = "{source_name}-int4-ov"
+    target_name: str = "{target_name}-int4-ov"
+    private: bool = False
+    draft_home_namespace: str | None = Field(
+        "z-lab", description="drafts from this namespace keep their bare name; others get `namespace__` in front"
+    )
+    target_home_namespace: str | None = Field(
+        "Qwen", description="targets from this namespace keep their bare name; others get `namespace__` in front"
+    )
+
+    @field_validator("draft_name", "target_name")
+    @classmethod
+    def _one_name_field(cls, template: str, info: ValidationInfo) -> str:
+        prefix, suffix = template_parts(template, "source_name" if info.field_name == "draft_name" else "target_name")
+        try:
+            validate_repo_id(f"namespace/{prefix}x{suffix}", what=str(info.field_name))
+        except Skip as skip:
+            raise ValueError(f"{template!r} does not make valid repo names ({skip.message})") from None
+        return template
+
+    @field_validator("namespace")
+    @classmethod
+    def _hub_namespace(cls, namespace: str) -> str:
+        try:
+            validate_repo_id(f"{namespace}/x", what="publish.namespace")
+        except Skip as skip:
+            raise ValueError(f"{namespace!r} is not a valid Hub namespace ({skip.message})") from None
+        return namespace
+
+    status_repo: str | None = Field(
+        None,
+        description="dataset repo of the status page and the bot's memory; may use {namespace} and {recipe}; "
+        "default `{namespace}/{recipe}-bot-status` (`Recipe.status_repo_id`), one per recipe",
+    )
+    collection: CollectionSettings = Field(default_factory=CollectionSettings)
+    bot_user: str | None = Field(
+        None,
+        pattern=r"^[\w.-]+$",
+        description="the Hub user the bot publishes as: a published target is reused only from its own commits "
+        "(default: the write token's user where the plan holds it, as `run` does; the Actions plan job does not)",
+    )
+
+    @property
+    def collection_namespace(self) -> str:
+        return self.collection.namespace or self.namespace
+
+
+class RunnerClass(_Strict):
+    """One kind of GitHub Actions runner a build can be sent to, by the memory and disk it has."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    max_memory_bytes: int = Field(
+        ge=1, description="largest estimated build peak RSS this runner takes; also the memory guard's budget"
+    )
+    max_disk_bytes: int = Field(ge=1, description="largest estimated peak disk use (sources, IRs, bundle)")
+    runs_on: str | list[str] = Field(description="the job's `runs-on`: a label or a list of labels")
+
+
+class LinearFit(_Strict):
+    """``a × bytes + b``: one stage's measured peak as a line in the bytes it reads."""
+
+    a: float = Field(ge=0, allow_inf_nan=False)
+    b: int
+
+    def at(self, n_bytes: int) -> int:
+        return max(0, int(self.a * n_bytes + self.b))
+
+
+class SizingModel(_Strict):
+    """Peaks per stage, fitted by bench/scale.py on real-shape random-weight builds; see docs/scale.md.
+
+    `bytes` is the safetensors (bf16) size of what the stage reads: one model for an export and its IR, the target
+    for inspect, draft + target for validate, and for the quality step the bytes the original occupies in memory
+    (`bot.build.quality.reference_memory_bytes`: its f32 copy beside the mapped checkpoint, or the mapped bf16 weights
+    alone). Memory is the RSS of the stage's whole process tree (the bot's own process included); disk is bytes
+    allocated under the work folder. Draft and target exports have lines of their own: a draft export carries
+    optimum-intel's DFlash export path on top of its weights, a target's is the plain causal-LM export.
+    """
+
+    # Fitted by bench/scale.py on Qwen3 0.6B, 1.7B and 4B shapes; the measurements are in docs/scale.md (2-core
+    # AMD EPYC, 24 GiB, optimum-intel 2.2.0, NNCF 3.4.0, OpenVINO 2026.4.1). Rerun the benchmark to refit.
+    draft_export_memory: LinearFit = LinearFit(a=1.3615, b=626_945_879)
+    target_export_memory: LinearFit = LinearFit(a=1.2586, b=960_984_421)
+    validate_memory: LinearFit = LinearFit(a=1.1865, b=2_293_367_681)
+    inspect_memory: LinearFit = LinearFit(a=0.0018, b=125_667_002)
+    ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_213_266)
+    export_scratch_disk: LinearFit = LinearFit(a=1.0077, b=-52_375_713)
+    quality_memory: LinearFit = LinearFit(a=1.0375, b=441_126_344)
+
+
+class RunnerSettings(_Strict):
+    """Runner classes for the GitHub Actions fan-out (`plan --matrix`); not part of the recipe fingerprint.
+
+    A build goes to the smallest class whose memory and disk take its estimated peaks (`bot.plan.sizing.choose_runner`,
+    from the fitted `sizing` model); a build no class covers is skipped with a reason naming the class to add.
+    """
+
+    classes: list[RunnerClass] = Field(
+        default_factory=lambda: [
+            RunnerClass(
+                name="standard", max_memory_bytes=15 * 10**9, max_disk_bytes=30 * 10**9, runs_on="ubuntu-latest"
+            )
+        ],
+        min_length=1,
+    )
+    sizing: SizingModel = Field(default_factory=SizingModel)
+    max_entries: int = Field(256, ge=1, le=256, description="matrix entries per run (GitHub allows 256)")
+
+    @field_validator("classes")
+    @classmethod
+    def _sorted_unique(cls, classes: list[RunnerClass]) -> list[RunnerClass]:
+        names = [c.name for c in classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"runner class names must be unique: {names}")
+        return sorted(classes, key=lambda c: (c.max_memory_bytes, c.max_disk_bytes))
+
+
+class HubSettings(_Strict):
+    """How long the bot waits for the Hub; not part of the recipe fingerprint (it changes no built file).
+
+    Every Hub request gets these connect and read timeouts, whatever huggingface_hub's call site asks for, and an
+    answer that trickles counts as stalled (`bot.core.deadlines`). A stalled download resumes where it stopped, up to
+    `download_attempts` times, then fails naming the repo, the file and the bytes received. A stage past its deadline
+    stops at its next request: its sources fail this run (not remembered) and are tried again by the next one.
+    """
+
+    connect_timeout_s: float = Field(10.0, gt=0, le=600, description="to open a connection to the Hub")
+    read_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="longest silence on an open connection (also an upload's write timeout)"
+    )
+    min_bytes_per_s: int = Field(
+        16 * 1024,
+        ge=0,
+        le=10**9,
+        description="an answer slower than this over a whole read_timeout_s window is stalled (0: off)",
+    )
+    download_attempts: int = Field(3, ge=1, le=20, description="tries per file, each resuming where the last stopped")
+    download_deadline_s: float = Field(
+        6 * 3600.0, gt=0, le=7 * 86400, description="one checkpoint's whole download, every file and retry"
+    )
+    plan_deadline_s: float = Field(
+        1800.0, gt=0, le=7 * 86400, description="discover and plan: every listing, record and config read"
+    )
+
+
+class Recipe(_Strict):
+    name: str
+    description: str = ""
+    watch: WatchRules = Field(default_factory=WatchRules)
+    targets: TargetRules = Field(default_factory=TargetRules)
+    export: ExportSettings = Field(default_factory=ExportSettings)
+    validation: ValidationSettings
+    publish: PublishSettings
+    runners: RunnerSettings = Field(default_factory=RunnerSettings)
+    hub: HubSettings = Field(default_factory=HubSettings)
+
+    @model_validator(mode="after")
+    def _status_repo_names_a_repo(self) -> Recipe:
+        naming_status_repo_id(self.publish.status_repo, self.publish.namespace, self.name)
+        return self
+
+    @property
+    def status_repo_id(self) -> str:
+        """The status repo (memory and page) of this recipe: derived from its name unless `publish.status_repo`
+        names one, so two recipes publishing to one namespace never share it unless told to."""
+        return naming_status_repo_id(self.publish.status_repo, self.publish.namespace, self.name)
+
+    @property
+    def collection_title(self) -> str:
+        """The collection's title: `publish.collection.title`, or one derived from the recipe's name."""
+        return self.publish.collection.title or default_collection_title(self.name)
+
+    def fingerprint(self) -> str:
+        """Hash of what changes the built files or their validation; a change here rebuilds everything."""
+        # An unset min_speedup stays out of the hash, so recipes that predate it keep their fingerprint.
+        validation_exclude = {"timeout_s"} | ({"min_speedup"} if self.validation.min_speedup is None else set())
+        payload = {
+            "export": self.export.model_dump(exclude={"timeout_s"}),
+            "validation": self.validation.model_dump(exclude=validation_exclude),
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_DURATION_RE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_DURATION_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(text: str) -> dt.timedelta | None:
+    """`30m`, `12h`, `7d`, `2w` (or `none`) as a timedelta.
+
+    Raises:
+        ValueError: anything else (pydantic reports it against the recipe key).
+    """
+    if text.strip().lower() in ("none", "never", ""):
+        return None
+    found = _DURATION_RE.match(text)
+    if not found:
+        raise ValueError(f"invalid duration {text!r}: expected a number and a unit s, m, h, d or w (e.g. 7d)")
+    try:
+        return dt.timedelta(**{_DURATION_UNITS[found.group(2)]: int(found.group(1))})
+    except OverflowError:
+        raise ValueError(f"duration {text!r} is too long (at most {MAX_DURATION.days}d)") from None
+
+
+def load_recipe(path: Path | None = None) -> Recipe:
+    """Load and validate a recipe file (the default one when `path` is None).
+
+    Raises:
+        RecipeError: the file is missing, not YAML, or has unknown/invalid keys (named, with a suggestion).
+    """
+    path = Path(path) if path else DEFAULT_RECIPE
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RecipeError(f"cannot read recipe: {exc.strerror}", subject=str(path), stage="recipe") from None
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"recipe is not valid YAML: {exc}", subject=str(path), stage="recipe") from None
+    if not isinstance(raw, dict):
+        raise RecipeError("recipe must be a YAML mapping", subject=str(path), stage="recipe")
+    try:
+        return Recipe.model_validate(raw)
+    except ValidationError as exc:
+        raise RecipeError(_explain(exc), subject=str(path), stage="recipe") from None
+
+
+def _explain(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        location = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            problems.append(f"unknown key '{location}'{_did_you_mean(error['loc'])}")
+        else:
+            problems.append(f"'{location}': {error['msg']}")
+    return "; ".join(problems)
+
+
+def _did_you_mean(loc: tuple) -> str:
+    model: type[BaseModel] = Recipe
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return ""
+        model = annotation
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""

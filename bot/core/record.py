@@ -1,0 +1,602 @@
+"""The build record: `openvino_export.json`, one typed, frozen model from the build to the card (DESIGN §2).
+
+A build writes one `BuildRecord` into its bundle; publish commits it to the draft repo (with the card fingerprint
+and the repo names) and a `TargetRecord` (the target's part plus every draft validated against it) to the target
+repo; plan reads either back from the Hub. Every reader goes through `parse_draft_record` / `parse_target_record`,
+which apply the one rule for older schema versions, and every writer through `to_json`. The committed JSON Schema
+(`schemas/openvino_export.schema.json`) is generated from these models (`python -m bot.core.record --write`); a test
+fails when the two differ.
+
+Field names are public: people and scripts read them. Renaming or removing one is a schema version bump, with an
+upgrade rule in `_upgrade`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot.core import package_data
+
+if TYPE_CHECKING:
+    from bot.core.recipe import ExportSettings
+
+PROVENANCE_FILE = "openvino_export.json"
+SCHEMA_FILE = package_data.folder(package_data.SCHEMAS) / "openvino_export.schema.json"
+# 1: the first published layout (the recipe fingerprint at the top level and under `recipe`).
+# 2: `recipe_fingerprint` dropped (it is `recipe.fingerprint`); `resources`, `quality` and `draft_formats` added.
+# 3: `files` added: the sha256 and size of every built file published, and of the source files built from.
+SCHEMA_VERSION = 3
+BuildStatus = Literal["validated", "failed"]
+DraftFormat = Literal["stateful", "per-row"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class _Open(BaseModel):
+    """A sub-record whose keys come from a tool (NNCF's rt_info), kept as the tool wrote them."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class SourceRef(_Record):
+    """A checkpoint on the Hub at one revision, with what its card says about the license."""
+
+    repo: str | None = Field(description="Hub repo id; None for a build from local folders")
+    revision: str | None = Field(description="commit sha the build used")
+    license: str | None = Field(None, description="license id from the source card, validated")
+    license_link: str | None = Field(None, description="license link from the source card, validated")
+
+
+class TargetRef(SourceRef):
+    model_type: str
+    architecture: str
+    is_vlm: bool = Field(description="a vision-language target (exported image-text-to-text, run by VLMPipeline)")
+
+
+class DraftInfo(_Record):
+    kind: str = Field(description="dflash | dspark | ... (DESIGN §4)")
+    format: DraftFormat
+    architecture: str
+    base_model_type: str
+
+
+class ToolchainInfo(_Record):
+    """The versions that produced the IRs; a change to a tracked one rebuilds (DESIGN §5)."""
+
+    optimum_intel: str = Field(alias="optimum-intel")
+    openvino: str
+    openvino_genai: str = Field(alias="openvino-genai")
+    openvino_tokenizers: str = Field(alias="openvino-tokenizers")
+    nncf: str
+    transformers: str
+    torch: str
+    profile: str
+    capabilities: list[str]
+    draft_format: DraftFormat
+
+    def tracked(self) -> dict[str, str]:
+        """Package name -> version, as `bot.core.toolchain.TRACKED_PACKAGES` names them."""
+        return {
+            "optimum-intel": self.optimum_intel,
+            "openvino": self.openvino,
+            "openvino-genai": self.openvino_genai,
+            "openvino-tokenizers": self.openvino_tokenizers,
+            "nncf": self.nncf,
+            "transformers": self.transformers,
+            "torch": self.torch,
+        }
+
+
+class RecipeRef(_Record):
+    name: str
+    fingerprint: str = Field(description="hash of the recipe's export and validation settings")
+
+
+class ExportTasks(_Record):
+    draft: str
+    target: str
+
+
+class ExportSeconds(_Record):
+    draft: float
+    target: float
+
+
+class ExportInfo(_Record):
+    """The NNCF / optimum-cli settings the IRs were exported with."""
+
+    weight_format: str
+    sym: bool
+    group_size: int
+    ratio: float
+    group_size_fallback: str
+    backup_precision: str | None
+    task: ExportTasks
+    seconds: ExportSeconds
+    target_reused_from: str | None = Field(None, description="the published target repo@sha whose IR was reused")
+    target_int4: _Open | None = Field(
+        None,
+        description="the target's int4 settings: optimum-intel's default for "
+        "the model id, or the recipe's (bot.build.quantization)",
+    )
+    draft_weight_format: str | None = Field(None, description="the draft's published weight format")
+
+    def settings(self) -> tuple:
+        """What changes the target IR's bytes: equal settings and inputs mean an equal export."""
+        return export_settings(self, self.task.target)
+
+
+def export_settings(export: ExportInfo | ExportSettings, target_task: str) -> tuple:
+    """The settings that change the target IR's bytes, of a record or of a recipe (equal means an equal export)."""
+    return (
+        export.weight_format,
+        export.sym,
+        export.group_size,
+        export.ratio,
+        export.group_size_fallback,
+        export.backup_precision,
+        target_task,
+    )
+
+
+class TargetInspect(_Record):
+    ir_file: str
+    attention_layers: int
+    paged_attention_ops: int
+    paged_attention_ready: bool
+    sdpa_left: int
+    state_ops_left: int
+    linear_attention_layers: int = 0
+    linear_attention_ops: dict[str, int] = Field(default_factory=dict)
+    linear_attention_state_tables: int = 0
+    linear_attention_state: str | None = None
+    hidden_state_layers: list[int]
+    quantization: _Open = Field(default_factory=_Open)
+
+
+class RuleResult(_Record):
+    """One rule of the draft's format (per-row): passed, failed, or None when an earlier failure left nothing to
+    check."""
+
+    rule: str
+    passed: bool | None
+    detail: str
+
+
+class DraftInspect(_Record):
+    format: DraftFormat
+    inputs: list[str]
+    outputs: list[str]
+    mask_token_id: int
+    target_layer_ids: list[int]
+    candidate_position_offset: int | None
+    paged_attention_ready: bool
+    reason: str | None
+    paged_attention_ops: int
+    quantization: _Open = Field(default_factory=_Open)
+    rules: list[RuleResult] = Field(default_factory=list, description="per-row drafts: each rule's result")
+    layer_windows: list[int] = Field(default_factory=list, description="per-row drafts: sliding window per layer")
+
+
+class Inspection(_Record):
+    target: TargetInspect
+    draft: DraftInspect
+
+
+class SpeedRun(_Record):
+    """One `num_assistant_tokens` setting, measured with default CPU properties."""
+
+    num_assistant_tokens: int
+    max_new_tokens: int
+    accept_length: float
+    tokens_per_s: float
+    baseline_tokens_per_s: float
+    speedup: float
+
+
+class Mismatch(_Record):
+    prompt_index: int
+    num_assistant_tokens: int
+    first_difference: int
+
+
+class ConcurrentRequest(_Record):
+    prompt_index: int
+    tokens: int
+    matches_greedy: bool
+    first_difference: int | None
+
+
+class ConcurrentValidation(_Record):
+    """Per-row drafts: the lossless gate with several requests at once through continuous batching."""
+
+    requests: int
+    num_assistant_tokens: int
+    lossless: bool
+    results: list[ConcurrentRequest]
+    genai: str
+    pipeline: str
+
+
+class Gates(_Record):
+    lossless: bool
+    acceptance: bool
+    speedup: bool | None = None  # only when the recipe sets validation.min_speedup
+    quality: bool | None = None  # only when the recipe sets validation.min_top1_agreement
+
+
+class Validation(_Record):
+    """What GenAI measured: the lossless gate, the accept length the draft earned, the speed sweep."""
+
+    lossless: bool
+    mismatches: list[Mismatch]
+    prompts: list[str]
+    runs: list[SpeedRun]
+    recommended_num_assistant_tokens: int
+    accept_length: float
+    min_accept_length: float
+    acceptance_passed: bool
+    device: str
+    hardware: str
+    pipeline: str
+    image_prompts: int = 0
+    num_linear_attention_blocks: int | None = None
+    cores: int | None = Field(None, description="logical cores of the validation machine")
+    speedup_note: str | None = Field(None, description="set when no num_assistant_tokens beat plain greedy")
+    min_speedup: float | None = None
+    speedup_passed: bool = True
+    gates: Gates
+    concurrent: ConcurrentValidation | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.lossless and self.acceptance_passed and self.speedup_passed
+
+    @property
+    def best_run(self) -> SpeedRun:
+        """The run at the recommended `num_assistant_tokens`."""
+        return next(
+            (r for r in self.runs if r.num_assistant_tokens == self.recommended_num_assistant_tokens),
+            max(self.runs, key=lambda r: r.tokens_per_s),
+        )
+
+    @property
+    def speeds_up(self) -> bool:
+        """Whether any setting was faster than plain greedy on the validation machine."""
+        return any(r.speedup > 1.0 for r in self.runs)
+
+
+class CardInfo(_Record):
+    template_fingerprint: str
+
+
+class FileDigest(_Record):
+    """One file: the sha256 of its bytes and its size, and its git blob id (what the Hub lists for a file stored
+    without LFS, so a published repo can be checked against its record from its file metadata alone)."""
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=0)
+    git_blob_id: str | None = Field(None, pattern=r"^[0-9a-f]{40}$")
+
+
+FileList = dict[str, FileDigest]
+
+
+class BuildFiles(_Record):
+    """What a build published, file by file, and what it was built from (DESIGN §3: hashes end to end).
+
+    `draft` and `target` list the built files of each repo; the card, the record and the chart are rendered at
+    publish from the record and are not listed. The sources are the files downloaded and checked against the
+    Hub's hashes (a reused target: the published IR files, checked against that repo's record).
+    """
+
+    draft: FileList
+    target: FileList
+    draft_source: FileList
+    target_source: FileList
+
+
+class Repos(_Record):
+    draft: str
+    target: str
+
+
+class StageResources(_Record):
+    """What one build stage cost (DESIGN §8): the sizing model is checked against these."""
+
+    seconds: float
+    peak_rss_bytes: int | None = None
+    peak_disk_bytes: int | None = None
+    output_bytes: int | None = None
+
+
+class BuildRecord(_Record):
+    """A draft build: the bundle's `openvino_export.json`, and the draft repo's once published."""
+
+    schema_version: int = SCHEMA_VERSION
+    bot_version: str
+    built_at: str
+    status: BuildStatus
+    failed_gates: list[str]
+    draft: DraftInfo
+    source: SourceRef
+    target: TargetRef
+    toolchain: ToolchainInfo
+    recipe: RecipeRef
+    export: ExportInfo
+    inspect: Inspection
+    validation: Validation
+    resources: dict[str, StageResources] = Field(default_factory=dict, description="stage name -> cost")
+    quality: _Open | None = Field(None, description="the int4 target against its original weights (bot.build.quality)")
+    draft_formats: _Open | None = Field(
+        None, description="each draft weight format measured, the one published and why (bot.build.weight_formats)"
+    )
+    card: CardInfo | None = Field(None, description="set when published: the card templates it was rendered with")
+    repos: Repos | None = Field(None, description="set when published: the draft and target repos of the pair")
+    files: BuildFiles | None = Field(None, description="every built file published and every source file (sha256)")
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "validated"
+
+    def inputs(self) -> BuildInputs:
+        return BuildInputs(
+            source_revision=self.source.revision,
+            target_revision=self.target.revision,
+            recipe_fingerprint=self.recipe.fingerprint,
+            draft_format=self.draft.format,
+            toolchain=self.toolchain.tracked(),
+        )
+
+    def published_as(self, repos: Repos, card_fingerprint: str) -> BuildRecord:
+        return self.model_copy(update={"repos": repos, "card": CardInfo(template_fingerprint=card_fingerprint)})
+
+    def summary(self, draft_repo: str) -> DraftSummary:
+        best = self.validation.best_run
+        return DraftSummary(
+            repo=draft_repo,
+            source=self.source.repo or "",
+            source_revision=self.source.revision or "",
+            lossless=self.validation.lossless,
+            accept_length=self.validation.accept_length,
+            recommended_num_assistant_tokens=self.validation.recommended_num_assistant_tokens,
+            speedup=best.speedup,
+        )
+
+
+class DraftSummary(_Record):
+    """How one draft fared against the target: a row of the target card."""
+
+    repo: str
+    source: str
+    source_revision: str
+    lossless: bool
+    accept_length: float
+    recommended_num_assistant_tokens: int
+    speedup: float
+
+
+class TargetInspection(_Record):
+    target: TargetInspect
+
+
+class TargetRecord(_Record):
+    """The target repo's `openvino_export.json`: how the target was built, and the drafts validated against it."""
+
+    schema_version: int = SCHEMA_VERSION
+    bot_version: str
+    built_at: str
+    target: TargetRef
+    toolchain: ToolchainInfo
+    recipe: RecipeRef
+    export: ExportInfo
+    inspect: TargetInspection
+    drafts: list[DraftSummary]
+    card: CardInfo
+    quality: _Open | None = None
+    files: FileList | None = Field(None, description="the built files of the target repo (sha256 and size)")
+    source_files: FileList | None = Field(None, description="the target checkpoint's files it was built from")
+
+    @classmethod
+    def from_build(cls, build: BuildRecord, drafts: list[DraftSummary], card_fingerprint: str) -> TargetRecord:
+        return cls(
+            schema_version=build.schema_version,
+            bot_version=build.bot_version,
+            built_at=build.built_at,
+            target=build.target,
+            toolchain=build.toolchain,
+            recipe=build.recipe,
+            export=build.export,
+            inspect=TargetInspection(target=build.inspect.target),
+            drafts=drafts,
+            card=CardInfo(template_fingerprint=card_fingerprint),
+            quality=build.quality,
+            files=build.files.target if build.files else None,
+            source_files=build.files.target_source if build.files else None,
+        )
+
+    def target_inputs(self) -> tuple:
+        """What makes two target IRs the same: the target revision, the export settings, the tracked toolchain."""
+        return (self.target.revision, self.export.settings(), tuple(sorted(self.toolchain.tracked().items())))
+
+    def with_draft(self, summary: DraftSummary, card_fingerprint: str) -> TargetRecord:
+        drafts = sorted([d for d in self.drafts if d.repo != summary.repo] + [summary], key=lambda d: d.repo)
+        return self.model_copy(update={"drafts": drafts, "card": CardInfo(template_fingerprint=card_fingerprint)})
+
+    def draft_keys(self) -> set[tuple[str, str]]:
+        """Which draft builds the card lists; speed figures differ run to run and do not make a card stale."""
+        return {(d.repo, d.source_revision) for d in self.drafts}
+
+
+class BuildInputs(_Record):
+    """Everything that decides whether a published build is current: the one definition plan and publish share."""
+
+    source_revision: str | None
+    target_revision: str | None
+    recipe_fingerprint: str
+    draft_format: str | None
+    toolchain: dict[str, str]
+
+    def changes_to(self, wanted: BuildInputs) -> list[str]:
+        """Why a build with `wanted` inputs differs from this published one; empty when it is current.
+
+        A `None` in `wanted` means "not known at this point" (planning before the target is looked up, or a
+        toolchain that cannot export the kind): it is not compared.
+        """
+        reasons = []
+        if wanted.source_revision is not None and wanted.source_revision != self.source_revision:
+            reasons.append(f"source changed ({_short(self.source_revision)} -> {_short(wanted.source_revision)})")
+        if wanted.target_revision is not None and wanted.target_revision != self.target_revision:
+            reasons.append(f"target changed ({_short(self.target_revision)} -> {_short(wanted.target_revision)})")
+        if wanted.recipe_fingerprint != self.recipe_fingerprint:
+            reasons.append("recipe changed")
+        reasons += [
+            f"toolchain changed ({name} {self.toolchain.get(name)} -> {version})"
+            for name, version in wanted.toolchain.items()
+            if self.toolchain.get(name) != version
+        ]
+        if wanted.draft_format is not None and wanted.draft_format != self.draft_format:
+            reasons.append(f"draft format changed ({self.draft_format} -> {wanted.draft_format})")
+        return reasons
+
+
+class RecordError(ValueError):
+    """A provenance file that is not a record this bot can read (damaged, foreign, or from a newer bot)."""
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
+
+
+def to_json(record: BuildRecord | TargetRecord) -> str:
+    """The one writer: field names as published (aliases), stable order, a trailing newline."""
+    return json.dumps(record.model_dump(mode="json", by_alias=True), indent=2) + "\n"
+
+
+def write(record: BuildRecord | TargetRecord, folder: Path) -> Path:
+    path = folder / PROVENANCE_FILE
+    path.write_text(to_json(record), encoding="utf-8")
+    return path
+
+
+def parse_draft_record(data: bytes | str) -> BuildRecord:
+    """Parse a draft build record (a bundle's or a draft repo's `openvino_export.json`).
+
+    Raises:
+        RecordError: not JSON, not a draft record, or a schema version this bot does not know.
+    """
+    try:
+        return BuildRecord.model_validate(_load(data, kind="draft"))
+    except ValidationError as exc:
+        raise RecordError(_explain(exc)) from None
+
+
+def parse_target_record(data: bytes | str) -> TargetRecord:
+    """Parse a target repo's `openvino_export.json`.
+
+    Raises:
+        RecordError: as `parse_draft_record`.
+    """
+    try:
+        return TargetRecord.model_validate(_load(data, kind="target"))
+    except ValidationError as exc:
+        raise RecordError(_explain(exc)) from None
+
+
+def read_bundle_record(folder: Path) -> BuildRecord:
+    """The record of a bundle folder (an Actions artifact or a local build).
+
+    Raises:
+        RecordError: missing, unreadable or malformed.
+    """
+    try:
+        data = (folder / PROVENANCE_FILE).read_bytes()
+    except OSError as exc:
+        raise RecordError(f"cannot read {PROVENANCE_FILE}: {exc.strerror or exc}") from None
+    return parse_draft_record(data)
+
+
+def _load(data: bytes | str, *, kind: str) -> dict[str, Any]:
+    try:
+        raw = json.loads(data)
+    except ValueError as exc:
+        raise RecordError(f"{PROVENANCE_FILE} is not JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise RecordError(f"{PROVENANCE_FILE} is not a JSON object")
+    return _upgrade(raw, kind=kind)
+
+
+def _upgrade(raw: dict[str, Any], *, kind: str) -> dict[str, Any]:
+    """The one rule for older records: version 1 is read as version 2 (its duplicate fingerprint dropped), version 2
+    as version 3 without `files` (such a record certifies no file: its repo is never reused); any other version is
+    refused, and the caller rebuilds rather than trusts it."""
+    version = raw.get("schema_version")
+    if version == SCHEMA_VERSION:
+        return raw
+    if version == 2:
+        return {**raw, "schema_version": SCHEMA_VERSION}
+    if version == 1:
+        upgraded = {k: v for k, v in raw.items() if k != "recipe_fingerprint"}
+        upgraded["schema_version"] = SCHEMA_VERSION
+        if kind == "draft" and "recipe" in upgraded and "fingerprint" not in upgraded["recipe"]:
+            upgraded["recipe"] = {**upgraded["recipe"], "fingerprint": raw.get("recipe_fingerprint")}
+        return upgraded
+    raise RecordError(f"schema_version {version!r} is not one this bot reads (it writes {SCHEMA_VERSION})")
+
+
+def _explain(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(record)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{PROVENANCE_FILE} field {where}: {first['msg']}{more}"
+
+
+def _short(sha: str | None) -> str:
+    return (sha or "none")[:7]
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of both record kinds, as committed in `schemas/`."""
+    from pydantic import TypeAdapter
+
+    schema = TypeAdapter(BuildRecord | TargetRecord).json_schema(by_alias=True, mode="serialization")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "openvino_export.json (dflash-bot build record)",
+        "description": f"schema_version {SCHEMA_VERSION}: a draft repo holds a BuildRecord, a target repo a "
+        "TargetRecord",
+        **schema,
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bot.core.record --write` regenerates the committed schema; `--check` fails when it is stale."""
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--write"]:
+        SCHEMA_FILE.parent.mkdir(parents=True, exist_ok=True)
+        SCHEMA_FILE.write_text(schema_text(), encoding="utf-8")
+        return 0
+    if args == ["--check"]:
+        current = SCHEMA_FILE.read_text(encoding="utf-8") if SCHEMA_FILE.is_file() else ""
+        if current != schema_text():
+            print(f"{SCHEMA_FILE} is stale: run `python -m bot.core.record --write`", file=sys.stderr)
+            return 1
+        return 0
+    print("usage: python -m bot.core.record --write | --check", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

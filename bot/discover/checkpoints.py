@@ -1,0 +1,533 @@
+"""Classify a checkpoint from its `config.json` and cross-check a draft against its target (DESIGN §4).
+
+Everything here reads JSON and safetensors headers only: it runs before any export, so a broken or unsupported
+checkpoint is a skip with a reason that names the defect, found in milliseconds rather than after an export.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.core.errors import Skip
+from bot.core.toolchain import (
+    CAPABILITY_DFLASH,
+    CAPABILITY_DFLASH2,
+    CAPABILITY_DSPARK,
+    CAPABILITY_PER_ROW,
+    Toolchain,
+)
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real configs are a few KB; a huge one is hostile or broken
+MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
+MAX_SAFETENSORS_BYTES = 2**53  # bytes; far beyond any file, and still exact as a float
+MAX_INT_DIGITS = 4300  # Python's own limit for int(str): json.loads raises ValueError past it (and is quadratic)
+MAX_CONFIG_INT = 2**31 - 1  # no dimension, layer index or token id of a real model comes near
+# Bytes per element of the safetensors dtypes; a tensor of another dtype has its byte count unchecked.
+SAFETENSORS_DTYPE_BYTES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U64": 8,
+    "U32": 4,
+    "U16": 2,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+}
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+DSPARK_ARCHITECTURES = {"Qwen3DSparkModel", "Gemma4DSparkModel", "DSparkDraftModel"}
+VLM_MODEL_TYPES = {"qwen3_5", "qwen3_5_moe"}
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """What a draft's config says about it."""
+
+    kind: str  # dflash | dflash-other-base | dflash2 | dspark | unknown
+    architecture: str
+    model_type: str
+    hidden_size: int | None
+    mask_token_id: int | None
+    target_layer_ids: tuple[int, ...]
+    num_target_layers: int | None = None
+    markov_rank: int | None = None
+    num_layers: int | None = None  # the draft's own decoder layers
+
+    @classmethod
+    def of_kind(cls, kind: str, architecture: str, model_type: str) -> DraftSpec:
+        """What a listing or a published record knows of a draft: enough to ask what the exporter can do."""
+        return cls(
+            kind=kind,
+            architecture=architecture,
+            model_type=model_type,
+            hidden_size=None,
+            mask_token_id=None,
+            target_layer_ids=(),
+        )
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """The dimensions of a target that a draft must match; read from `text_config` for VLM targets."""
+
+    model_type: str
+    architecture: str
+    hidden_size: int
+    num_hidden_layers: int
+    vocab_size: int
+    is_vlm: bool
+    full_attention_layers: int
+
+
+def load_config(folder: Path, *, subject: str | None = None) -> dict:
+    """Parse `folder/config.json` defensively (size-capped, JSON only).
+
+    Raises:
+        Skip: missing, oversized, not JSON, too deeply nested, or not an object.
+    """
+    path = folder / "config.json"
+    if not path.is_file():
+        raise Skip("no config.json in the checkpoint", subject=subject, stage="classify")
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise Skip(
+            f"config.json is {size} bytes, over the {MAX_CONFIG_BYTES}-byte limit", subject=subject, stage="classify"
+        )
+    return parse_config_text(path.read_bytes(), subject=subject)
+
+
+def parse_config_text(data: bytes, *, subject: str | None = None) -> dict:
+    """Parse config bytes already in memory (from disk or a Hub download).
+
+    Numbers are only parsed here, not judged: `Infinity`, `NaN` and floats like `1e400` (which Python's json reads
+    as infinity) are kept, and each field the bot reads is validated where it is read (`_int_or_none`). Integer
+    literals too long for Python to convert are the exception, as no loader could read such a config.
+
+    Raises:
+        Skip: not UTF-8, not JSON, too deeply nested, not an object, or an integer of more than MAX_INT_DIGITS
+            digits (named with its field).
+    """
+    try:
+        config = _load_json(data.decode("utf-8"), "config.json")
+    except UnicodeDecodeError:
+        raise Skip("config.json is not UTF-8 text", subject=subject, stage="classify") from None
+    except json.JSONDecodeError as exc:
+        raise Skip(
+            f"config.json is not valid JSON ({exc.msg} at line {exc.lineno})", subject=subject, stage="classify"
+        ) from None
+    except RecursionError:
+        raise Skip("config.json is nested too deeply to be a model config", subject=subject, stage="classify") from None
+    except Skip as skip:
+        raise skip.at(subject=subject, stage="classify") from None
+    if not isinstance(config, dict):
+        raise Skip("config.json is not a JSON object", subject=subject, stage="classify")
+    return config
+
+
+def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
+    """Recognise the draft kind from its config (DESIGN §4 table).
+
+    Raises:
+        Skip: a DFlash config without the fields every DFlash runtime needs.
+    """
+    architectures = config.get("architectures") or [""]
+    architecture = str(architectures[0]) if isinstance(architectures, list) and architectures else ""
+    model_type = str(config.get("model_type", ""))
+    dflash_config = config.get("dflash_config")
+    hidden_size = _int_or_none(config, "hidden_size", subject, minimum=1)
+
+    if architecture in DSPARK_ARCHITECTURES or (
+        isinstance(dflash_config, dict) and dflash_config.get("projector_type") == "dspark"
+    ):
+        nested = isinstance(dflash_config, dict) and "mask_token_id" in dflash_config
+        fields: dict = dflash_config if nested and isinstance(dflash_config, dict) else config
+        at = "dflash_config." if nested else ""
+        return DraftSpec(
+            kind="dspark",
+            architecture=architecture or "DSparkDraftModel",
+            model_type=model_type,
+            hidden_size=hidden_size,
+            mask_token_id=_int_or_none(fields, "mask_token_id", subject, at=at),
+            target_layer_ids=_layer_ids(fields, subject, at=at),
+            num_target_layers=_int_or_none(fields, "num_target_layers", subject, at=at, minimum=1),
+            markov_rank=_int_or_none(fields, "markov_rank", subject, at=at) or 0,
+        )
+    if architecture == "DFlash2DraftModel":
+        return DraftSpec(
+            kind="dflash2",
+            architecture=architecture,
+            model_type=model_type,
+            hidden_size=hidden_size,
+            mask_token_id=None,
+            target_layer_ids=(),
+        )
+    if architecture != "DFlashDraftModel":
+        return DraftSpec(
+            kind="unknown",
+            architecture=architecture or "(none)",
+            model_type=model_type,
+            hidden_size=hidden_size,
+            mask_token_id=None,
+            target_layer_ids=(),
+        )
+
+    if not isinstance(dflash_config, dict):
+        raise Skip(
+            "DFlashDraftModel config has no dflash_config (mask_token_id and target_layer_ids are required)",
+            subject=subject,
+            stage="classify",
+        )
+    mask_token_id = _int_or_none(dflash_config, "mask_token_id", subject, at="dflash_config.")
+    if mask_token_id is None:
+        raise Skip("dflash_config.mask_token_id is missing", subject=subject, stage="classify")
+    layer_ids = _layer_ids(dflash_config, subject, at="dflash_config.")
+    if not layer_ids:
+        raise Skip(
+            "dflash_config.target_layer_ids is empty; the draft taps no target layer", subject=subject, stage="classify"
+        )
+    return DraftSpec(
+        kind="dflash" if model_type == "qwen3" else "dflash-other-base",
+        architecture=architecture,
+        model_type=model_type,
+        hidden_size=hidden_size,
+        mask_token_id=mask_token_id,
+        target_layer_ids=layer_ids,
+        num_target_layers=_int_or_none(config, "num_target_layers", subject, minimum=1),
+        num_layers=_int_or_none(config, "num_hidden_layers", subject, minimum=1),
+    )
+
+
+def require_exportable(draft: DraftSpec, toolchain: Toolchain, *, subject: str | None = None) -> str:
+    """Return the draft format the installed exporter will produce, or skip naming the missing capability."""
+    optimum = f"optimum-intel {toolchain.versions.get('optimum-intel', '?')}"
+    have = ", ".join(sorted(toolchain.capabilities)) or "none"
+    if draft.kind == "dflash":
+        if CAPABILITY_PER_ROW in toolchain.capabilities:
+            return "per-row"
+        if CAPABILITY_DFLASH in toolchain.capabilities:
+            return "stateful"
+        raise Skip(f"{optimum} has no DFlash draft exporter (capabilities: {have})", subject=subject, stage="classify")
+    if draft.kind == "dflash-other-base":
+        raise Skip(
+            f"DFlash draft with model_type '{draft.model_type}': {optimum} exports qwen3-based DFlash drafts only",
+            subject=subject,
+            stage="classify",
+        )
+    if draft.kind == "dspark":
+        if draft.markov_rank:
+            raise Skip(
+                f"DSpark draft with markov_rank {draft.markov_rank} needs a Markov-head DSpark exporter; "
+                f"{optimum} has none (capabilities: {have})",
+                subject=subject,
+                stage="classify",
+            )
+        if not {CAPABILITY_DSPARK, CAPABILITY_PER_ROW} <= toolchain.capabilities:
+            raise Skip(
+                f"DSpark drafts need the per-row DFlash export with DSpark support; {optimum} lacks "
+                f"{_missing(toolchain, CAPABILITY_DSPARK, CAPABILITY_PER_ROW)} (capabilities: {have})",
+                subject=subject,
+                stage="classify",
+            )
+        return "per-row"
+    if draft.kind == "dflash2":
+        if CAPABILITY_DFLASH2 not in toolchain.capabilities:
+            raise Skip(
+                f"DFlash2DraftModel needs a DFlash2 exporter (selector and conv layers); {optimum} lacks "
+                f"the {CAPABILITY_DFLASH2} capability (capabilities: {have})",
+                subject=subject,
+                stage="classify",
+            )
+        return "per-row"
+    raise Skip(f"not a DFlash or DSpark draft (architecture {draft.architecture})", subject=subject, stage="classify")
+
+
+def read_target(config: dict, *, subject: str | None = None) -> TargetSpec:
+    """Target dimensions; VLM targets keep their language model's in `text_config`.
+
+    Raises:
+        Skip: the config lacks the dimensions a draft is checked against.
+    """
+    model_type = str(config.get("model_type", ""))
+    nested = isinstance(config.get("text_config"), dict)
+    text, at = (config["text_config"], "text_config.") if nested else (config, "")
+    architectures = config.get("architectures") or [""]
+    hidden_size = _int_or_none(text, "hidden_size", subject, at=at, minimum=1)
+    num_layers = _int_or_none(text, "num_hidden_layers", subject, at=at, minimum=1)
+    vocab_size = (
+        _int_or_none(text, "vocab_size", subject, at=at, minimum=1)
+        if text.get("vocab_size") is not None
+        else _int_or_none(config, "vocab_size", subject, minimum=1)
+    )
+    if hidden_size is None or num_layers is None or vocab_size is None:
+        raise Skip(
+            "target config lacks hidden_size, num_hidden_layers or vocab_size", subject=subject, stage="classify"
+        )
+    layer_types = text.get("layer_types")
+    full_attention = (
+        sum(1 for t in layer_types if t == "full_attention")
+        if isinstance(layer_types, list) and len(layer_types) == num_layers
+        else num_layers
+    )
+    return TargetSpec(
+        model_type=model_type,
+        architecture=str(architectures[0]),
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        vocab_size=vocab_size,
+        is_vlm=model_type in VLM_MODEL_TYPES or "text_config" in config,
+        full_attention_layers=full_attention,
+    )
+
+
+def cross_check(
+    draft: DraftSpec, target: TargetSpec, *, subject: str | None = None, target_name: str = "the target"
+) -> None:
+    """The draft must fit the target it drafts for; each mismatch would only surface deep inside GenAI.
+
+    Raises:
+        Skip: naming the first mismatch.
+    """
+
+    def skip(message: str) -> Skip:
+        return Skip(message, subject=subject, stage="cross-check")
+
+    if draft.hidden_size is not None and draft.hidden_size != target.hidden_size:
+        raise skip(
+            f"draft hidden_size {draft.hidden_size} differs from {target_name}'s hidden_size {target.hidden_size}"
+        )
+    beyond = [i for i in draft.target_layer_ids if i < 0 or i >= target.num_hidden_layers]
+    if beyond:
+        raise skip(
+            f"target_layer_ids {list(draft.target_layer_ids)} reach beyond {target_name}'s "
+            f"{target.num_hidden_layers} hidden layers (bad: {beyond})"
+        )
+    if draft.num_target_layers is not None and draft.num_target_layers != target.num_hidden_layers:
+        raise skip(
+            f"draft num_target_layers {draft.num_target_layers} differs from {target_name}'s "
+            f"{target.num_hidden_layers} hidden layers"
+        )
+    if draft.mask_token_id is not None and not 0 <= draft.mask_token_id < target.vocab_size:
+        raise skip(
+            f"mask_token_id {draft.mask_token_id} is outside {target_name}'s vocabulary ({target.vocab_size} tokens)"
+        )
+
+
+def check_weights(folder: Path, *, subject: str | None = None) -> int:
+    """Check the weights are safetensors and whole; return their total size in bytes.
+
+    Reads only the safetensors headers. Pickle files are never opened: loading them can run arbitrary code.
+
+    Raises:
+        Skip: pickle-only weights, no weights, a shard listed in the index but absent, or a truncated file.
+    """
+    tensors = sorted(folder.glob("*.safetensors"))
+    if not tensors:
+        pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES)
+        if pickles:
+            raise Skip(
+                f"weights only in pickle format ({', '.join(pickles)}); the bot loads safetensors only "
+                "and never unpickles",
+                subject=subject,
+                stage="classify",
+            )
+        raise Skip("no *.safetensors weights in the checkpoint", subject=subject, stage="classify")
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise Skip(
+                "model.safetensors.index.json is not a valid shard index", subject=subject, stage="classify"
+            ) from None
+        missing = sorted(s for s in shards if not (folder / s).is_file())
+        if missing:
+            raise Skip(
+                f"shards listed in the index are missing: {', '.join(missing)}", subject=subject, stage="classify"
+            )
+    return sum(safetensors_size(path, subject=subject) for path in tensors)
+
+
+def safetensors_size(path: Path, *, subject: str | None = None) -> int:
+    """Validate one safetensors file against its own header and return its size.
+
+    Raises:
+        Skip: header unreadable, or the file holds fewer bytes than the header's offsets claim.
+    """
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        prefix = handle.read(8)
+        if len(prefix) < 8:
+            raise Skip(f"{path.name} is too short to be safetensors", subject=subject, stage="classify")
+        (header_len,) = struct.unpack("<Q", prefix)
+        if header_len > min(MAX_SAFETENSORS_HEADER, size - 8):
+            raise Skip(
+                f"{path.name} has a header length of {header_len} bytes but the file holds {size}",
+                subject=subject,
+                stage="classify",
+            )
+        try:
+            header = _load_json(handle.read(header_len).decode("utf-8"), f"{path.name} header")
+        except Skip as skip:
+            raise skip.at(subject=subject, stage="classify") from None
+        except (ValueError, RecursionError):
+            raise Skip(f"{path.name} has an unreadable safetensors header", subject=subject, stage="classify") from None
+    if not isinstance(header, dict):
+        raise Skip(f"{path.name} has an unreadable safetensors header", subject=subject, stage="classify")
+    data_end = 0
+    for name, entry in header.items():
+        if name != "__metadata__":
+            data_end = max(data_end, _tensor_end(entry, f"{path.name}: tensor '{name}'", subject))
+    expected = 8 + header_len + data_end
+    if size < expected:
+        raise Skip(
+            f"{path.name} is truncated: its header describes {expected} bytes, the file holds {size}",
+            subject=subject,
+            stage="classify",
+        )
+    return size
+
+
+def _int_or_none(
+    fields: Mapping[str, Any], key: str, subject: str | None, *, at: str = "", minimum: int = 0
+) -> int | None:
+    """A config.json integer field, validated where the bot reads it; None when absent (or null).
+
+    Raises:
+        Skip: present but a boolean, a float (Infinity, NaN and 1e400 included), a string or anything else that is
+            not an integer, or outside [minimum, MAX_CONFIG_INT]; the message names config.json and the field.
+    """
+    value = fields.get(key)
+    if value is None:
+        return None
+    return _checked_int(value, f"config.json: {at}{key}", subject, minimum=minimum, maximum=MAX_CONFIG_INT)
+
+
+def _layer_ids(fields: Mapping[str, Any], subject: str | None, *, at: str = "") -> tuple[int, ...]:
+    """`target_layer_ids`: a list of layer indices, each a valid integer (range against the target: cross_check)."""
+    value = fields.get("target_layer_ids")
+    if value is None:
+        return ()
+    where = f"config.json: {at}target_layer_ids"
+    if not isinstance(value, list):
+        raise Skip(f"{where} must be a list of integers, got {_shown(value)}", subject=subject, stage="classify")
+    return tuple(
+        _checked_int(item, f"{where}[{index}]", subject, minimum=0, maximum=MAX_CONFIG_INT)
+        for index, item in enumerate(value)
+    )
+
+
+def _checked_int(value: object, where: str, subject: str | None, *, minimum: int, maximum: int) -> int:
+    """`value` if it is a true integer within [minimum, maximum]; a Skip naming `where` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Skip(f"{where} must be an integer, got {_shown(value)}", subject=subject, stage="classify")
+    if not minimum <= value <= maximum:
+        raise Skip(f"{where} is {_shown(value)}, outside [{minimum}, {maximum}]", subject=subject, stage="classify")
+    return value
+
+
+def _tensor_end(entry: object, where: str, subject: str | None) -> int:
+    """Where one safetensors tensor's bytes end, after checking its offsets and shape agree with each other.
+
+    Raises:
+        Skip: not an object; `data_offsets` not two non-negative integers in order; `shape` not a list of
+            non-negative integers; or, for a known dtype, a byte count that does not match the shape.
+    """
+    if not isinstance(entry, dict):
+        raise Skip(f"{where} is not an object", subject=subject, stage="classify")
+    offsets, shape = entry.get("data_offsets"), entry.get("shape")
+    if not isinstance(offsets, list) or len(offsets) != 2:
+        raise Skip(
+            f"{where} has no valid data_offsets (two integers), got {_shown(offsets)}",
+            subject=subject,
+            stage="classify",
+        )
+    begin = _checked_int(offsets[0], f"{where} data_offsets[0]", subject, minimum=0, maximum=MAX_SAFETENSORS_BYTES)
+    end = _checked_int(offsets[1], f"{where} data_offsets[1]", subject, minimum=begin, maximum=MAX_SAFETENSORS_BYTES)
+    if not isinstance(shape, list):
+        raise Skip(
+            f"{where} has no valid shape (a list of integers), got {_shown(shape)}", subject=subject, stage="classify"
+        )
+    dims = [
+        _checked_int(dim, f"{where} shape[{i}]", subject, minimum=0, maximum=MAX_SAFETENSORS_BYTES)
+        for i, dim in enumerate(shape)
+    ]
+    itemsize = SAFETENSORS_DTYPE_BYTES.get(str(entry.get("dtype")))
+    if itemsize is not None and math.prod(dims) * itemsize != end - begin:
+        raise Skip(
+            f"{where} has shape {dims} of {entry.get('dtype')} ({math.prod(dims) * itemsize} bytes) but "
+            f"data_offsets [{begin}, {end}] ({end - begin} bytes)",
+            subject=subject,
+            stage="classify",
+        )
+    return end
+
+
+class _OverlongInt:
+    """Stands in, while parsing, for an integer literal Python will not convert; found and named afterwards."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+
+def _load_json(text: str, what: str) -> Any:
+    """`json.loads` that never raises on a number: an integer literal over MAX_INT_DIGITS digits (which makes plain
+    json.loads raise ValueError) is a Skip naming the field that holds it.
+
+    Raises:
+        json.JSONDecodeError, RecursionError: as json.loads.
+        Skip: an over-long integer literal.
+    """
+    overlong: list[_OverlongInt] = []
+
+    def parse_int(literal: str) -> int | _OverlongInt:
+        if len(literal.lstrip("-")) > MAX_INT_DIGITS:
+            overlong.append(_OverlongInt(len(literal.lstrip("-"))))
+            return overlong[-1]
+        return int(literal)
+
+    data = json.loads(text, parse_int=parse_int)
+    if overlong:
+        path, marker = _find_overlong(data)
+        raise Skip(
+            f"{what}: {path or '(top level)'} is an integer of {marker.digits} digits, over the "
+            f"{MAX_INT_DIGITS}-digit limit of Python's int()"
+        )
+    return data
+
+
+def _find_overlong(data: Any) -> tuple[str, _OverlongInt]:
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, _OverlongInt):
+            return path, value
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{index}]", item) for index, item in enumerate(value))
+    raise AssertionError("an over-long integer was parsed but is not in the document")
+
+
+def _shown(value: object) -> str:
+    """A value for a message: short, and never a 4000-digit number spelled out."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = json.dumps(value) if isinstance(value, float | bool | None) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _missing(toolchain: Toolchain, *capabilities: str) -> str:
+    return " and ".join(c for c in capabilities if c not in toolchain.capabilities)

@@ -1,0 +1,166 @@
+"""Reuse the published target: a new draft for a target the bot already published needs no target export.
+
+The common event is a new draft (or draft revision) for a target whose int4 IR is already on the Hub. When the
+published target repo was built from the same target revision, with the same export settings and the same tracked
+toolchain (`record.TargetRecord.target_inputs`), exporting again would write the same IR; so the plan pins that
+repo's commit (`ReusedTarget`) and the build downloads its IR (a quarter of the bf16 bytes) instead of the bf16
+weights, and skips the target export and the quality measurement (its figures are in the published record).
+Sizing then counts no target export (`bot.plan.sizing`), so a draft update for a target too large to export on a runner
+still fits it.
+
+The record is only believed about files the bot wrote (DESIGN §3): a target is reused only when every file of the
+repo at the pinned commit is the one its record lists (the Hub's LFS sha256 or git blob id against the record's),
+that commit was made by the bot's own Hub user, and the status memory does not mark the repo changed outside the
+bot; otherwise the target is exported again and the plan says why. The build checks the record it downloaded with
+the IR against its own toolchain again, and every downloaded file against the record's sha256 (`check_reused`): if
+another run republished the target in between, or the builder's toolchain differs from the plan's, the build fails
+with the reason rather than publish a draft validated against another IR.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.build.bundle import differs_from_record
+from bot.core import log
+from bot.core.errors import BotError, Failure
+from bot.core.hashes import read_manifest
+from bot.core.recipe import ExportSettings
+from bot.core.record import PROVENANCE_FILE, RecordError, TargetRecord, export_settings, parse_target_record
+from bot.core.toolchain import Toolchain
+from bot.hub import Hub
+
+# What a published target repo holds besides the IR: our card and charts are rendered again by publish.
+_NOT_DOWNLOADED = ("README.md", ".gitattributes")
+_RENDERED = (*_NOT_DOWNLOADED, PROVENANCE_FILE)
+
+
+class ReusedTarget(BaseModel):
+    """The published target repo, pinned to a commit, whose int4 IR a build downloads instead of exporting."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    revision: str
+    files: tuple[str, ...]  # exactly what the build downloads (the IR folder and the record)
+    ir_bytes: int = Field(ge=0)
+
+    @property
+    def pinned(self) -> str:
+        return f"{self.repo}@{self.revision}"
+
+
+def why_not_reusable(
+    published: TargetRecord, target_revision: str, export: ExportSettings, target_task: str, toolchain: Toolchain
+) -> str | None:
+    """Why the published target IR is not the one this build would export (None: it is)."""
+    if published.target.revision != target_revision:
+        return f"built from target revision {(published.target.revision or 'none')[:7]}, not {target_revision[:7]}"
+    if published.export.settings() != export_settings(export, target_task):
+        return "built with other export settings"
+    if published.toolchain.tracked() != toolchain.tracked():
+        changed = sorted(
+            name for name, version in toolchain.tracked().items() if published.toolchain.tracked().get(name) != version
+        )
+        return f"built with another toolchain ({', '.join(changed)})"
+    return None
+
+
+def plan_reuse(
+    reader: Hub,
+    target_repo: str,
+    target_revision: str,
+    export: ExportSettings,
+    target_task: str,
+    toolchain: Toolchain,
+    *,
+    bot_user: str | None = None,
+    changed_outside: bool = False,
+) -> tuple[ReusedTarget | None, str | None]:
+    """The published target to reuse for a build, or None and why not (no reason: nothing is published there).
+    A target built from other inputs, or not provably the bot's own build, is exported again.
+
+    Args:
+        bot_user: the Hub user the bot publishes as; the pinned commit must be its own (None: not known to this
+            plan, so nothing is reused).
+        changed_outside: the status memory marks the repo as changed outside the bot.
+
+    Four requests: the repo's files at its head, its record at that commit, the hashes the Hub lists there, and
+    the commit's author.
+    """
+    try:
+        head = reader.repo_files(target_repo)
+    except BotError:
+        return None, None  # not published (or unreadable): export it
+    published = reader.target_record(target_repo, revision=head.sha)  # None: no usable record there
+    if published is None:
+        return None, f"{target_repo} holds no usable record"
+    reason = why_not_reusable(published, target_revision, export, target_task, toolchain)
+    if reason is None:
+        reason = _why_not_trusted(reader, target_repo, head.sha, published, bot_user, changed_outside)
+    if reason is not None:
+        log.step("%s: not reused, the target is exported again: %s", target_repo, reason)
+        return None, f"{target_repo} not reused: {reason}"
+    files = tuple(sorted(n for n in head.sizes if n not in _NOT_DOWNLOADED))
+    ir_bytes = sum(head.sizes[n] for n in files)
+    log.step("%s@%s: its int4 IR is reused (%.1f GB to download)", target_repo, head.sha[:7], ir_bytes / 1e9)
+    return ReusedTarget(repo=target_repo, revision=head.sha, files=files, ir_bytes=ir_bytes), None
+
+
+def _why_not_trusted(
+    reader: Hub, repo: str, commit: str, published: TargetRecord, bot_user: str | None, changed_outside: bool
+) -> str | None:
+    """Why the published target at `commit` is not provably what the bot built (None: it is)."""
+    if published.files is None:
+        return "its record lists no file hashes (built by an older bot)"
+    if published.inspect.target.ir_file not in published.files:
+        return "its record does not list its IR file"
+    try:
+        changed = differs_from_record(reader.listed_hashes(repo, commit), published.files, _RENDERED)
+        if changed is not None:
+            return f"target repo changed outside the bot: {changed}"
+        if bot_user is None:
+            return "the bot's own Hub user is not known to this plan (no write token; set publish.bot_user)"
+        author = reader.commit_author(repo, commit)
+    except BotError as error:
+        return f"its files could not be checked ({error.message})"
+    if author != bot_user:
+        return f"target repo changed outside the bot: commit {commit[:7]} is by {author or 'nobody'}, not {bot_user}"
+    if changed_outside:
+        return "target repo changed outside the bot (the status memory saw another commit than it recorded)"
+    return None
+
+
+def check_reused(
+    folder: Path, target_revision: str, export: ExportSettings, target_task: str, toolchain: Toolchain
+) -> TargetRecord:
+    """The downloaded target record, checked again against the builder's own toolchain, and every downloaded file
+    against the sha256 the record lists (the hashes `bot.hub.Hub.download` computed and verified, `read_manifest`).
+
+    Raises:
+        Failure: the downloaded IR is not what this build would export (republished meanwhile, or another
+            toolchain in the builder than the plan assumed), or a file is not the one the record lists.
+    """
+    try:
+        published = parse_target_record((folder / PROVENANCE_FILE).read_bytes())
+    except (OSError, RecordError) as error:
+        raise Failure(f"the reused target's record is unusable: {error}", stage="reuse-target") from None
+    reason = why_not_reusable(published, target_revision, export, target_task, toolchain)
+    if reason is not None:
+        raise Failure(f"the published target IR changed since planning ({reason}); plan again", stage="reuse-target")
+    recorded = published.files or {}
+    # The download hashed every file it wrote (checked against the Hub's hashes): compare those, not the GBs again.
+    downloaded = {name: f for name, f in read_manifest(folder).items() if name != PROVENANCE_FILE}
+    present = {p.name for p in folder.iterdir() if p.name != PROVENANCE_FILE}
+    differ = sorted((present | set(downloaded)) ^ set(recorded)) + sorted(present ^ set(downloaded))
+    differ += [
+        name
+        for name in sorted(set(downloaded) & set(recorded))
+        if (downloaded[name].sha256, downloaded[name].size) != (recorded[name].sha256, recorded[name].size)
+    ]
+    if not recorded or differ:
+        detail = ", ".join(differ[:5]) or "its record lists no files"
+        raise Failure(f"the reused target's files do not match its record ({detail}); not built", stage="reuse-target")
+    return published

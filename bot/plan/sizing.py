@@ -1,0 +1,219 @@
+"""How much memory and disk a build needs, from a model fitted on measured builds (docs/scale.md).
+
+Each stage's peak is a straight line in the bytes it reads, ``a × bytes + b``, fitted by `bench/scale.py` on
+random-weight checkpoints of real Qwen3 shapes; the constants live in the recipe (`recipe.SizingModel`). A build
+runs: download → export draft and target → inspect → quality → validate → bundle. Its peak memory is the largest of
+
+* the exports: the sum of both when they run side by side, the larger one when they run one after the other;
+* inspect and validate, which load the int4 IRs (a fraction of the bf16 bytes);
+* the quality step, which loads the original target (f32 for small targets) and then its int4 IR.
+
+Every stage is a fresh process of its own (`bot.sandbox.isolation`): nothing else is resident beside them.
+
+The exports run side by side only when both fit the runner class's memory together (`estimate_build`). Disk holds
+the downloaded sources, both IRs, and the bundle (a copy of the IRs); when that does not fit, the sources are
+removed once both IRs are written (`BuildEstimate.remove_sources`), which `bot.build.group` must then do.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.build.quality import reference_memory_bytes
+from bot.core.recipe import RunnerClass, RunnerSettings, SizingModel
+
+
+@dataclass(frozen=True)
+class BuildEstimate:
+    """The planned schedule of one build and its estimated peaks on a runner class.
+
+    Attributes:
+        peak_memory_bytes: Estimated peak RSS of the build's processes for the chosen schedule.
+        peak_disk_bytes: Estimated peak disk use of the work folder and bundle.
+        parallel_exports: Whether the draft and target exports run side by side.
+        remove_sources: Whether the downloaded source weights must be removed once both IRs are written.
+    """
+
+    peak_memory_bytes: int
+    peak_disk_bytes: int
+    parallel_exports: bool
+    remove_sources: bool
+
+    def fits(self, runner: RunnerClass) -> bool:
+        return self.peak_memory_bytes <= runner.max_memory_bytes and self.peak_disk_bytes <= runner.max_disk_bytes
+
+    def describe(self) -> str:
+        schedule = "exports in parallel" if self.parallel_exports else "exports one after the other"
+        removal = ", source weights removed after export" if self.remove_sources else ""
+        return f"memory {gb(self.peak_memory_bytes)}, disk {gb(self.peak_disk_bytes)} ({schedule}{removal})"
+
+
+@dataclass(frozen=True)
+class StagePeaks:
+    """The model's per-stage figures for one pair (the terms `estimate_build` combines)."""
+
+    draft_export_memory: int
+    target_export_memory: int
+    validate_memory: int
+    inspect_memory: int
+    quality_memory: int
+    draft_ir_bytes: int
+    target_ir_bytes: int
+    # Disk an export holds beyond its final IR while it runs: optimum-cli writes the floating-point IR to a
+    # temporary folder before compressing it into the output.
+    draft_export_scratch: int
+    target_export_scratch: int
+
+
+def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel, *, target_reused: bool = False) -> StagePeaks:
+    """Evaluate every fitted line of `model` for a draft and a target of these safetensors sizes (a reused target
+    is downloaded as its int4 IR, never exported: `bot.plan.reuse`)."""
+    return StagePeaks(
+        draft_export_memory=model.draft_export_memory.at(draft_bytes),
+        target_export_memory=0 if target_reused else model.target_export_memory.at(target_bytes),
+        validate_memory=model.validate_memory.at(draft_bytes + target_bytes),
+        inspect_memory=model.inspect_memory.at(target_bytes),
+        # A reused target brings its quality figures with it: no quality step (bot.plan.reuse).
+        quality_memory=0 if target_reused else model.quality_memory.at(reference_memory_bytes(target_bytes)),
+        draft_ir_bytes=model.ir_bytes.at(draft_bytes),
+        target_ir_bytes=model.ir_bytes.at(target_bytes),
+        draft_export_scratch=model.export_scratch_disk.at(draft_bytes),
+        target_export_scratch=0 if target_reused else model.export_scratch_disk.at(target_bytes),
+    )
+
+
+def estimate_schedule(
+    draft_bytes: int,
+    target_bytes: int,
+    model: SizingModel,
+    *,
+    parallel_exports: bool,
+    remove_sources: bool,
+    target_reused: bool = False,
+) -> BuildEstimate:
+    """Peak memory and disk of one build for a given schedule (what `estimate_build` chooses between).
+
+    Args:
+        draft_bytes, target_bytes: safetensors bytes of the draft and of the target (bf16 weights).
+        model: the fitted sizing constants.
+        parallel_exports: the draft and target exports run side by side.
+        remove_sources: the downloaded sources are removed once both IRs are written.
+        target_reused: the target's published int4 IR is downloaded instead of its weights (no target export).
+    """
+    peaks = stage_peaks(draft_bytes, target_bytes, model, target_reused=target_reused)
+    after_export = max(peaks.validate_memory, peaks.inspect_memory, peaks.quality_memory)
+    if parallel_exports:
+        exports = peaks.draft_export_memory + peaks.target_export_memory
+    else:
+        exports = max(peaks.draft_export_memory, peaks.target_export_memory)
+    sources = draft_bytes + (0 if target_reused else target_bytes)  # a reused target IR is counted in `irs`
+    irs = peaks.draft_ir_bytes + peaks.target_ir_bytes
+    if parallel_exports:  # both exports' temporary IRs at once
+        scratch = peaks.draft_export_scratch + peaks.target_export_scratch
+    else:
+        scratch = max(peaks.draft_export_scratch, peaks.target_export_scratch)
+    exporting = sources + irs + scratch  # an upper bound: every IR written while a temporary one is still there
+    bundling = (0 if remove_sources else sources) + 2 * irs  # the bundle copies the IRs
+    return BuildEstimate(
+        peak_memory_bytes=max(exports, after_export),
+        peak_disk_bytes=max(exporting, bundling),
+        parallel_exports=parallel_exports,
+        remove_sources=remove_sources,
+    )
+
+
+def estimate_build(
+    draft_bytes: int, target_bytes: int, runner: RunnerClass, model: SizingModel, *, target_reused: bool = False
+) -> BuildEstimate:
+    """The schedule a build will use on `runner`, and its peak memory and disk.
+
+    Exports run side by side only when both fit the runner's memory together; sources are removed after export
+    only when keeping them would not fit its disk.
+
+    Args:
+        draft_bytes, target_bytes: safetensors bytes of the draft and of the target (bf16 weights).
+        runner: the runner class the build would run on.
+        model: the fitted sizing constants (the recipe's `runners.sizing`).
+        target_reused: the target's published int4 IR is downloaded instead of exported (`bot.plan.reuse`).
+
+    Returns:
+        The estimate; it may exceed the runner's limits (`BuildEstimate.fits` says), `choose_runner` picks a class.
+    """
+
+    def schedule(parallel_exports: bool, remove_sources: bool) -> BuildEstimate:
+        return estimate_schedule(
+            draft_bytes,
+            target_bytes,
+            model,
+            parallel_exports=parallel_exports,
+            remove_sources=remove_sources,
+            target_reused=target_reused,
+        )
+
+    in_parallel = schedule(True, False).peak_memory_bytes <= runner.max_memory_bytes
+    kept = schedule(in_parallel, False)
+    if kept.peak_disk_bytes <= runner.max_disk_bytes:
+        return kept
+    return schedule(in_parallel, True)
+
+
+def choose_runner(
+    draft_bytes: int, target_bytes: int, runners: RunnerSettings, *, target_reused: bool = False
+) -> tuple[RunnerClass | None, BuildEstimate, str]:
+    """The smallest runner class (by memory) whose memory and disk take the build's estimated peaks.
+
+    Args:
+        draft_bytes, target_bytes: safetensors bytes of the draft and of the target.
+        runners: the recipe's runner classes and sizing constants.
+        target_reused: the target's published IR is downloaded instead of exported (`bot.plan.reuse`).
+
+    Returns:
+        (class, estimate on it, reason). When no class fits: (None, the estimate on the largest class, a reason
+        that states the estimated peak memory and disk and the class to add).
+    """
+    estimate = None
+    for runner in runners.classes:
+        estimate = estimate_build(draft_bytes, target_bytes, runner, runners.sizing, target_reused=target_reused)
+        if estimate.fits(runner):
+            return runner, estimate, f"runner class '{runner.name}': {estimate.describe()}"
+    assert estimate is not None  # classes has at least one entry
+    largest = runners.classes[-1]
+    needed = BuildEstimate(
+        estimate.peak_memory_bytes, estimate.peak_disk_bytes, estimate.parallel_exports, estimate.remove_sources
+    )
+    return (
+        None,
+        needed,
+        (
+            f"estimated peak memory {gb(needed.peak_memory_bytes)} and disk {gb(needed.peak_disk_bytes)} "
+            f"({needed.describe().split('(', 1)[1].rstrip(')')}) do not fit the largest runner class "
+            f"'{largest.name}' ({gb(largest.max_memory_bytes)} memory, {gb(largest.max_disk_bytes)} disk): add a class "
+            f"to the recipe's runners.classes with max_memory_bytes >= {round_up(needed.peak_memory_bytes)} and "
+            f"max_disk_bytes >= {round_up(needed.peak_disk_bytes)}, e.g. {{name: large, max_memory_bytes: "
+            f"{round_up(needed.peak_memory_bytes)}, max_disk_bytes: {round_up(needed.peak_disk_bytes)}, "
+            f"runs_on: [self-hosted, linux, x64, dflash-large]}}"
+        ),
+    )
+
+
+def local_runner(work: Path, *, meminfo: Path = Path("/proc/meminfo")) -> RunnerClass:
+    """This machine as a runner class, for builds outside the Actions fan-out (`run`, `build`): the memory it has
+    available now and the free disk under `work`."""
+    available = next(
+        int(line.split()[1]) * 1024 for line in meminfo.read_text().splitlines() if line.startswith("MemAvailable:")
+    )
+    work.mkdir(parents=True, exist_ok=True)
+    return RunnerClass(
+        name="local", max_memory_bytes=available, max_disk_bytes=shutil.disk_usage(work).free, runs_on="local"
+    )
+
+
+def gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB"
+
+
+def round_up(n: int, step: int = 10**9) -> int:
+    """`n` rounded up to whole GB, as a recipe would state a class."""
+    return -(-n // step) * step

@@ -1,0 +1,346 @@
+"""Publish a validated bundle: one commit per repo, card and record included, target first (DESIGN §7).
+
+This stage holds the write token and never loads a checkpoint: it renders Markdown and uploads files. The output
+repos come from the build job (plan named them) and the record from memory. Before writing it re-reads the Hub,
+so a stale bundle never overwrites newer work, a repo that holds another source's build is never overwritten, and
+a second publisher of the same build reports "up-to-date". Every commit carries every file of the repo and
+`parent_commit`, so a crash or a race leaves a repo at its previous commit or at the complete new one.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.build.bundle import Bundle, check_folder, differs_from_record
+from bot.core import log, record
+from bot.core.errors import BotError, Failure, PreconditionFailed, Skip
+from bot.core.outcome import Status
+from bot.core.record import PROVENANCE_FILE, BuildRecord, Repos, TargetRecord
+from bot.hub import Hub, RepoFiles
+from bot.publish.card import render_draft_card, render_target_card, template_fingerprint
+from bot.publish.charts import ACCEPTANCE_CHART, write_acceptance_chart
+
+_CARD_FILES = ("README.md", PROVENANCE_FILE)
+_DRAFT_RENDERED = (*_CARD_FILES, ACCEPTANCE_CHART)  # rendered from the record at publish, so not listed in it
+_RACE_ATTEMPTS = 6  # another publisher of the same group makes up to three commits in a row
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    status: Status  # PUBLISHED (something was committed) or UP_TO_DATE
+    repos: Repos
+    commits: list[tuple[str, str]] = field(default_factory=list)  # (repo, new commit id), in commit order
+
+
+def publish_bundle(hub: Hub, bundle: Bundle, repos: Repos, *, private: bool) -> PublishResult:
+    """Publish one bundle to the draft and target repos named by its build job.
+
+    Raises:
+        Failure: the bundle failed a validation gate (never published), or the Hub refused the commits.
+        Skip: an output repo holds newer work, or another source's build.
+    """
+    (result,) = publish_group(hub, [(bundle, repos)], private=private)
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def publish_group(hub: Hub, members: list[tuple[Bundle, Repos]], *, private: bool) -> list[PublishResult | BotError]:
+    """Publish the drafts of one target: the target repo once (listing every draft built now), then each draft.
+
+    Returns:
+        per member, in order, its result or the skip/failure that stopped it (one member's problem never stops
+        the others).
+    """
+    card_fp = template_fingerprint()
+    results: list[PublishResult | BotError | None] = [None] * len(members)
+    for attempt in range(1, _RACE_ATTEMPTS + 1):
+        pending = [i for i, result in enumerate(results) if result is None]
+        if not pending:
+            break
+        try:
+            _publish_once(hub, members, pending, results, card_fp, private)
+        except PreconditionFailed as error:
+            # Another writer committed first: re-read the Hub and decide again (it may hold this very build).
+            log.step("%s: lost a commit race (412), re-reading the Hub", members[pending[0]][1].target)
+            if attempt == _RACE_ATTEMPTS:
+                for i in pending:
+                    if results[i] is None:
+                        results[i] = error
+            else:
+                time.sleep(random.uniform(0.2, 1.0) * attempt)  # let the other writer finish its commits
+    return [r if r is not None else Failure("not published", stage="publish") for r in results]
+
+
+def _publish_once(
+    hub: Hub,
+    members: list[tuple[Bundle, Repos]],
+    pending: list[int],
+    results: list[PublishResult | BotError | None],
+    card_fp: str,
+    private: bool,
+) -> None:
+    """Target weights first (its card listing only drafts already published), then each draft, then the target's
+    card listing the drafts now published: a run killed at any point leaves no card linking a missing repo, and
+    the next run finishes the work."""
+    ready: list[int] = []
+    current: list[int] = []
+    seen: dict[int, RepoFiles | None] = {}  # the draft repo as each decision read it
+    for i in pending:
+        bundle, repos = members[i]
+        try:
+            is_current, seen[i] = _draft_is_current(hub, bundle.record, repos, card_fp)
+            (current if is_current else ready).append(i)
+        except BotError as error:
+            results[i] = error
+    commits: dict[int, list[tuple[str, str]]] = {i: [] for i in ready + current}
+    published: list[int] = []
+    if ready:
+        try:
+            _publish_target(hub, [members[i] for i in ready], card_fp, commits[ready[0]], private, list_new=False)
+        except PreconditionFailed:
+            raise
+        except BotError as error:
+            for i in ready:
+                results[i] = error
+            ready = []
+    for i in ready:
+        bundle, repos = members[i]
+        try:
+            _publish_draft(hub, bundle, repos, card_fp, commits[i], private, seen[i])
+        except PreconditionFailed:
+            raise
+        except BotError as error:
+            results[i] = error
+            continue
+        published.append(i)
+    listed = published + current
+    if listed:
+        # Every draft that is on the Hub now, current ones included (a run killed before this step left them
+        # off the target's card): one card-only commit when the list changed.
+        _publish_target(hub, [members[i] for i in listed], card_fp, commits[listed[0]], private, list_new=True)
+    for i in listed:
+        # Nothing committed: another writer published this very build between our check and our commit.
+        results[i] = PublishResult(Status.PUBLISHED if commits[i] else Status.UP_TO_DATE, members[i][1], commits[i])
+
+
+def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) -> tuple[bool, RepoFiles | None]:
+    """Whether the draft repo already holds this build with this card, and the repo as it was read (None: no repo);
+    a commit of this bundle must have that commit as its parent (`Hub.publish_folder(seen=...)`).
+
+    Raises:
+        Failure: the bundle did not pass its gates, or was built from local folders.
+        Skip: the repo holds another source's build, or a newer build of this source.
+    """
+    source = built.source.repo
+    if not built.passed:
+        gates = "; ".join(built.failed_gates) or f"status {built.status}"
+        raise Failure(f"bundle did not pass validation, not published ({gates})", subject=source, stage="publish")
+    if not source or not built.target.repo:
+        raise Failure(
+            "bundle was built from local folders: there is no source repo to publish under",
+            subject=source,
+            stage="publish",
+        )
+    head = hub.files_or_none(repos.draft)
+    published = hub.draft_record(repos.draft, revision=head.sha) if head is not None else None
+    if published is None:
+        return False, head
+    if published.source.repo != source:
+        raise Skip(
+            f"{repos.draft} holds a build of {published.source.repo}, not of {source}: not overwritten "
+            "(two sources map to one output repo; rename one in the recipe)",
+            subject=source,
+            stage="publish",
+        )
+    if not published.inputs().changes_to(built.inputs()):
+        if published.card is not None and published.card.template_fingerprint == card_fp:
+            log.step("%s already holds this build", repos.draft)
+            return True, head
+    elif published.built_at > built.built_at and published.source.revision != built.source.revision:
+        raise Skip(
+            f"{repos.draft} already holds a newer build (source {str(published.source.revision)[:7]}); "
+            "this bundle is stale",
+            subject=source,
+            stage="publish",
+        )
+    return False, head
+
+
+def _publish_target(
+    hub: Hub,
+    members: list[tuple[Bundle, Repos]],
+    card_fp: str,
+    commits: list[tuple[str, str]],
+    private: bool,
+    *,
+    list_new: bool,
+) -> None:
+    """One commit to the target repo, or none when it is current.
+
+    Args:
+        list_new: add these members' drafts to the target card's list (only once they are published); without it
+            the card lists only the drafts already there.
+    """
+    first, repos = members[0]
+    built = first.record
+    head = hub.files_or_none(repos.target)
+    published = hub.target_record(repos.target, revision=head.sha) if head is not None else None
+    if published is not None and published.target.repo != built.target.repo:
+        raise Skip(
+            f"{repos.target} holds an export of {published.target.repo}, not of {built.target.repo}: not "
+            "overwritten (two targets map to one output repo)",
+            subject=built.source.repo,
+            stage="publish",
+        )
+    fresh = TargetRecord.from_build(built, [], card_fp)
+    weights_current = (
+        published is not None
+        and head is not None
+        and published.target_inputs() == fresh.target_inputs()
+        and _as_recorded(hub, repos.target, head.sha, published)
+    )
+    target_record = published if published is not None and weights_current else fresh
+    if list_new:
+        for bundle, draft_repos in members:
+            target_record = target_record.with_draft(bundle.record.summary(draft_repos.draft), card_fp)
+    else:
+        target_record = target_record.model_copy(update={"card": fresh.card})
+    if (
+        published is not None
+        and weights_current
+        and published.draft_keys() == target_record.draft_keys()
+        and published.card.template_fingerprint == card_fp
+    ):
+        log.step("%s is current", repos.target)
+        return
+    folder = first.target_dir
+    if not weights_current:  # the weights are committed: exactly the files the record lists
+        check_folder(folder, _listed(target_record.files, repos.target), _CARD_FILES, repos.target)
+    record.write(target_record, folder)
+    (folder / "README.md").write_text(render_target_card(target_record, target_repo=repos.target), encoding="utf-8")
+    message = (
+        _message("target", built.target)
+        if not weights_current
+        else f"List {len(target_record.drafts)} validated draft(s) on the model card"
+    )
+    result = hub.publish_folder(
+        repos.target,
+        folder,
+        message=message,
+        private=private,
+        only=_CARD_FILES if weights_current else None,
+        seen=head,
+    )
+    if result.commit:
+        commits.append((repos.target, result.commit))
+        log.step(
+            "%s: commit %s (%s)",
+            repos.target,
+            result.commit[:7],
+            "card and record" if weights_current else f"{len(result.files)} files",
+        )
+    if not weights_current:
+        hub.tag(repos.target, f"src-{str(built.target.revision)[:7]}", result.commit)
+
+
+def _publish_draft(
+    hub: Hub,
+    bundle: Bundle,
+    repos: Repos,
+    card_fp: str,
+    commits: list[tuple[str, str]],
+    private: bool,
+    seen: RepoFiles | None,
+) -> None:
+    built = bundle.record.published_as(repos, card_fp)
+    folder = bundle.draft_dir
+    check_folder(folder, _listed(built.files.draft if built.files else None, repos.draft), _DRAFT_RENDERED, repos.draft)
+    record.write(built, folder)
+    write_acceptance_chart(folder, built.validation)
+    (folder / "README.md").write_text(render_draft_card(built), encoding="utf-8")
+    result = hub.publish_folder(
+        repos.draft, folder, message=_message("draft", built.source), private=private, seen=seen
+    )
+    if result.commit:
+        commits.append((repos.draft, result.commit))
+        log.step("%s: commit %s (%d files)", repos.draft, result.commit[:7], len(result.files))
+    hub.tag(repos.draft, f"src-{str(built.source.revision)[:7]}", result.commit)
+
+
+def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> PublishResult:
+    """Re-render the cards from the published records after a template change: no rebuild, no weights.
+
+    Returns:
+        PUBLISHED when a card changed (a commit was made), UP_TO_DATE when both were already current.
+    """
+    if published.repos is None:
+        raise Failure("the published record names no repos to refresh", subject=published.source.repo, stage="publish")
+    repos, card_fp = published.repos, template_fingerprint()
+    # Render from the record at the commit the card will be committed on: a build published since the plan read
+    # `published` has its own fresh cards, and must not get this one's record back.
+    head = hub.files_or_none(repos.draft)
+    current = hub.draft_record(repos.draft, revision=head.sha) if head is not None else None
+    if current is None or current.inputs().changes_to(published.inputs()):
+        log.step("%s holds another build since it was planned: its cards are its own", repos.draft)
+        return PublishResult(Status.UP_TO_DATE, repos, [])
+    refreshed = current.published_as(repos, card_fp)
+    commits: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="dflash-bot-card-") as tmp:
+        folder = Path(tmp)
+        record.write(refreshed, folder)
+        write_acceptance_chart(folder, refreshed.validation)
+        (folder / "README.md").write_text(render_draft_card(refreshed), encoding="utf-8")
+        result = hub.publish_folder(
+            repos.draft,
+            folder,
+            message="Update model card",
+            private=private,
+            only=(*_CARD_FILES, ACCEPTANCE_CHART),
+            seen=head,
+        )
+        if result.commit:
+            commits.append((repos.draft, result.commit))
+        target_head = hub.files_or_none(repos.target)
+        target = hub.target_record(repos.target, revision=target_head.sha) if target_head is not None else None
+        if target is not None and target.card.template_fingerprint != card_fp:
+            (folder / ACCEPTANCE_CHART).unlink()
+            target = target.model_copy(update={"card": record.CardInfo(template_fingerprint=card_fp)})
+            record.write(target, folder)
+            (folder / "README.md").write_text(render_target_card(target, target_repo=repos.target), encoding="utf-8")
+            result = hub.publish_folder(
+                repos.target, folder, message="Update model card", private=private, only=_CARD_FILES, seen=target_head
+            )
+            if result.commit:
+                commits.append((repos.target, result.commit))
+    return PublishResult(Status.PUBLISHED if commits else Status.UP_TO_DATE, repos, commits)
+
+
+def _as_recorded(hub: Hub, repo: str, commit: str, published: TargetRecord) -> bool:
+    """Whether the target repo holds exactly the files its record lists; if not (edited outside the bot, or built
+    before records listed files), its weights are committed again from this build."""
+    if published.files is None:
+        return False
+    changed = differs_from_record(hub.listed_hashes(repo, commit), published.files, (*_CARD_FILES, ".gitattributes"))
+    if changed is not None:
+        log.step("%s changed outside the bot (%s): its files are published again from this build", repo, changed)
+    return changed is None
+
+
+def _listed(files: record.FileList | None, repo: str) -> record.FileList:
+    """The files a record says a repo folder holds; a record without that list certifies nothing.
+
+    Raises:
+        Failure: the bundle's record lists no files (built by a bot before records listed them).
+    """
+    if files is None:
+        raise Failure(f"the build record lists no file hashes for {repo}: not published", stage="publish")
+    return files
+
+
+def _message(role: str, ref: record.SourceRef) -> str:
+    return f"Export {role} {ref.repo}@{str(ref.revision)[:7]} to OpenVINO int4 (dflash-bot)"

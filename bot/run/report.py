@@ -1,0 +1,131 @@
+"""The run report: one outcome per source, Hub request and commit counts, as JSON and as a readable table."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.core.outcome import Outcome, Status
+
+if TYPE_CHECKING:
+    from bot.publish.publisher import PublishResult
+
+
+@dataclass
+class RunReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+    commits: list[dict[str, str]] = field(default_factory=list)  # {"repo", "commit"}
+    hub_requests: int = 0
+    dry_run: bool = False
+    deferred: list[str] = field(default_factory=list)
+    status_page: str | None = None  # the status repo's page, when the run wrote or checked it
+    collection: str | None = None  # the collection's URL
+    status_commit: str | None = None  # the status repo's new commit (not counted with the model commits)
+
+    def add(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+
+    def add_published(self, source: str, revision: str | None, result: PublishResult, reason: str) -> None:
+        """A publish or card refresh: its commits, and PUBLISHED or UP_TO_DATE as the result says."""
+        for repo, commit in result.commits:
+            self.commits.append({"repo": repo, "commit": commit})
+        self.add(Outcome(source, revision, result.status, reason, [result.repos.draft, result.repos.target]))
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == Status.FAILED]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing failed; 1 (the one documented failure code of a run) otherwise. A skip is no failure."""
+        return 1 if self.failed else 0
+
+    def to_dict(self) -> dict:
+        return {
+            "outcomes": [o.to_dict() for o in self.outcomes],
+            "hub_requests": self.hub_requests,
+            "commits": self.commits,
+            "dry_run": self.dry_run,
+            "deferred": self.deferred,
+            "status_page": self.status_page,
+            "collection": self.collection,
+            "status_commit": self.status_commit,
+            "counts": {
+                str(s): sum(o.status == s for o in self.outcomes)
+                for s in (Status.PUBLISHED, Status.UP_TO_DATE, Status.SKIPPED, Status.FAILED, Status.PLANNED)
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunReport:
+        return cls(
+            outcomes=[Outcome.from_dict(o) for o in data.get("outcomes", [])],
+            commits=list(data.get("commits", [])),
+            hub_requests=int(data.get("hub_requests", 0)),
+            dry_run=bool(data.get("dry_run")),
+            deferred=[str(d) for d in data.get("deferred", [])],
+        )
+
+    def write(self, path: Path) -> None:
+        """Written atomically (a rename), so a reader never sees half a report."""
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        partial.replace(path)
+
+    def markdown(self, endpoint: str = "https://huggingface.co") -> str:
+        """The outcome table for a GitHub step summary."""
+        lines = ["| source | revision | outcome | reason | repos |", "|---|---|---|---|---|"]
+        for o in self.outcomes:
+            repos = ", ".join(f"[{_cell(r)}]({endpoint}/{r})" for r in o.repos)
+            lines.append(f"| {_cell(o.source)} | {(o.revision or '')[:7]} | {o.status} | {_cell(o.reason)} | {repos} |")
+        lines.append("")
+        lines.append(f"Hub requests: {self.hub_requests}; commits: {len(self.commits)}")
+        if self.status_page:
+            lines.append("")
+            lines.append(
+                f"Status page: {self.status_page}" + (f" · Collection: {self.collection}" if self.collection else "")
+            )
+        return "\n".join(lines) + "\n"
+
+    def print_table(self) -> None:
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(title="dflash-bot run" + (" (dry run)" if self.dry_run else ""))
+        for column in ("source", "revision", "outcome", "reason", "repos"):
+            table.add_column(column, overflow="fold")
+        styles = {
+            Status.PUBLISHED: "green",
+            Status.UP_TO_DATE: "cyan",
+            Status.SKIPPED: "yellow",
+            Status.FAILED: "red",
+            Status.PLANNED: "magenta",
+        }
+        for o in self.outcomes:
+            # Names and reasons come from sources: printed as text, never parsed as rich markup.
+            table.add_row(
+                escape(o.source),
+                (o.revision or "")[:7],
+                f"[{styles.get(o.status, '')}]{o.status}[/]",
+                escape(o.reason),
+                escape("\n".join(o.repos)),
+            )
+        console = Console(width=160)
+        console.print(table)
+        console.print(f"Hub requests: {self.hub_requests}; commits: {len(self.commits)}")
+
+
+def _cell(text: str) -> str:
+    """Markdown table cell: no pipe, newline or HTML from a source reaches the summary as markup."""
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("|", "\\|")
+        .replace("\n", " ")
+        .replace("[", "\\[")
+        .replace("]", "\\]")
+    )

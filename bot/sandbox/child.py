@@ -1,0 +1,180 @@
+"""Entry point of every child process that loads checkpoint files.
+
+`python -m bot.sandbox.child [--read DIR]... [--write DIR]... TOOL ARGS...`
+
+It checks, from inside the process that will read the untrusted files, that no Hub credential is reachable (no
+secret-looking environment variable, no token file in its HF_HOME) and refuses to run otherwise. Then, before
+anything imports a loader, it confines itself with Landlock (`bot.sandbox.landlock`) to the folders it was given, the
+Python environment and the system libraries: a path a checkpoint names outside them cannot be opened, nothing outside
+the `--write` folders can be written, no TCP connection can be made, and no process outside the sandbox can be read
+through `/proc`. Where the kernel has no Landlock it says so in its log and runs with the other layers (the
+namespaces `bot.sandbox.isolation` starts it in, if any; the scrubbed environment; `bot.discover.sanitize`'s path
+checks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from bot.sandbox.isolation import SECRET_NAME
+
+REFUSED = 70  # EX_SOFTWARE: the parent built a wrong environment
+TOOLS = ("optimum-cli", "validate", "validate-per-row", "quality", "inspect", "exec")
+# System files a Python process and OpenVINO need; the rest of /etc (keys, shadow, machine ids) stays closed.
+_SYSTEM_READS = (
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/bin",
+    "/sbin",
+    "/sys",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/os-release",
+    "/etc/lsb-release",
+    "/etc/mime.types",
+)
+# Outside a PID namespace /proc shows every process of the machine, and Landlock does not stop reading another
+# process's `environ` (only `mem` and the like): there, only this process's own entries and the machine-wide
+# files libraries read are granted.
+_PROC_READS = (
+    "/proc/self",
+    "/proc/thread-self",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/sys",
+    "/proc/filesystems",
+    "/proc/mounts",
+    "/proc/version",
+)
+_DEVICE_WRITES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/shm")
+
+
+def visible_credentials(env: dict[str, str] | None = None) -> list[str]:
+    """Names of credentials this process could use: secret-looking variables and a stored Hub token."""
+    env = dict(os.environ) if env is None else env
+    found = sorted(name for name in env if SECRET_NAME.search(name))
+    from huggingface_hub import get_token
+
+    if get_token() is not None:
+        found.append("huggingface_hub.get_token()")
+    return found
+
+
+def python_environment() -> list[Path]:
+    """The folders this interpreter imports from: its prefixes, `sys.path` and the bot's own package."""
+    roots = {
+        Path(sys.prefix),
+        Path(sys.base_prefix),
+        Path(sys.exec_prefix),
+        Path(sys.executable).resolve().parent,
+        Path(__file__).resolve().parents[1],
+    }
+    roots |= {Path(entry) for entry in sys.path if entry and os.path.isabs(entry)}
+    return sorted({root for path in roots for root in (path, path.resolve())})
+
+
+def confine(reads: list[Path], writes: list[Path]) -> str:
+    """Apply Landlock for this process and its children; the line says what is in force (for the log)."""
+    from bot.sandbox.confinement import SETTING, wanted_layers
+    from bot.sandbox.landlock import LandlockError, abi_version, restrict
+
+    if "landlock" not in wanted_layers():
+        return f"sandbox: Landlock switched off by {SETTING}: files are not confined by the OS in this process"
+    if abi_version() < 1:
+        return "sandbox: Landlock unavailable in this kernel: files are not confined by the OS in this process"
+    try:
+        # PID 1: started by `unshare --pid --fork` with its own /proc, which shows this sandbox's processes only.
+        proc = ("/proc",) if os.getpid() == 1 else _PROC_READS
+        abi = restrict(
+            [*map(Path, _SYSTEM_READS + proc), *python_environment(), *reads], [*map(Path, _DEVICE_WRITES), *writes]
+        )
+    except LandlockError as exc:
+        return f"sandbox: Landlock refused ({exc}): files are not confined by the OS in this process"
+    return f"sandbox: Landlock ABI {abi}: reads confined to {len(reads)} input and {len(writes)} work folder(s)"
+
+
+def decline_telemetry(home: str | None) -> None:
+    """OpenVINO's telemetry keeps its consent state in $HOME/intel: record "declined" in the sandbox's own HOME."""
+    if not home:
+        return
+    consent = Path(home) / "intel" / "openvino_telemetry"
+    if not consent.exists():
+        consent.parent.mkdir(parents=True, exist_ok=True)
+        consent.write_text("0", encoding="utf-8")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """`--read DIR`... `--write DIR`... `TOOL ARGS...` (what `bot.sandbox.isolation.sandboxed` builds)."""
+    parser = argparse.ArgumentParser(prog="python -m bot.sandbox.child", allow_abbrev=False)
+    parser.add_argument("--read", action="append", default=[], type=Path, help="input folder (read-only)")
+    parser.add_argument("--write", action="append", default=[], type=Path, help="work folder (read-write)")
+    parser.add_argument("tool", choices=TOOLS)
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(sys.argv[1:] if argv is None else argv)
+    leaked = visible_credentials()
+    if leaked:
+        print(f"sandbox: refusing to load checkpoints with credentials in reach: {', '.join(leaked)}", file=sys.stderr)
+        return REFUSED
+    print("sandbox: no Hub token in this process", flush=True)
+    if options.read or options.write:
+        for folder in options.write:
+            folder.mkdir(parents=True, exist_ok=True)
+        for variable in ("HOME", "TMPDIR", "HF_HOME"):
+            if os.environ.get(variable):
+                Path(os.environ[variable]).mkdir(parents=True, exist_ok=True)
+        decline_telemetry(os.environ.get("HOME"))
+        print(confine(options.read, options.write), flush=True)
+    else:
+        print("sandbox: no folders given: files are not confined by the OS in this process", flush=True)
+    return _run(options.tool, options.args)
+
+
+def _run(tool: str, args: list[str]) -> int:
+    if tool == "optimum-cli":
+        from optimum.commands.optimum_cli import main as optimum_main
+
+        sys.argv = ["optimum-cli", *args]
+        return optimum_main() or 0
+    if tool == "validate":
+        from bot.build.validate import main as validate_main
+
+        return validate_main(args)
+    if tool == "quality":
+        from bot.build.quality import main as quality_main
+
+        return quality_main(args)
+    if tool == "inspect":
+        from bot.build.inspect_child import main as inspect_main
+
+        return inspect_main(args)
+    if tool == "validate-per-row":
+        from bot.build.validate_per_row import main as validate_per_row_main
+
+        return validate_per_row_main(args)
+    # exec: any command, confined the same way (Landlock and namespaces are inherited across exec).
+    if not args:
+        print("sandbox: exec needs a command", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    os.execvp(args[0], args)
+    return 2  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

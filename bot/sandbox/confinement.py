@@ -1,0 +1,201 @@
+"""Which OS confinement the checkpoint-loading children get here, and how the write token is kept from them.
+
+Two layers, each probed on this machine and used when it works:
+- **namespaces**: children start through `unshare` (util-linux, on every Debian/Ubuntu) in fresh user, PID, mount
+  and network namespaces: they see no process outside their own tree (so no `/proc/<ancestor>/environ`), hold no
+  capability outside it, and have no network. Unprivileged user namespaces can be switched off (GitHub's Ubuntu
+  24.04 runners restrict them through AppArmor; `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`
+  turns them back on), so this layer is probed, not assumed.
+- **landlock**: applied by the child itself (`bot.sandbox.child`, `bot.sandbox.landlock`): files outside its folders
+  and the Python environment cannot be opened, TCP is refused, other processes cannot be read through `/proc`.
+With neither, the fallback is `none`: scrubbed environment, path sanitising, token scrubbing; it is logged.
+
+`DFLASH_BOT_SANDBOX` (`auto`, default; or a comma list of `namespaces`, `landlock`; or `none`) narrows the layers,
+for tests of each layer and for machines where one misbehaves.
+
+The process that holds the write token calls `hold_write_token()` first and starts the build side with
+`start_builder()`: the builder tree never has the token in its environment, cannot read it from the holder's
+`/proc` entries, and its checkpoint children are confined as above.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SETTING = "DFLASH_BOT_SANDBOX"
+LAYERS = ("namespaces", "landlock")
+# A fresh user namespace (no capability outside it), PID namespace with its own /proc (no ancestor visible),
+# mount namespace (for that /proc) and network namespace (no network); whatever the child leaves behind in it dies
+# with it (--kill-child).
+NAMESPACE_PREFIX = (
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "--pid",
+    "--fork",
+    "--kill-child",
+    "--mount-proc",
+    "--net",
+    "--",
+)
+# The builder downloads, so it keeps the network; it still cannot see the token holder.
+BUILDER_PREFIX = ("unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount-proc", "--")
+WRITE_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+READ_TOKEN_VARIABLES = ("HF_READ_TOKEN",)
+_PR_SET_DUMPABLE = 4
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """The OS confinement in force for checkpoint-loading children on this machine."""
+
+    namespaces: bool
+    landlock_abi: int  # 0: not used
+    detail: str  # why a layer is off
+
+    @property
+    def name(self) -> str:
+        layers = [name for name, on in (("namespaces", self.namespaces), ("landlock", self.landlock_abi > 0)) if on]
+        return "+".join(layers) or "none"
+
+    def describe(self) -> str:
+        """One log line: what confines the children, or that nothing does and why."""
+        if self.name == "none":
+            return f"sandbox: no OS confinement ({self.detail}); children run with a scrubbed environment only"
+        abi = f" (Landlock ABI {self.landlock_abi})" if self.landlock_abi else ""
+        return f"sandbox: checkpoint children confined by {self.name}{abi}" + (
+            f"; {self.detail}" if self.detail else ""
+        )
+
+    def as_provenance(self) -> dict:
+        return {"confinement": self.name, "landlock_abi": self.landlock_abi}
+
+
+def wanted_layers(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The layers `DFLASH_BOT_SANDBOX` allows (all by default).
+
+    Raises:
+        ValueError: an unknown layer name.
+    """
+    value = (os.environ if env is None else env).get(SETTING, "auto").strip().lower()
+    if value in ("", "auto"):
+        return LAYERS
+    if value == "none":
+        return ()
+    layers = tuple(part.strip() for part in value.split(",") if part.strip())
+    unknown = [layer for layer in layers if layer not in LAYERS]
+    if unknown:
+        raise ValueError(f"{SETTING}={value!r}: unknown layer {unknown[0]!r} (use auto, none or {', '.join(LAYERS)})")
+    return layers
+
+
+def confinement(env: Mapping[str, str] | None = None) -> Confinement:
+    """What this machine gives the children, within what `DFLASH_BOT_SANDBOX` allows."""
+    layers = wanted_layers(env)
+    notes = []
+    namespaces = False
+    if "namespaces" in layers:
+        namespaces, why = _namespaces_work(NAMESPACE_PREFIX)
+        if not namespaces:
+            notes.append(f"namespaces unavailable: {why}")
+    landlock_abi = 0
+    if "landlock" in layers:
+        from bot.sandbox.landlock import abi_version
+
+        landlock_abi = abi_version()
+        if not landlock_abi:
+            notes.append("Landlock not enabled in this kernel")
+    off = [layer for layer in LAYERS if layer not in layers]
+    if off:
+        notes.append(f"{', '.join(off)} switched off by {SETTING}")
+    return Confinement(namespaces=namespaces, landlock_abi=landlock_abi, detail="; ".join(notes))
+
+
+@functools.cache
+def _namespaces_work(prefix: tuple[str, ...]) -> tuple[bool, str]:
+    """Run `true` under the prefix once per process: the only reliable test (sysctls and LSMs vary)."""
+    try:
+        result = subprocess.run([*prefix, "true"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    if result.returncode != 0:
+        return False, (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1][:200]
+    return True, ""
+
+
+# ---- the token holder ----
+
+
+def hold_write_token(names: Sequence[str] = WRITE_TOKEN_VARIABLES) -> str | None:
+    """Take the write token out of this process's environment before anything is started, and return it.
+
+    The variables are removed from `os.environ` (so no child inherits them), their text is overwritten in the
+    process's initial environment block (which `/proc/<pid>/environ` shows even after `unsetenv`), and the
+    process is made non-dumpable (its `/proc` entries and memory are closed to other processes of the same user;
+    root is not stopped by that, the children's namespaces and Landlock are). Call it first thing in the one
+    process that publishes; keep the returned token in memory and pass it to the Hub client explicitly.
+    """
+    token = None
+    for name in names:
+        value = os.environ.pop(name, None)
+        token = token or value
+        if value:
+            _scrub_initial_environment(name.encode(), value.encode())
+    _set_dumpable(False)
+    return token
+
+
+def builder_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of the build side: every secret removed except the read token, no stored Hub token reachable,
+    telemetry switched off (`bot.sandbox.telemetry`; its `main` also makes OpenVINO's telemetry unimportable in it)."""
+    from bot.sandbox.isolation import SECRET_NAME
+    from bot.sandbox.telemetry import off_env
+
+    source = os.environ if base is None else base
+    env = off_env({k: v for k, v in source.items() if not SECRET_NAME.search(k) or k in READ_TOKEN_VARIABLES})
+    # A token saved by `hf auth login` lives in HF_HOME/token: point the client at an empty file instead.
+    env["HF_TOKEN_PATH"] = os.devnull
+    env["HF_STORED_TOKENS_PATH"] = os.devnull
+    return env
+
+
+def start_builder(argv: Sequence[str], *, env: Mapping[str, str] | None = None, **popen: object) -> subprocess.Popen:
+    """Start the token-free build side (`argv`, e.g. `dflash-bot build ...`) as its own process tree.
+
+    It gets `builder_env(env)`, no inherited file descriptors, its own session, and, where namespaces work and
+    `DFLASH_BOT_SANDBOX` allows them, its own user and PID namespaces, so nothing in it can see the caller.
+
+    Returns:
+        The running process (wait on it, read its output as with any Popen).
+    """
+    use_namespaces = "namespaces" in wanted_layers(env) and _namespaces_work(BUILDER_PREFIX)[0]
+    prefix = list(BUILDER_PREFIX) if use_namespaces else []
+    return subprocess.Popen([*prefix, *argv], env=builder_env(env), close_fds=True, start_new_session=True, **popen)  # type: ignore[call-overload]
+
+
+def _set_dumpable(dumpable: bool) -> None:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    libc.prctl(_PR_SET_DUMPABLE, int(dumpable), 0, 0, 0)
+
+
+def _scrub_initial_environment(name: bytes, value: bytes) -> None:
+    """Overwrite `NAME=value` in the environment block the kernel shows as /proc/self/environ."""
+    try:
+        fields = Path("/proc/self/stat").read_bytes().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end: fields 50 and 51 of proc(5)
+    except (OSError, IndexError, ValueError):
+        return
+    block = ctypes.string_at(start, end - start)
+    needle = name + b"=" + value
+    offset = block.find(needle)
+    while offset >= 0:
+        if offset == 0 or block[offset - 1] == 0:
+            ctypes.memset(start + offset + len(name) + 1, ord("x"), len(value))
+        offset = block.find(needle, offset + 1)

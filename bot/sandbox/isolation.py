@@ -1,0 +1,319 @@
+"""The trust boundary for the processes that touch untrusted checkpoints (DESIGN §3).
+
+Exports and GenAI runs happen in child processes that get an environment without any Hub token, run offline,
+have a wall-clock limit and, optionally, a memory budget, and have their whole process group killed when they
+overrun either: a build that outgrows its runner class ends as a named failure, not as the kernel's OOM kill that
+takes the runner (and the report) down with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from bot.core.errors import Failure
+from bot.sandbox.confinement import NAMESPACE_PREFIX, confinement
+from bot.sandbox.resources import PeakSampler, session_members
+from bot.sandbox.telemetry import SWITCHES
+
+# Anything that looks like a credential stays out of the build processes: they load untrusted files.
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|CREDENTIALS?|API_KEY|PRIVATE_KEY)(_|$)", re.IGNORECASE)
+
+
+def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = None) -> dict[str, str]:
+    """Environment for a process that loads checkpoint files: no secrets, offline, no telemetry.
+
+    With `home`, everything the child's libraries write goes inside it: HF cache, HOME (OpenVINO's telemetry state
+    lives in $HOME/intel), TMPDIR and the XDG folders.
+    """
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not SECRET_NAME.search(k)}
+    env.update(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            **SWITCHES,  # telemetry off: one list for every process of the bot (bot.sandbox.telemetry)
+            "HF_HUB_DISABLE_XET": "1",
+            "PYTHONUNBUFFERED": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+    )
+    if home is not None:
+        # A private HF cache: nothing from the user's cache (or a token file in it) is visible.
+        env["HF_HOME"] = str(home)
+        env.update(
+            {
+                "HOME": str(home / "home"),
+                "TMPDIR": str(home / "tmp"),
+                "XDG_CACHE_HOME": str(home / "home" / ".cache"),
+                "XDG_CONFIG_HOME": str(home / "home" / ".config"),
+                "XDG_DATA_HOME": str(home / "home" / ".local" / "share"),
+            }
+        )
+    return env
+
+
+def sandboxed(
+    tool: str, python: str | None = None, *, reads: Sequence[Path] = (), writes: Sequence[Path] = ()
+) -> list[str]:
+    """Command running `tool` (optimum-cli, validate or exec) behind `bot.sandbox.child`, confined by the OS.
+
+    Args:
+        tool: what the sandbox runs after its checks.
+        python: the interpreter of the job's toolchain profile (None: this one).
+        reads: input folders the child may read (the checkpoint working copies, IR folders).
+        writes: folders it may write (its output and its HOME/TMPDIR/HF_HOME, see `untrusted_env`).
+
+    Returns:
+        The command prefix: in fresh user, PID, mount and network namespaces when the machine allows them
+        (`confinement()`), then `bot.sandbox.child`, which applies Landlock to `reads` and `writes` before loading.
+
+    Raises:
+        Failure: `DFLASH_BOT_SANDBOX` names an unknown layer.
+    """
+    folders = [arg for path in reads for arg in ("--read", str(path))]
+    folders += [arg for path in writes for arg in ("--write", str(path))]
+    return [*sandbox_prefix(python), *folders, tool]
+
+
+def sandbox_prefix(python: str | None = None) -> list[str]:
+    """What every `sandboxed` command starts with: the namespace wrapper when the machine allows one, then
+    `python -m bot.sandbox.child`.
+
+    Raises:
+        Failure: `DFLASH_BOT_SANDBOX` names an unknown layer.
+    """
+    try:
+        state = confinement()
+    except ValueError as exc:  # a misspelt DFLASH_BOT_SANDBOX: say so rather than run unconfined
+        raise Failure(str(exc), stage="sandbox") from None
+    _announce(state.describe())
+    wrapper = list(NAMESPACE_PREFIX) if state.namespaces else []
+    return [*wrapper, python or sys.executable, "-m", "bot.sandbox.child"]
+
+
+_announced: set[str] = set()
+
+
+def _announce(line: str) -> None:
+    """Log what confines the children once per process (and again only if it changes)."""
+    if line not in _announced:
+        _announced.add(line)
+        from bot.core import log
+
+        log.step("%s", line)
+
+
+_children: set[subprocess.Popen] = set()
+_children_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+def stop_all_children() -> None:
+    """Kill every running child process group and refuse new ones (on SIGTERM: threads waiting on an exporter
+    return at once, so the scratch folders can be removed before the bot exits)."""
+    _stopping.set()
+    with _children_lock:
+        children = list(_children)
+    for child in children:
+        _kill_group(child)
+
+
+@contextlib.contextmanager
+def tracked(process: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """Count a process started elsewhere (the token-free builder) among the children SIGTERM kills; it is killed
+    too when the caller unwinds with an exception."""
+    with _children_lock:
+        _children.add(process)
+    try:
+        yield process
+    except BaseException:
+        _kill_group(process)
+        raise
+    finally:
+        with _children_lock:
+            _children.discard(process)
+
+
+def run_logged(
+    cmd: Sequence[str],
+    *,
+    log_path: Path,
+    timeout_s: float,
+    env: Mapping[str, str],
+    what: str,
+    cwd: Path | None = None,
+    memory_budget_bytes: int | None = None,
+) -> int:
+    """Run `cmd`, stdout and stderr into `log_path`, within `timeout_s` and `memory_budget_bytes`.
+
+    The RSS of the child's whole process tree and session is sampled while it runs
+    (`bot.sandbox.resources.PeakSampler`), and whatever is left in its session when it ends is killed.
+
+    Args:
+        memory_budget_bytes: when that RSS goes over this, its process group is killed (None: no limit).
+
+    Returns:
+        The peak RSS of the child's process tree, in bytes.
+
+    Raises:
+        Failure: non-zero exit (with the last meaningful log line, and the signal and its sender when a signal
+            ended it: `exit_cause`), timeout, or the memory budget exceeded (naming `what`, the measured peak and
+            the budget); the process group is killed in the last two cases.
+    """
+    if _stopping.is_set():
+        raise Failure(f"{what} not started: the bot is stopping")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    oom_kills = kernel_oom_kills()
+    process = _start(cmd, log_path=log_path, env=env, cwd=cwd)
+    with _children_lock:
+        _children.add(process)
+    over_budget = threading.Event()
+
+    def guard(rss: int) -> None:
+        if memory_budget_bytes is not None and rss > memory_budget_bytes and not over_budget.is_set():
+            over_budget.set()
+            _kill_group(process, wait=False)
+
+    try:
+        # The sampler counts the child's whole session: a process it left behind (re-parented away from its
+        # tree) still counts against its budget, and is killed with it below.
+        with PeakSampler(process.pid, on_sample=guard) as sampler:
+            code = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise Failure(f"{what} timed out after {timeout_s:.0f}s (log: {log_path.name})") from None
+    except BaseException:  # KeyboardInterrupt or SystemExit from SIGTERM: no orphaned exporter
+        _kill_group(process)
+        raise
+    finally:
+        kill_session(process.pid)  # nothing the child started outlives it
+        with _children_lock:
+            _children.discard(process)
+    if over_budget.is_set():
+        raise Failure(
+            f"{what} stopped: its processes reached {_gb(sampler.peak_rss_bytes)} of memory "
+            f"({sampler.peak_rss_bytes} bytes), over the budget of {_gb(memory_budget_bytes or 0)} "
+            f"({memory_budget_bytes} bytes); build it on a runner class with more memory "
+            f"(log: {log_path.name})"
+        )
+    if _stopping.is_set():
+        raise Failure(f"{what} stopped: the bot is stopping (SIGTERM), so its child was killed")
+    if code != 0:
+        cause = exit_cause(_signal_through_unshare(code, log_path), oom_kills, sampler.peak_rss_bytes)
+        raise Failure(f"{what} failed ({cause}): {last_error_line(log_path)}")
+    return sampler.peak_rss_bytes
+
+
+def exit_cause(code: int, oom_kills_before: int | None, peak_rss_bytes: int) -> str:
+    """Why a child ended with `code`, naming the killer when a signal ended it. The bot's own kills (memory guard,
+    time limit, shutdown) are reported before this is asked, so a signal here came from elsewhere.
+
+    `oom_kills_before` is `kernel_oom_kills()` from when the child started: a rise means the kernel's OOM killer
+    killed a process meanwhile.
+    """
+    # A signal ends the child (-n), or `unshare` and shells pass it on as 128 + n.
+    signum = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else None
+    if signum is None:
+        return f"exit {code}"
+    name = signal.Signals(signum).name if signum in _SIGNALS else f"signal {signum}"
+    oom_kills = kernel_oom_kills()
+    if oom_kills is not None and oom_kills_before is not None and oom_kills > oom_kills_before:
+        return (
+            f"exit {code}: killed by {name} from the kernel's OOM killer, the machine ran out of memory "
+            f"(its processes peaked at {_gb(peak_rss_bytes)})"
+        )
+    if signum in _CRASHES:
+        return f"exit {code}: it crashed ({name})"
+    return (
+        f"exit {code}: killed by {name} from outside the bot (not its memory guard, time limit or shutdown, nor "
+        f"the kernel's OOM killer; its processes peaked at {_gb(peak_rss_bytes)})"
+    )
+
+
+_SIGNALS = {int(s) for s in signal.Signals}
+_CRASHES = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
+
+
+def _signal_through_unshare(code: int, log_path: Path) -> int:
+    """`unshare --fork` passes a child's fatal signal on by killing itself with it, except SIGKILL, which it
+    cannot reset (util-linux then exits 1 saying "sigprocmask unblock failed"): that is the child's SIGKILL."""
+    if code == 1 and _UNSHARE_SIGKILL in _log_tail(log_path):
+        return -signal.SIGKILL
+    return code
+
+
+_UNSHARE_SIGKILL = "unshare: sigprocmask unblock failed"
+
+
+def _log_tail(log_path: Path, size: int = 4096) -> str:
+    try:
+        with log_path.open("rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - size))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def kernel_oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer has killed since boot (`/proc/vmstat`), None where unknown."""
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def kill_session(session: int) -> None:
+    """SIGKILL every process left in the child's session (its process group and any group it made since)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(session, signal.SIGKILL)
+    for pid in session_members(session):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _start(cmd: Sequence[str], *, log_path: Path, env: Mapping[str, str], cwd: Path | None) -> subprocess.Popen:
+    """Start `cmd` as a fresh process with its output in `log_path`, in a session and process group of its own
+    (never forked from a process that has loaded anything: each child imports its libraries itself)."""
+    with log_path.open("wb") as log_file:
+        return subprocess.Popen(
+            list(cmd), stdout=log_file, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True
+        )
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def _kill_group(process: subprocess.Popen, *, wait: bool = True) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    if wait:
+        process.wait()
+
+
+_NOISE = re.compile(r"^\s*(warnings\.warn|File \"|\^|~|$)")
+
+
+def last_error_line(log_path: Path, limit: int = 400) -> str:
+    """The line that says what went wrong: the last exception line of a traceback, else the last line."""
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", line.strip()):
+            return line.strip()[:limit]
+    for line in reversed(lines):
+        if not _NOISE.match(line):
+            return line.strip()[:limit]
+    return "(empty log)"

@@ -1,0 +1,1 @@
+"""status: TODO docstring."""

@@ -1,0 +1,495 @@
+"""The status repo: the public page of everything the bot watches, and the bot's memory between runs.
+
+A dataset repo (`Recipe.status_repo_id`: `publish.status_repo`, by default `{namespace}/{recipe}-bot-status`, one
+per recipe) holds `status.json` (the `StatusFile` below, with a schema version), `README.md` (a table of every
+watched source) and `speedups.png`. The publish step writes it in one commit per run and only when its content
+changed; planning reads `status.json` once. With it, a source that was skipped or failed is not examined again
+while its revision, the toolchain and the recipe are unchanged (`needs_recheck`), and published repos are
+cross-checked against one listing of the output namespace (`stale_published`).
+
+The memory is a hint that saves work, never a source of truth (DESIGN §3): `status.json` is parsed into the strict,
+bounded models below (`bot.status.read`: size and depth limits, aware timestamps, finite figures, only repos the
+recipe itself publishes), an invalid file or entry is dropped with a warning and rebuilt from the Hub, and a
+remembered "published" is believed only once the draft repo's record at its head agrees (`status_read.agrees`).
+
+Rendering lives in `bot.status.page`; this module holds the records, the memory rules and the Hub reads/writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+
+from bot.core.recipe import Recipe
+from bot.core.record import BuildRecord
+from bot.core.safe_text import clean
+from bot.core.toolchain import Toolchain
+from bot.hub import Hub
+from bot.publish.collection import PublishedPair
+
+SCHEMA_VERSION = 1
+STATUS_JSON, README, CHART = "status.json", "README.md", "speedups.png"
+PUBLISHED, SKIPPED, FAILED = "published", "skipped", "failed"
+EntryStatus = Literal["published", "skipped", "failed"]
+# Outcomes that say more about the run's environment than about the source, so they are never remembered: a
+# failure of a Hub call or of the local disk (retried next run), and anything at the publish stage (a missing
+# write token, a lost commit race: the source itself was fine).
+_ENVIRONMENT_FAILURE_STAGES = frozenset(
+    {
+        "list",
+        "info",
+        "read",
+        "download",
+        "commit",
+        "create repo",
+        "tag",
+        "collection",
+        "list namespace",
+        "fetch",
+        "toolchain",
+        "verify",
+        "bundle",
+        "run",
+        None,
+    }
+)
+_NEVER_REMEMBERED_STAGES = frozenset({"publish"})
+MAX_REASON_CHARS = 1000  # a reason quoting a whole error page is cut; the run report keeps the full one
+
+# Field types of what `status.json` may hold: repo ids as the Hub spells them, short tokens, finite figures.
+RepoId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,96}/[A-Za-z0-9._-]{1,96}$")]
+Token = Annotated[str, Field(max_length=200, pattern=r"^[\x21-\x7e]*$")]  # printable ASCII, no spaces
+Label = Annotated[str, Field(max_length=200, pattern=r"^[\x20-\x7e]*$")]  # printable ASCII
+Text = Annotated[str, Field(max_length=MAX_REASON_CHARS), AfterValidator(clean)]  # visible characters only
+Figure = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+
+
+class _Record(BaseModel):
+    # Strict: an unknown key is a damaged or forged entry (a newer bot bumps SCHEMA_VERSION), dropped and rebuilt.
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StatusEntry(_Record):
+    """One watched source as of the last time the bot examined it.
+
+    `last_checked` is when the bot last examined the source beyond the listing (read its config or provenance,
+    or built it); a run that relies on this entry leaves it as it is, so a run with nothing new changes nothing.
+    `repo_shas` are the published repos' shas after the bot's last commit to them: a different or missing sha
+    in the namespace listing means someone else changed or deleted the repo.
+    """
+
+    source: RepoId
+    revision: Token | None = None
+    status: EntryStatus
+    reason: Text = ""
+    stage: Label | None = None
+    kind: Label | None = None
+    target: RepoId | None = Field(None, description="the target's source repo")
+    target_revision: Token | None = None
+    draft_repo: RepoId | None = None
+    target_repo: RepoId | None = None
+    repo_shas: dict[RepoId, Token] = Field(default_factory=dict, max_length=2)
+    accept_length: Figure | None = None
+    speedup: Figure | None = None
+    recommended_k: int | None = Field(None, ge=1, le=1024)
+    profile: Label | None = None
+    toolchain_fingerprint: Token
+    recipe_fingerprint: Token
+    card_fingerprint: Token | None = None
+    last_built: AwareDatetime | None = None
+    last_checked: AwareDatetime
+
+    @property
+    def repos(self) -> list[str]:
+        return [repo for repo in (self.draft_repo, self.target_repo) if repo]
+
+    def pair(self) -> PublishedPair | None:
+        """The published pair this entry stands for, or None when nothing is published for it.
+
+        A source whose rebuild failed or was skipped keeps its earlier published pair (the repos still hold the
+        last good build), so it stays in the collection and on the chart.
+        """
+        if (
+            not (self.draft_repo and self.target_repo)
+            or self.accept_length is None
+            or self.speedup is None
+            or self.recommended_k is None
+        ):
+            return None
+        return PublishedPair(
+            draft_repo=self.draft_repo,
+            target_repo=self.target_repo,
+            source_repo=self.source,
+            target_source=self.target or "",
+            accept_length=self.accept_length,
+            speedup=self.speedup,
+            recommended_k=self.recommended_k,
+        )
+
+
+class StatusFile(_Record):
+    """`status.json`: every watched source of one recipe, sorted by source, plus where the collection is."""
+
+    schema_version: int = SCHEMA_VERSION
+    recipe: Text
+    namespace: Token
+    collection_title: Text | None = None
+    collection_url: Annotated[str, Field(max_length=500, pattern=r"^https?://[\x21-\x7e]+$")] | None = None
+    renderer: Token = Field("", description="fingerprint of the page template and chart code that rendered it")
+    entries: tuple[StatusEntry, ...] = ()
+
+    def entry(self, source: str) -> StatusEntry | None:
+        return next((entry for entry in self.entries if entry.source == source), None)
+
+    def published_pairs(self) -> list[PublishedPair]:
+        return [pair for entry in self.entries if (pair := entry.pair()) is not None]
+
+    def to_json_bytes(self) -> bytes:
+        """The file's bytes: stable key order and formatting, so equal content gives equal bytes."""
+        data = self.model_dump(mode="json")
+        return (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
+# ---- fingerprints the memory compares ----
+
+
+def toolchain_fingerprint(toolchain: Toolchain, profile_fingerprints: Iterable[str] = ()) -> str:
+    """What the skip/failure memory compares for "the toolchain changed".
+
+    Args:
+        toolchain: this environment's toolchain (`bot.core.toolchain.detect()`).
+        profile_fingerprints: `Profile.fingerprint()` of every profile in `toolchains/profiles.yaml`, so a
+            changed or added profile re-examines what it might now cover.
+    """
+    payload = {
+        "versions": dict(sorted(toolchain.versions.items())),
+        "capabilities": sorted(toolchain.capabilities),
+        "profiles": sorted(profile_fingerprints),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def recipe_memory_fingerprint(recipe: Recipe) -> str:
+    """What the memory compares for "the recipe changed": the whole recipe (watch rules, target map, runner
+    classes and limits can all turn a skip into a build), except the memory's own `recheck_after`."""
+    payload = recipe.model_dump(mode="json", exclude={"watch": {"recheck_after"}})
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ---- the memory rules (pure) ----
+
+
+def needs_recheck(
+    entry: StatusEntry | None,
+    *,
+    revision: str | None,
+    toolchain_fp: str,
+    recipe_fp: str,
+    now: dt.datetime,
+    recheck_after: dt.timedelta | None,
+    recheck: bool,
+    card_fp: str | None = None,
+) -> bool:
+    """Whether planning must examine a listed source again instead of trusting its status entry.
+
+    Args:
+        entry: what the status file remembers of the source (None: never seen).
+        revision: the source's sha in this run's listing.
+        toolchain_fp, recipe_fp: `toolchain_fingerprint` and `recipe_memory_fingerprint` of this run.
+        now: this run's time (timezone-aware).
+        recheck_after: the recipe's `watch.recheck_after`; a remembered skip or failure older than this is
+            examined again (None: never by age).
+        recheck: the `--recheck` option: examine everything.
+        card_fp: the card template fingerprint; a published entry rendered with another template is examined
+            (its cards are re-rendered). None: not compared.
+
+    A failure of a Hub call or the disk, and any outcome at the publish stage, is always examined again: it
+    says more about that run's environment than about the source. So is an entry checked "in the future" (no
+    age would ever make it due) and a published entry that names no repos (nothing could confirm it).
+
+    Returns:
+        True to examine (read provenance or config, maybe build); False to reuse the entry as it is.
+        A published entry whose repos `stale_published` reports must be examined too; that check is separate.
+    """
+    if recheck or entry is None or entry.last_checked > now:
+        return True
+    if (
+        entry.revision != revision
+        or entry.toolchain_fingerprint != toolchain_fp
+        or entry.recipe_fingerprint != recipe_fp
+    ):
+        return True
+    if entry.status == PUBLISHED:
+        if not (entry.draft_repo and entry.target_repo):
+            return True
+        # Also by age: a published pair's target may have a new commit, which only a look at it shows.
+        return (card_fp is not None and entry.card_fingerprint != card_fp) or (
+            recheck_after is not None and now - entry.last_checked >= recheck_after
+        )
+    # A failure with no stage is an error nobody foresaw (the bot's, not the source's): always examined again.
+    if entry.stage in _NEVER_REMEMBERED_STAGES or (
+        entry.status == FAILED and entry.stage in _ENVIRONMENT_FAILURE_STAGES
+    ):
+        return True
+    return recheck_after is not None and now - entry.last_checked >= recheck_after
+
+
+def stale_published(entries: Iterable[StatusEntry], namespace_listing: Mapping[str, str]) -> list[str]:
+    """Published repos that changed behind the bot's back: a sha other than the recorded one, or gone.
+
+    Only a hint in the direction of doing more work: a repo listed here is examined again; a repo not listed
+    is still believed only after its record agrees (`status_read.agrees`). For one repo, ask
+    `status_step.Memory.changed_outside`.
+
+    Args:
+        entries: the status file's entries (those with published repos are looked at).
+        namespace_listing: repo id -> current sha, from one listing of the output namespace
+            (`Hub.list_namespace`).
+
+    Returns:
+        Sorted repo ids; the sources that published them must be examined again.
+    """
+    stale = set()
+    for entry in entries:
+        for repo in entry.repos:
+            recorded = entry.repo_shas.get(repo)
+            if namespace_listing.get(repo) is None or recorded != namespace_listing[repo]:
+                stale.add(repo)
+    return sorted(stale)
+
+
+def with_repo_shas(status: StatusFile, namespace_listing: Mapping[str, str]) -> StatusFile:
+    """The status with every published entry's `repo_shas` set from a listing taken after publishing.
+
+    A target repo shared by several drafts is committed to by each of their publishes, so shas recorded per
+    publish go stale within the run; one listing at the end records the final ones.
+    """
+    entries = tuple(
+        entry.model_copy(
+            update={"repo_shas": {repo: namespace_listing[repo] for repo in entry.repos if repo in namespace_listing}}
+        )
+        for entry in status.entries
+    )
+    return status.model_copy(update={"entries": entries})
+
+
+def merged(
+    previous: StatusFile | None,
+    updates: Iterable[StatusEntry],
+    *,
+    recipe: str,
+    namespace: str,
+    watched: Iterable[str] | None,
+    collection_title: str | None = None,
+    collection_url: str | None = None,
+    renderer: str = "",
+) -> StatusFile:
+    """The next status file: this run's entries over the previous ones.
+
+    Args:
+        previous: what `read_status` returned (None: first run, or the status repo was deleted).
+        updates: entries for the sources this run examined (published, skipped or failed); sources the run
+            reused from memory need no update.
+        watched: every source this run's listing returned; previous entries of sources no longer listed are
+            dropped. None (a run limited with `--only`) keeps them all.
+        collection_url: the collection's URL when this run synced it; default: the previous one.
+    """
+    by_source = {entry.source: entry for entry in (previous.entries if previous else ())}
+    if watched is not None:
+        keep = set(watched)
+        by_source = {source: entry for source, entry in by_source.items() if source in keep}
+    for entry in updates:
+        by_source[entry.source] = entry
+    return StatusFile(
+        recipe=recipe,
+        namespace=namespace,
+        collection_title=collection_title or (previous.collection_title if previous else None),
+        collection_url=collection_url or (previous.collection_url if previous else None),
+        renderer=renderer,
+        entries=tuple(by_source[source] for source in sorted(by_source)),
+    )
+
+
+def collection_needs_sync(previous: StatusFile | None, status: StatusFile) -> bool:
+    """Whether the collection may differ from what the status describes: no URL yet, another title, or other
+    published pairs or figures than the previous status had. A no-op run therefore makes no collection call."""
+    if previous is None or status.collection_url is None or previous.collection_title != status.collection_title:
+        return True
+    return previous.published_pairs() != status.published_pairs()
+
+
+# ---- entries from what a run learned ----
+
+
+def published_entry(
+    built: BuildRecord,
+    *,
+    draft_repo: str,
+    target_repo: str,
+    toolchain_fp: str,
+    recipe_fp: str,
+    card_fp: str | None,
+    now: dt.datetime,
+    repo_shas: Mapping[str, str] | None = None,
+) -> StatusEntry:
+    """The entry of a published (or up-to-date) source, from its build record.
+
+    Used after a publish, for a source planning found up to date, and to rebuild a deleted status repo from
+    the published repos.
+    """
+    validation = built.validation
+    at_k = validation.best_run
+    built_at = dt.datetime.fromisoformat(built.built_at)
+    return StatusEntry(
+        source=built.source.repo or "",
+        revision=built.source.revision,
+        status=PUBLISHED,
+        kind=built.draft.kind,
+        target=built.target.repo,
+        target_revision=built.target.revision,
+        draft_repo=draft_repo,
+        target_repo=target_repo,
+        repo_shas=dict(repo_shas or {}),
+        accept_length=finite_or_none(validation.accept_length),
+        speedup=finite_or_none(at_k.speedup),
+        recommended_k=validation.recommended_num_assistant_tokens,
+        profile=built.toolchain.profile,
+        toolchain_fingerprint=toolchain_fp,
+        recipe_fingerprint=recipe_fp,
+        card_fingerprint=card_fp,
+        last_built=built_at if built_at.tzinfo is not None else built_at.replace(tzinfo=dt.UTC),
+        last_checked=now,
+    )
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """A figure as the status may hold it: a finite number, or None for NaN and infinities (GenAI's acceptance
+    rate is NaN on the DFlash path; an infinite speed-up is a timing artefact, not a result)."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def reason_text(reason: str) -> str:
+    """A reason as the status keeps it: visible characters only (`bot.core.safe_text.clean`), at most
+    `MAX_REASON_CHARS` (the run report keeps the whole text)."""
+    text = clean(reason)
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+
+
+def problem_entry(
+    source: str,
+    revision: str | None,
+    status: Literal["skipped", "failed"],
+    reason: str,
+    *,
+    toolchain_fp: str,
+    recipe_fp: str,
+    now: dt.datetime,
+    stage: str | None = None,
+    kind: str | None = None,
+    target: str | None = None,
+    previous: StatusEntry | None = None,
+) -> StatusEntry:
+    """The entry of a source that was skipped or failed: what the memory needs to leave it alone next time.
+
+    `previous` carries its published pair over (repos, shas, figures, profile, last build): a failed rebuild of
+    a published source leaves the last good build published, and the page and the collection keep showing it.
+    """
+    kept: dict = {}
+    if previous is not None and previous.repos:
+        kept = previous.model_dump(
+            include={
+                "draft_repo",
+                "target_repo",
+                "repo_shas",
+                "accept_length",
+                "speedup",
+                "recommended_k",
+                "profile",
+                "target_revision",
+                "card_fingerprint",
+            }
+        )
+    kept["kind"] = kind or (previous.kind if previous else None)
+    kept["target"] = target or (previous.target if previous else None)
+    return StatusEntry(
+        **kept,
+        source=source,
+        revision=revision,
+        status=status,
+        reason=reason_text(reason),
+        stage=stage,
+        toolchain_fingerprint=toolchain_fp,
+        recipe_fingerprint=recipe_fp,
+        last_built=previous.last_built if previous else None,
+        last_checked=now,
+    )
+
+
+# ---- the Hub ----
+
+
+def read_status(hub: Hub, repo_id: str) -> StatusFile | None:
+    """The status file (one request), or None when there is none or it is unusable as a whole.
+
+    Invalid entries are dropped with a warning (`bot.status.read`: size and depth limits, strict models);
+    planning uses `status_read.load_status` with the recipe, which also drops entries naming repos the recipe
+    does not publish. None makes planning fall back to reading each candidate's published provenance, after
+    which the publish step writes a fresh status: a deleted or damaged status repo is rebuilt from the published
+    repos, without rebuilding any model.
+
+    Raises:
+        Failure: the Hub kept failing (a missing repo or file is None, not an error).
+    """
+    from bot.status.read import load_status
+
+    return load_status(hub, repo_id).status
+
+
+UNREAD = object()  # `write_status(current=UNREAD)`: the status was not read, or must be written back
+
+
+def write_status(
+    hub: Hub,
+    repo_id: str,
+    status: StatusFile,
+    *,
+    current: StatusFile | object | None = UNREAD,
+    endpoint: str | None = None,
+    private: bool = False,
+) -> str | None:
+    """Write README.md, status.json and speedups.png in one commit, only when their content changed.
+
+    Args:
+        hub: a Hub holding the write token (publish stage).
+        repo_id: the status dataset repo; created when missing.
+        status: the new status (`merged`).
+        current: the status this run read at planning (`read_status`'s result, None included). When given and
+            equal to `status`, nothing is sent at all; otherwise the files are committed and the Hub client
+            leaves out those whose bytes the Hub already has, so unchanged content still makes no commit.
+        endpoint: the Hub URL the page links repos to (default: the hub's own endpoint).
+
+    Returns:
+        The new commit id, or None when nothing changed.
+
+    Raises:
+        Failure: the Hub refused or kept failing the commit (412: another writer committed first).
+    """
+    if current is not UNREAD and current == status:
+        return None
+    from bot.status.page import render_files
+
+    files = render_files(status, endpoint=endpoint or hub.endpoint)
+    counts = {state: sum(entry.status == state for entry in status.entries) for state in (PUBLISHED, SKIPPED, FAILED)}
+    message = "Update status: " + ", ".join(f"{count} {state}" for state, count in counts.items())
+    return hub.commit_files(repo_id, files, message=message, repo_type="dataset", private=private).commit
+
+
+def now_utc() -> dt.datetime:
+    """A run's timestamp, to the second (the page shows it; sub-second digits would only add noise)."""
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)

@@ -1,0 +1,209 @@
+"""Rendering of the status repo (`README.md`, `status.json`, `speedups.png`) and of `dflash-bot status`.
+
+Everything a source repo controls (its id, the reason text an error carried, a revision string) is escaped before
+it reaches Markdown: control, bidi and zero-width characters are removed (`bot.core.safe_text.clean`), HTML is
+entity-escaped and Markdown punctuation backslash-escaped, so a hostile repo name, file name or error message can
+neither inject HTML into the page, nor break the table, nor reorder what it shows. Links are built from repo ids with
+their path quoted. The page is a Jinja2 template rendered with `StrictUndefined`; card metadata goes through
+`huggingface_hub.DatasetCardData`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import jinja2
+
+from bot.core import package_data
+from bot.core.safe_text import clean
+from bot.publish.charts import PairFigures, speedups_png
+from bot.status.memory import CHART, FAILED, PUBLISHED, README, SKIPPED, STATUS_JSON, StatusEntry, StatusFile
+
+TEMPLATES = package_data.folder(package_data.TEMPLATES)
+STATUS_TEMPLATE = "status_card.md.j2"
+# Inline Markdown punctuation. HTML's specials are entity-escaped first; entities use none of these characters.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~])")
+
+
+def md_text(text: str | None) -> str:
+    """Source-derived text as inert Markdown inside a table cell: one line, no HTML, no markup, no `|`."""
+    if not text:
+        return ""
+    one_line = " ".join(clean(text).split())
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(one_line, quote=True))
+
+
+def md_link(repo_id: str, endpoint: str, *, repo_type: str = "model") -> str:
+    """A link to a repo: escaped text, quoted path."""
+    prefix = "" if repo_type == "model" else f"{repo_type}s/"
+    return f"[{md_text(repo_id)}]({endpoint.rstrip('/')}/{prefix}{quote(repo_id, safe='/')})"
+
+
+def renderer_fingerprint() -> str:
+    """Hash of what shapes the rendered files besides the status itself: the page template, this module and
+    the chart code, and matplotlib's version. A change rewrites the page once, even with no new status."""
+    import matplotlib
+
+    digest = hashlib.sha256(matplotlib.__version__.encode())
+    for path in (TEMPLATES / STATUS_TEMPLATE, Path(__file__), Path(__file__).with_name("charts.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class _Row:
+    source: str
+    status: str
+    reason: str
+    revision: str
+    target: str
+    repos: str
+    accept_length: str
+    speedup: str
+    k: str
+    profile: str
+    last_built: str
+    last_checked: str
+
+
+def _row(entry: StatusEntry, endpoint: str) -> _Row:
+    def figure(value: float | None, suffix: str = "") -> str:
+        return "" if value is None else f"{value:.2f}{suffix}"
+
+    def when(value) -> str:
+        return value.strftime("%Y-%m-%d %H:%M UTC") if value is not None else ""
+
+    return _Row(
+        source=md_link(entry.source, endpoint),
+        status=md_text(entry.status),
+        reason=md_text(f"{entry.stage}: {entry.reason}" if entry.stage and entry.reason else entry.reason),
+        revision=md_text((entry.revision or "")[:7]),
+        target=md_link(entry.target, endpoint) if entry.target else "",
+        repos="<br>".join(md_link(repo, endpoint) for repo in entry.repos),
+        accept_length=figure(entry.accept_length),
+        speedup=figure(entry.speedup, "×"),
+        k=str(entry.recommended_k) if entry.recommended_k is not None else "",
+        profile=md_text(entry.profile),
+        last_built=when(entry.last_built),
+        last_checked=when(entry.last_checked),
+    )
+
+
+def _metadata(recipe: str) -> str:
+    from huggingface_hub import DatasetCardData
+
+    data = DatasetCardData(
+        pretty_name=f"dflash-bot status ({recipe})",
+        viewer=False,
+        tags=["dflash-bot", "openvino", "speculative-decoding", "status"],
+    )
+    return data.to_yaml()
+
+
+def render_readme(status: StatusFile, *, endpoint: str) -> str:
+    """The status repo's card: the table of every watched source, with links, figures and the chart."""
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    counts = {state: sum(entry.status == state for entry in status.entries) for state in (PUBLISHED, SKIPPED, FAILED)}
+    collection = None
+    if status.collection_url:
+        title = md_text(status.collection_title or "collection")
+        collection = f"[{title}]({quote(status.collection_url, safe=':/')})"
+    return environment.get_template(STATUS_TEMPLATE).render(
+        metadata=_metadata(status.recipe),
+        recipe=md_text(status.recipe),
+        namespace=md_text(status.namespace),
+        counts=counts,
+        collection=collection,
+        rows=[_row(entry, endpoint) for entry in status.entries],
+        schema_version=status.schema_version,
+    )
+
+
+def chart_pairs(status: StatusFile) -> list[PairFigures]:
+    return [
+        PairFigures(label=pair.draft_repo.split("/")[-1], accept_length=pair.accept_length, speedup=pair.speedup)
+        for pair in status.published_pairs()
+    ]
+
+
+def render_files(status: StatusFile, *, endpoint: str) -> dict[str, bytes]:
+    """README.md, status.json and speedups.png: equal status, equal bytes."""
+    return {
+        README: render_readme(status, endpoint=endpoint).encode(),
+        STATUS_JSON: status.to_json_bytes(),
+        CHART: speedups_png(chart_pairs(status)),
+    }
+
+
+def print_status(status: StatusFile, *, as_json: bool = False) -> None:
+    """The table for an operator's terminal (source-derived text escaped for rich markup), or the JSON."""
+    if as_json:
+        print(json.dumps(status.model_dump(mode="json"), indent=2))
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"dflash-bot status: {escape(clean(status.recipe))} ({escape(clean(status.namespace))})")
+    for column in (
+        "source",
+        "revision",
+        "status",
+        "reason",
+        "repos",
+        "accept",
+        "speed-up",
+        "k",
+        "profile",
+        "last checked",
+    ):
+        table.add_column(column, overflow="fold")
+    styles = {PUBLISHED: "green", SKIPPED: "yellow", FAILED: "red"}
+    for entry in status.entries:
+        table.add_row(
+            escape(entry.source),
+            escape((entry.revision or "")[:7]),
+            f"[{styles[entry.status]}]{entry.status}[/]",
+            escape(clean(entry.reason)),
+            escape("\n".join(entry.repos)),
+            "" if entry.accept_length is None else f"{entry.accept_length:.2f}",
+            "" if entry.speedup is None else f"{entry.speedup:.2f}×",
+            "" if entry.recommended_k is None else str(entry.recommended_k),
+            escape(clean(entry.profile)),
+            entry.last_checked.strftime("%Y-%m-%d %H:%M"),
+        )
+    console = Console(width=200)
+    console.print(table)
+    if status.collection_url:
+        console.print(f"Collection: {escape(status.collection_url)}")
+
+
+def show_status(hub, repo_id: str, *, as_json: bool = False) -> int:
+    """`dflash-bot status`: read the status repo (one request) and print it.
+
+    Returns:
+        The exit code: 0 when the status was printed, 1 when the repo has no readable status yet.
+
+    Raises:
+        Failure: the Hub kept failing.
+    """
+    from bot.status.memory import read_status
+
+    status = read_status(hub, repo_id)
+    if status is None:
+        print(f"no status in {repo_id} yet (the publish step writes it on its next run)", file=sys.stderr)
+        return 1
+    print_status(status, as_json=as_json)
+    return 0

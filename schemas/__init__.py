@@ -1,0 +1,1 @@
+"""The JSON Schema of openvino_export.json, shipped inside the package as `bot.schemas`."""

@@ -1,0 +1,1 @@
+"""The toolchain profiles, shipped inside the package as `bot.toolchains`."""

@@ -1,0 +1,1 @@
+"""The declarative recipes, shipped inside the package as `bot.workflows`."""
