@@ -14,7 +14,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[build,dev]'
 	$(PY) -m pip uninstall --quiet -y torchvision
 	touch $(STAMP)
 
@@ -41,14 +41,15 @@ test-tools:
 test: $(STAMP) test-tools
 	$(PY) -m pytest -q
 
-# Code lint: ruff (lint and format) and mypy on bot/, and the committed JSON Schema of openvino_export.json against
-# the models it is generated from. Workflow lint, all offline: actionlint (with the pinned shellcheck, so CI and laptops agree), zizmor's security
-# audits of the workflows and the Dependabot config (no findings allowed), and the SchemaStore workflow and
-# Dependabot schemas.
+# Code lint: ruff (lint and format) on every Python folder, mypy on every package (pyproject's [tool.mypy]), and
+# the committed JSON Schema of openvino_export.json against the models it is generated from. Workflow lint, all
+# offline: actionlint (with the pinned shellcheck, so CI and laptops agree), zizmor's security audits of the
+# workflows and the Dependabot config (no findings allowed), and the SchemaStore workflow and Dependabot schemas.
 WORKFLOWS := $(wildcard .github/workflows/*.yml)
+PYTHON_FOLDERS := bot tests bench hubserver tinymodels
 lint: $(STAMP)
-	$(VENV)/bin/ruff check bot
-	$(VENV)/bin/ruff format --check bot
+	$(VENV)/bin/ruff check $(PYTHON_FOLDERS)
+	$(VENV)/bin/ruff format --check $(PYTHON_FOLDERS)
 	$(VENV)/bin/mypy
 	$(PY) -m bot.core.record --check
 	$(VENV)/bin/actionlint -shellcheck=$(VENV)/bin/shellcheck $(WORKFLOWS)

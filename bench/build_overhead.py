@@ -34,13 +34,33 @@ def main() -> int:
             round_dir = work / f"round-{round_}"
             (round_dir / "plain").mkdir(parents=True)
             plain.append(plain_pair(pair.target, pair.draft, round_dir / "plain"))
-            bot.append(timed([str(BIN / "dflash-bot"), "build", "--draft", str(pair.draft), "--target",
-                              str(pair.target), "--out", str(round_dir / "bundle")], env=bot_env()))
+            bot.append(
+                timed(
+                    [
+                        str(BIN / "dflash-bot"),
+                        "build",
+                        "--draft",
+                        str(pair.draft),
+                        "--target",
+                        str(pair.target),
+                        "--out",
+                        str(round_dir / "bundle"),
+                    ],
+                    env=bot_env(),
+                )
+            )
             print(f"round {round_ + 1}: bot {bot[-1]:.1f}s, plain {plain[-1]:.1f}s", flush=True)
     bot_s, plain_s = statistics.median(bot), statistics.median(plain)
-    print_json({"pair": "tiny dflash (Qwen3 H128 x4 layers + 1-layer DFlash draft)", "rounds": args.rounds,
-                "bot_build_s": round(bot_s, 1), "plain_sequence_s": round(plain_s, 1),
-                "ratio_bot_over_plain": round(bot_s / plain_s, 3), "goal": "<= 1.0"})
+    print_json(
+        {
+            "pair": "tiny dflash (Qwen3 H128 x4 layers + 1-layer DFlash draft)",
+            "rounds": args.rounds,
+            "bot_build_s": round(bot_s, 1),
+            "plain_sequence_s": round(plain_s, 1),
+            "ratio_bot_over_plain": round(bot_s / plain_s, 3),
+            "goal": "<= 1.0",
+        }
+    )
     return 0
 
 

@@ -17,7 +17,8 @@ BIN = Path(sys.executable).parent
 PLAIN_LOSSLESS = """
 import sys, openvino as ov, openvino_genai as g
 target, draft = sys.argv[1], sys.argv[2]
-exact = {"KV_CACHE_PRECISION": ov.Type.f32, "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0, "INFERENCE_PRECISION_HINT": ov.Type.f32}
+exact = {"KV_CACHE_PRECISION": ov.Type.f32, "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0,
+         "INFERENCE_PRECISION_HINT": ov.Type.f32}
 sc = g.SchedulerConfig(); sc.cache_size = 1; sc.enable_prefix_caching = False
 plain = g.LLMPipeline(target, "CPU", scheduler_config=sc, **exact)
 spec = g.LLMPipeline(target, "CPU", draft_model=g.draft_model(draft, "CPU", **exact), scheduler_config=sc, **exact)
@@ -45,8 +46,9 @@ def plain_pair(target: Path, draft: Path, work: Path) -> float:
     cli = str(BIN / "optimum-cli")
     int4 = ["--task", "text-generation-with-past", "--weight-format", "int4"]
     seconds = timed([cli, "export", "openvino", "-m", str(target), *int4, str(work / "ov-target")])
-    seconds += timed([cli, "export", "openvino", "-m", str(draft_copy), *int4, "--trust-remote-code",
-                      str(work / "ov-draft")])
+    seconds += timed(
+        [cli, "export", "openvino", "-m", str(draft_copy), *int4, "--trust-remote-code", str(work / "ov-draft")]
+    )
     seconds += timed([sys.executable, "-c", PLAIN_LOSSLESS, str(work / "ov-target"), str(work / "ov-draft")])
     return seconds
 

@@ -37,8 +37,7 @@ GENERATED = "z-lab/Qwen3-Tiny-DFlash-gen{index:02d}"  # matches the recipe's {au
 def seed_generated(url: str, token: str, work: Path, count: int) -> None:
     """`count` more DFlash candidates that a closer look skips (their target_layer_ids do not fit the target),
     the kind of source that costs requests on every run when nothing remembers it."""
-    repos = tuple(demo.SeededRepo(GENERATED.format(index=index), "broken-layer-ids", "draft")
-                  for index in range(count))
+    repos = tuple(demo.SeededRepo(GENERATED.format(index=index), "broken-layer-ids", "draft") for index in range(count))
     demo.seed(url, token, work, repos)
 
 
@@ -53,24 +52,31 @@ def scenario(extra: int) -> dict:
                 seed_generated(url, token, work / "seed-generated", extra)
             env = bot_env(HF_ENDPOINT=url, HF_TOKEN=token)
             run = [str(BIN / "dflash-bot"), "run", "--recipe", str(recipe_path), "--work", str(work / "w")]
-            first = timed(run + ["--report", str(work / "first.json")], env=env)
+            first = timed([*run, "--report", str(work / "first.json")], env=env)
             first_report = json.loads((work / "first.json").read_text())
 
             clear_requests(url, token)
             started = time.perf_counter()
-            timed(run + ["--report", str(work / "second.json")], env=env)
+            timed([*run, "--report", str(work / "second.json")], env=env)
             second_s = time.perf_counter() - started
             log = _hub_requests(server_requests(url, token))
             second = json.loads((work / "second.json").read_text())
     pages = sum(1 for r in log if _kind(r) == "listing page")
     return {
         "watched_sources": len(first_report["outcomes"]) - 1,  # less the status repo's own row, if any
-        "first_run_s": round(first, 1), "status_page": first_report.get("status_page"),
+        "first_run_s": round(first, 1),
+        "status_page": first_report.get("status_page"),
         "collection": first_report.get("collection"),
-        "noop_run": {"hub_requests": len(log), "listing_pages": pages,
-                     "goal_listing_pages_plus_2": len(log) == pages + 2, "seconds": round(second_s, 1),
-                     "by_kind": dict(Counter(_kind(r) for r in log)), "commits": len(second["commits"]),
-                     "status_commit": second.get("status_commit"), "weight_downloads": _weights(log)},
+        "noop_run": {
+            "hub_requests": len(log),
+            "listing_pages": pages,
+            "goal_listing_pages_plus_2": len(log) == pages + 2,
+            "seconds": round(second_s, 1),
+            "by_kind": dict(Counter(_kind(r) for r in log)),
+            "commits": len(second["commits"]),
+            "status_commit": second.get("status_commit"),
+            "weight_downloads": _weights(log),
+        },
     }
 
 
@@ -99,8 +105,9 @@ def _kind(record: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--extra", type=int, action="append",
-                        help="generated candidates on top of the demo seed (default: 0 and 50)")
+    parser.add_argument(
+        "--extra", type=int, action="append", help="generated candidates on top of the demo seed (default: 0 and 50)"
+    )
     args = parser.parse_args()
     results = {f"demo+{extra}": scenario(extra) for extra in (args.extra or [0, 50])}
     print_json(results)

@@ -1,8 +1,8 @@
 """What the quality step costs next to the target export it follows, on a random-weight Qwen3-shaped target.
 
 Writes a random target of the chosen shape (bf16 safetensors, the tiny tokenizer), exports it with the recipe's
-int4 settings through `bot.build.export.export_model`, measures it with `bot.build.quality.measure_quality` on the recipe's
-prompts, and prints export seconds, quality seconds, their ratio, and the children's peak RSS after each step.
+int4 settings through `bot.build.export.export_model`, measures it with `bot.build.quality.measure_quality` on the
+recipe's prompts, and prints export seconds, quality seconds, their ratio, and the children's peak RSS after each step.
 
     .venv/bin/python bench/quality_cost.py --shape qwen3-0.6b
 """
@@ -17,18 +17,43 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import print_json
 
-SHAPES = {
-    "tiny": dict(vocab_size=512, num_hidden_layers=4, hidden_size=128, intermediate_size=256,
-                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, tie_word_embeddings=False),
-    "qwen3-0.6b": dict(vocab_size=151936, num_hidden_layers=28, hidden_size=1024, intermediate_size=3072,
-                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True),
-    "qwen3-4b": dict(vocab_size=151936, num_hidden_layers=36, hidden_size=2560, intermediate_size=9728,
-                     num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True),
+SHAPES: dict[str, dict[str, Any]] = {
+    "tiny": dict(
+        vocab_size=512,
+        num_hidden_layers=4,
+        hidden_size=128,
+        intermediate_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        tie_word_embeddings=False,
+    ),
+    "qwen3-0.6b": dict(
+        vocab_size=151936,
+        num_hidden_layers=28,
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        tie_word_embeddings=True,
+    ),
+    "qwen3-4b": dict(
+        vocab_size=151936,
+        num_hidden_layers=36,
+        hidden_size=2560,
+        intermediate_size=9728,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        tie_word_embeddings=True,
+    ),
 }
 
 
@@ -40,16 +65,25 @@ def write_target(shape: str, out: Path) -> Path:
     from tinymodels import make_tiny
 
     tiny = make_tiny("random", out / "tiny")
-    config = Qwen3Config(**SHAPES[shape], max_position_embeddings=4096, rope_theta=1000000, dtype="bfloat16",
-                         bos_token_id=None, eos_token_id=None)
+    config = Qwen3Config(
+        **SHAPES[shape],
+        max_position_embeddings=4096,
+        rope_theta=1000000,
+        dtype="bfloat16",
+        bos_token_id=None,
+        eos_token_id=None,
+    )
     torch.manual_seed(0)
-    model = Qwen3ForCausalLM(config).to(torch.bfloat16)
+    model = Qwen3ForCausalLM(config).bfloat16()
     target = out / "target"
     model.save_pretrained(target, safe_serialization=True)
     del model
     for entry in tiny.target.iterdir():
-        if entry.name not in ("config.json", "model.safetensors", "generation_config.json") \
-                and not entry.name.startswith("model-"):
+        if entry.name not in (
+            "config.json",
+            "model.safetensors",
+            "generation_config.json",
+        ) and not entry.name.startswith("model-"):
             shutil.copyfile(entry, target / entry.name)
     return target
 
@@ -77,20 +111,30 @@ def main() -> int:
         request = ExportRequest("target", target, work / "ir", TASK_LLM, trust_remote_code=False)
         export = export_model(request, recipe.export, log_dir=work / "logs", home=work / "hf")
         export_rss = peak_child_rss_gb()
-        report = measure_quality(target, export.ir_dir, recipe.validation.prompts, new_tokens, work=work / "quality",
-                                 timeout_s=3600)
-        print_json({
-            "shape": args.shape, "load_average": os.getloadavg()[0], "cpus": os.cpu_count(),
-            "safetensors_bytes": sum(p.stat().st_size for p in target.glob("*.safetensors")),
-            "write_seconds": round(written, 1), "export_seconds": round(export.seconds, 1),
-            "quality_seconds": report.seconds, "quality_over_export": round(report.seconds / export.seconds, 3),
-            "peak_child_rss_gb_after_export": round(export_rss, 2),
-            "peak_child_rss_gb_after_quality": round(peak_child_rss_gb(), 2),
-            "reference_dtype": report.reference_dtype, "tokens": report.tokens,
-            "top1_agreement": report.top1_agreement, "mean_kl": report.mean_kl,
-            "first_diverging_token": report.first_diverging_token,
-            "share_diverging_tokens": report.share_diverging_tokens,
-        })
+        report = measure_quality(
+            target, export.ir_dir, recipe.validation.prompts, new_tokens, work=work / "quality", timeout_s=3600
+        )
+        assert report.seconds is not None, report  # measured: the quality child ran
+        print_json(
+            {
+                "shape": args.shape,
+                "load_average": os.getloadavg()[0],
+                "cpus": os.cpu_count(),
+                "safetensors_bytes": sum(p.stat().st_size for p in target.glob("*.safetensors")),
+                "write_seconds": round(written, 1),
+                "export_seconds": round(export.seconds, 1),
+                "quality_seconds": report.seconds,
+                "quality_over_export": round(report.seconds / export.seconds, 3),
+                "peak_child_rss_gb_after_export": round(export_rss, 2),
+                "peak_child_rss_gb_after_quality": round(peak_child_rss_gb(), 2),
+                "reference_dtype": report.reference_dtype,
+                "tokens": report.tokens,
+                "top1_agreement": report.top1_agreement,
+                "mean_kl": report.mean_kl,
+                "first_diverging_token": report.first_diverging_token,
+                "share_diverging_tokens": report.share_diverging_tokens,
+            }
+        )
     return 0
 
 

@@ -34,8 +34,13 @@ SECOND_DRAFT = "z-lab/Qwen3-Tiny-DFlash-b16-v2"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draft-formats", nargs="+", choices=["int4", "int8"], default=["int4"],
-                        help="the recipe's export.draft_weight_formats (default: int4, the plain path's)")
+    parser.add_argument(
+        "--draft-formats",
+        nargs="+",
+        choices=["int4", "int8"],
+        default=["int4"],
+        help="the recipe's export.draft_weight_formats (default: int4, the plain path's)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-shared-") as tmp:
         work = Path(tmp)
@@ -50,13 +55,26 @@ def main() -> int:
             (work / f"plain-{index}").mkdir()
             plain += plain_pair(pair.target, pair.draft, work / f"plain-{index}")
         with local_hub(work / "hub") as (url, token):
-            seeded = (demo.SeededRepo(demo.TARGET_REPO, "dflash", "target"),
-                      demo.SeededRepo(demo.DRAFT_REPO, "dflash", "draft"),
-                      demo.SeededRepo(SECOND_DRAFT, "dflash", "draft"))
+            seeded = (
+                demo.SeededRepo(demo.TARGET_REPO, "dflash", "target"),
+                demo.SeededRepo(demo.DRAFT_REPO, "dflash", "draft"),
+                demo.SeededRepo(SECOND_DRAFT, "dflash", "draft"),
+            )
             demo.seed(url, token, work / "seed", seeded)
             env = bot_env(HF_ENDPOINT=url, HF_TOKEN=token)
-            bot = timed([str(BIN / "dflash-bot"), "run", "--recipe", str(recipe), "--work", str(work / "w"),
-                         "--report", str(work / "report.json")], env=env)
+            bot = timed(
+                [
+                    str(BIN / "dflash-bot"),
+                    "run",
+                    "--recipe",
+                    str(recipe),
+                    "--work",
+                    str(work / "w"),
+                    "--report",
+                    str(work / "report.json"),
+                ],
+                env=env,
+            )
             report = json.loads((work / "report.json").read_text())
             published = sorted(o["source"] for o in report["outcomes"] if o["status"] == "published")
             if published != sorted([demo.DRAFT_REPO, SECOND_DRAFT]):
@@ -65,15 +83,22 @@ def main() -> int:
         per_draft = bot_per_draft(work, recipe)
         recipe_text = recipe.read_text()
     formats = yaml.safe_load(recipe_text)["export"]["draft_weight_formats"]
-    print_json({"drafts": 2, "draft_weight_formats": formats, "shared_target": demo.TARGET_REPO,
-                "bot_run_s": round(bot, 1),
-                "plain_per_draft_s": round(plain, 1), "ratio_bot_over_plain": round(bot / plain, 3),
-                "goal": "<= 0.7",
-                "bot_one_draft_per_run_s": round(per_draft, 1),
-                "ratio_shared_over_one_per_run": round(bot / per_draft, 3),
-                "bot_includes": "discover, plan, download, export, IR checks, lossless + "
-                "acceptance gates, k sweep [3, 7, 15], publish of 3 repos with cards",
-                "actions_path": actions})
+    print_json(
+        {
+            "drafts": 2,
+            "draft_weight_formats": formats,
+            "shared_target": demo.TARGET_REPO,
+            "bot_run_s": round(bot, 1),
+            "plain_per_draft_s": round(plain, 1),
+            "ratio_bot_over_plain": round(bot / plain, 3),
+            "goal": "<= 0.7",
+            "bot_one_draft_per_run_s": round(per_draft, 1),
+            "ratio_shared_over_one_per_run": round(bot / per_draft, 3),
+            "bot_includes": "discover, plan, download, export, IR checks, lossless + "
+            "acceptance gates, k sweep [3, 7, 15], publish of 3 repos with cards",
+            "actions_path": actions,
+        }
+    )
     return 0
 
 
@@ -82,10 +107,16 @@ def bot_per_draft(work: Path, recipe: Path) -> float:
     seconds = 0.0
     for index, draft in enumerate((demo.DRAFT_REPO, SECOND_DRAFT)):
         with local_hub(work / f"hub-alone-{index}") as (url, token):
-            demo.seed(url, token, work / f"seed-alone-{index}", (demo.SeededRepo(demo.TARGET_REPO, "dflash", "target"),
-                                                                  demo.SeededRepo(draft, "dflash", "draft")))
-            seconds += timed([str(BIN / "dflash-bot"), "run", "--recipe", str(recipe), "--work",
-                              str(work / f"w-alone-{index}")], env=bot_env(HF_ENDPOINT=url, HF_TOKEN=token))
+            demo.seed(
+                url,
+                token,
+                work / f"seed-alone-{index}",
+                (demo.SeededRepo(demo.TARGET_REPO, "dflash", "target"), demo.SeededRepo(draft, "dflash", "draft")),
+            )
+            seconds += timed(
+                [str(BIN / "dflash-bot"), "run", "--recipe", str(recipe), "--work", str(work / f"w-alone-{index}")],
+                env=bot_env(HF_ENDPOINT=url, HF_TOKEN=token),
+            )
     return seconds
 
 
@@ -93,22 +124,43 @@ def actions_path(work: Path, recipe: Path, env: dict) -> dict:
     """The Actions fan-out on the same Hub: `plan --matrix --force` (both drafts again), then the build job of each
     matrix entry as watch.yml runs it; every export process writes one log, so the logs count the exports."""
     plan_file = work / "plan.json"
-    timed([str(BIN / "dflash-bot"), "plan", "--matrix", "--force", "--out", str(plan_file), "--recipe", str(recipe)],
-          env=env)
+    timed(
+        [str(BIN / "dflash-bot"), "plan", "--matrix", "--force", "--out", str(plan_file), "--recipe", str(recipe)],
+        env=env,
+    )
     entries = json.loads(plan_file.read_text())["entries"]
     build_s, logs = 0.0, []
     for index, entry in enumerate(entries):
         jobs = work / f"jobs-{index}.json"
         jobs.write_text(json.dumps(entry["jobs"]))
         scratch = work / f"actions-{index}"
-        build_s += timed([str(BIN / "dflash-bot"), "build", "--job", f"@{jobs}", "--out", str(work / "bundles"),
-                          "--recipe", str(recipe), "--work", str(scratch), "--keep-work"], env=env)
+        build_s += timed(
+            [
+                str(BIN / "dflash-bot"),
+                "build",
+                "--job",
+                f"@{jobs}",
+                "--out",
+                str(work / "bundles"),
+                "--recipe",
+                str(recipe),
+                "--work",
+                str(scratch),
+                "--keep-work",
+            ],
+            env=env,
+        )
         logs += sorted(p.name for p in scratch.rglob("export-*.log"))
     target_exports = sum(1 for name in logs if name.startswith("export-target"))
     if len(entries) != 1 or target_exports != 1:
         raise SystemExit(f"expected one matrix entry and one target export, got {len(entries)} and {logs}")
-    return {"matrix_entries": len(entries), "drafts_in_entry": len(entries[0]["jobs"]), "target_exports": 1,
-            "draft_exports": len(logs) - 1, "build_job_s": round(build_s, 1)}
+    return {
+        "matrix_entries": len(entries),
+        "drafts_in_entry": len(entries[0]["jobs"]),
+        "target_exports": 1,
+        "draft_exports": len(logs) - 1,
+        "build_job_s": round(build_s, 1),
+    }
 
 
 if __name__ == "__main__":

@@ -46,8 +46,18 @@ def bot_run(hub: LocalHub, source: str, recipe: Path, work: Path) -> dict:
     hub.clear_requests()
     report = work / f"report-{source.split('/')[-1]}.json"
     env = bot_env(HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN)
-    command = [str(BIN / "dflash-bot"), "run", "--only", source, "--recipe", str(recipe), "--work", str(work / "w"),
-               "--report", str(report)]
+    command = [
+        str(BIN / "dflash-bot"),
+        "run",
+        "--only",
+        source,
+        "--recipe",
+        str(recipe),
+        "--work",
+        str(work / "w"),
+        "--report",
+        str(report),
+    ]
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with PeakSampler(process.pid) as sampler:
@@ -59,14 +69,19 @@ def bot_run(hub: LocalHub, source: str, recipe: Path, work: Path) -> dict:
     if outcome["status"] != "published":
         raise SystemExit(f"{source} was not published: {outcome}\n{output[-4000:]}")
     served = sum(r.get("bytes_out", 0) for r in hub.requests() if r.get("method") == "GET")
-    return {"seconds": round(seconds, 1), "peak_rss_gb": round(sampler.peak_rss_bytes / 1e9, 2),
-            "downloaded_gb": round(served / 1e9, 2)}
+    return {
+        "seconds": round(seconds, 1),
+        "peak_rss_gb": round(sampler.peak_rss_bytes / 1e9, 2),
+        "downloaded_gb": round(served / 1e9, 2),
+    }
 
 
 def published_record(hub: LocalHub, repo: str) -> dict:
     from bot.hub import Hub
 
-    return json.loads(Hub(hub.url, TOKEN).read_file(repo, "openvino_export.json"))
+    data = Hub(hub.url, TOKEN).read_file(repo, "openvino_export.json")
+    assert data is not None, f"{repo} has no openvino_export.json"
+    return json.loads(data)
 
 
 def main() -> int:
@@ -98,16 +113,18 @@ def main() -> int:
         raise SystemExit("the second build did not reuse the published target")
     stages = first_record["resources"]
     quality_s = (stages.get("quality") or {}).get("seconds") or 0.0
-    print_json({
-        "shape": args.shape,
-        "full_build": {**full, "export_target_s": stages["export-target"]["seconds"], "quality_s": quality_s},
-        "reused_target": {**reused, "reused_from": second_record["export"]["target_reused_from"]},
-        "ratio_time": round(reused["seconds"] / full["seconds"], 3),
-        "ratio_time_without_quality": round(reused["seconds"] / (full["seconds"] - quality_s), 3),
-        "ratio_peak_rss": round(reused["peak_rss_gb"] / full["peak_rss_gb"], 3),
-        "ratio_downloaded": round(reused["downloaded_gb"] / full["downloaded_gb"], 3),
-        "goal": "ratio_time <= 0.5",
-    })
+    print_json(
+        {
+            "shape": args.shape,
+            "full_build": {**full, "export_target_s": stages["export-target"]["seconds"], "quality_s": quality_s},
+            "reused_target": {**reused, "reused_from": second_record["export"]["target_reused_from"]},
+            "ratio_time": round(reused["seconds"] / full["seconds"], 3),
+            "ratio_time_without_quality": round(reused["seconds"] / (full["seconds"] - quality_s), 3),
+            "ratio_peak_rss": round(reused["peak_rss_gb"] / full["peak_rss_gb"], 3),
+            "ratio_downloaded": round(reused["downloaded_gb"] / full["downloaded_gb"], 3),
+            "goal": "ratio_time <= 0.5",
+        }
+    )
     return 0
 
 

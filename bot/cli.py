@@ -7,21 +7,30 @@ the `--report` on every exit path, usage errors included.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import json
 import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
+import click
 import typer
 
 from bot.core import log
-from bot.core.errors import BotError, UsageError
+from bot.core.errors import UNEXPECTED_EXIT_CODE, BotError, Failure, Stage, UsageError
 
 if TYPE_CHECKING:
     from bot.run.report import RunReport
+
+# The commands import the stages (and the local Hub server) inside their functions: `main` switches telemetry off
+# before anything imports huggingface_hub, whose import otherwise fetches a registry from huggingface.co
+# (tests/test_layout.py checks that nothing imported above brings it in).
 
 app = typer.Typer(
     add_completion=False,
@@ -47,27 +56,55 @@ def _fail(error: BotError) -> NoReturn:
     raise error
 
 
+# The export toolchain is the `build` extra (pyproject.toml): a plain `pip install dflash-ov-bot` runs `try`, `status`,
+# `inspect` and `hub serve`; every command that exports, builds or publishes asks for the extra by name first.
+BUILD_EXTRA = (
+    "torch", "optimum-intel", "optimum", "nncf", "transformers", "tokenizers", "safetensors", "einops", "diffusers",
+    "matplotlib",
+)  # fmt: skip
+
+
+def _needs_build_extra(command: str, distributions: Sequence[str] = BUILD_EXTRA) -> None:
+    """Refuse `command` at its start when the packages its stages import are not installed (not deep in a trace)."""
+    missing = []
+    for name in distributions:
+        try:
+            version(name)
+        except PackageNotFoundError:
+            missing.append(name)
+    if missing:
+        raise UsageError(
+            f"`dflash-bot {command}` needs the build extra: pip install 'dflash-ov-bot[build]' "
+            f"(not installed: {', '.join(missing)})"
+        )
+
+
 @app.callback()
 def _setup(ctx: typer.Context, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
-    import os
-
     from bot.core.settings import Settings
     from bot.run.actions import Actions
 
-    settings = Settings.from_env(os.environ)  # the one read of the environment
+    try:
+        settings = Settings.from_env(os.environ)  # the one read of the environment
+    except ValueError as exc:  # a misspelt DFLASH_BOT_SANDBOX: refused before anything runs
+        raise UsageError(str(exc)) from None
     Actions(settings).mask_tokens()  # before anything could print a token
     log.setup(verbose, on_actions=settings.on_actions)
     ctx.obj = settings
 
 
+def _env_settings(ctx: typer.Context):
+    """The settings `_setup` read from the environment (the defaults when a test invokes a command alone)."""
+    from bot.core.settings import Settings
+
+    return ctx.obj if isinstance(ctx.obj, Settings) else Settings()
+
+
 def _settings(ctx: typer.Context, endpoint: str | None = None):
     """The run's settings, with a `--endpoint` option applied; sets up the Hub client for that endpoint."""
-    from dataclasses import replace
-
-    from bot.core.settings import Settings
     from bot.hub import configure_client
 
-    settings: Settings = ctx.obj if isinstance(ctx.obj, Settings) else Settings()
+    settings = _env_settings(ctx)
     if endpoint:
         settings = replace(settings, endpoint=endpoint.rstrip("/"))
     configure_client(settings.endpoint)
@@ -111,6 +148,7 @@ def build(
 
     Either from local folders (--draft and --target) or from the Hub (--job, the build job of the Actions fan-out).
     """
+    _needs_build_extra("build")
     from bot.build.group import Checkout, build_pair
     from bot.core.recipe import load_recipe
 
@@ -128,6 +166,7 @@ def build(
             out.resolve(),
             load_recipe(recipe),
             keep_work=keep_work,
+            settings=_env_settings(ctx),
         )
     except BotError as error:
         _fail(error)
@@ -139,13 +178,13 @@ def build(
 
 
 def _build_job(settings, job: str, out: Path, recipe: Path | None, work: Path | None, keep_work: bool) -> None:
-    """The build job: read token only; the write token is dropped from this process before anything runs."""
-    import os
-
+    """The builder (an Actions build job, or the process `run` starts per target group): read token only; the
+    write token is dropped from this process before anything runs."""
     from bot.core.recipe import load_recipe
     from bot.hub import Hub
     from bot.run.actions import Actions
-    from bot.run.fanout import build_jobs, parse_jobs
+    from bot.run.fanout import parse_jobs
+    from bot.run.pipeline import build_and_hand_off
     from bot.run.report import RunReport
 
     if settings.write_token or os.environ.pop("HF_TOKEN", None):
@@ -162,7 +201,9 @@ def _build_job(settings, job: str, out: Path, recipe: Path | None, work: Path | 
     except BotError as error:
         _fail(error)
     reader = Hub(settings.endpoint, settings.read_token, settings=loaded.hub)
-    outcomes = build_jobs(reader, loaded, jobs, out.resolve(), work=work, keep_work=keep_work)
+    outcomes = build_and_hand_off(
+        reader, loaded, jobs, out.resolve(), work=work, keep_work=keep_work, settings=settings
+    )
     actions = Actions(settings)
     report = RunReport(outcomes=outcomes)
     actions.report(
@@ -205,10 +246,11 @@ def make_tiny_command(
     ] = False,
 ) -> None:
     """Write a tiny generated draft/target pair laid out like Hub checkouts (or, with --shape, a real-size one)."""
+    _needs_build_extra("make-tiny", ("torch", "safetensors"))
     if shape is not None:
         _make_shape(shape, out or (Path(kind) if kind else None), seed, sparse)
         return
-    from tinymodels import TINY_KINDS, make_tiny
+    from tinymodels import TINY_KINDS, make_tiny  # imports torch
 
     if kind is None or out is None:
         raise UsageError("make-tiny needs KIND and OUT (or --shape NAME OUT)")
@@ -219,7 +261,7 @@ def make_tiny_command(
 
 
 def _make_shape(shape: str, out: Path | None, seed: int, sparse: bool) -> None:
-    from tinymodels.shapes import SHAPES, make_shape
+    from tinymodels.shapes import SHAPES, make_shape  # imports torch
 
     if shape not in SHAPES or out is None:
         raise UsageError(f"make-tiny --shape NAME OUT, NAME one of: {', '.join(SHAPES)}")
@@ -273,9 +315,7 @@ def plan_command(
     work: builds, card refreshes, or planning failures to report), and writes the planned outcomes to the step
     summary.
     """
-    import contextlib
-    import json
-
+    _needs_build_extra("plan")
     from bot.core.recipe import load_recipe
     from bot.hub import Hub
     from bot.run.actions import Actions
@@ -292,7 +332,8 @@ def plan_command(
     actions = Actions(settings)
     # stdout carries only the matrix JSON; logs and workflow commands go to stderr (the runner reads both).
     with contextlib.redirect_stdout(sys.stderr):
-        planned = plan_matrix(reader, loaded, RunOptions(only=only, force=force, dry_run=dry_run, recheck=recheck))
+        options = RunOptions(only=only, force=force, dry_run=dry_run, recheck=recheck, settings=settings)
+        planned = plan_matrix(reader, loaded, options)
         matrix_json = planned.matrix()
         count = len(matrix_json["include"])
         if out:
@@ -344,6 +385,7 @@ def run_command(
     Exits 0 when nothing failed (a skip is not a failure) and 1 when a source failed; 2 for options or an
     environment that cannot work (no HF_TOKEN without --dry-run), refused before any Hub call.
     """
+    _needs_build_extra("run")
     from bot.core.outcome import Outcome, Status
     from bot.core.recipe import load_recipe
     from bot.hub import Hub
@@ -374,7 +416,7 @@ def run_command(
             loaded,
             reader,
             writer,
-            RunOptions(only=only, force=force, dry_run=dry_run, work=work, recheck=recheck),
+            RunOptions(only=only, force=force, dry_run=dry_run, work=work, recheck=recheck, settings=settings),
             result,
         )
     except BaseException as stop:  # a signal (SIGTERM unwinds as SystemExit) or a bug: the report says so
@@ -417,6 +459,7 @@ def publish_command(
 ) -> None:
     """Publish one bundle, or a run's bundles (re-checking the Hub first, so a stale bundle never overwrites newer
     work). Never loads a checkpoint."""
+    _needs_build_extra("publish", ("matplotlib",))  # the charts of the cards and the status page
     from bot.build.bundle import Bundle
     from bot.core.recipe import load_recipe
     from bot.core.record import RecordError, Repos
@@ -446,8 +489,8 @@ def publish_command(
             one = Bundle.read(bundle.resolve())
             built = one.record
             if not built.source.repo or not built.target.repo:
-                raise BotError(
-                    "bundle was built from local folders: there is no source repo to publish under", stage="publish"
+                raise Failure(
+                    "bundle was built from local folders: there is no source repo to publish under", stage=Stage.PUBLISH
                 )
             repos = Repos(
                 draft=draft_output_repo(loaded.publish, built.source.repo),
@@ -455,7 +498,7 @@ def publish_command(
             )
             result = publish_bundle(writer, one, repos, private=loaded.publish.private)
         except RecordError as exc:
-            raise BotError(f"{bundle}: {exc}", stage="publish") from None
+            raise Failure(f"{bundle}: {exc}", stage=Stage.PUBLISH) from None
         if report:
             published = RunReport()
             published.add_published(built.source.repo, built.source.revision, result, "published from --bundle")
@@ -505,6 +548,7 @@ def status_command(
 
 @toolchain_app.command("check")
 def toolchain_check(
+    ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON (for machines)")] = False,
     markdown: Annotated[
         Optional[Path], typer.Option(help="also write the table as Markdown here (a PR body)", dir_okay=False)
@@ -524,24 +568,22 @@ def toolchain_check(
     """Ask the package index (through pip's configuration) for newer releases of the OpenVINO stack; try each
     profile's candidate in its own environment (capability probe, tiny oracle pair); exit 0 when there is no newer
     release or the candidate passes, 1 when it fails."""
-    import contextlib
-    import json
-
+    _needs_build_extra("toolchain check")
     from bot.run import upstream
 
+    settings = _env_settings(ctx)
+    pinned = upstream.pinned_files() if write else None  # an installed bot has no checkout to pin in: said first
     try:
         # stdout carries only the table or the JSON; progress and workflow commands of the builds go to stderr.
         with contextlib.redirect_stdout(sys.stderr):
-            report = upstream.check(build=build)
+            report = upstream.check(build=build, settings=settings)
     except BotError as error:
         _fail(error)
     if markdown:
         markdown.write_text(upstream.table(report, markdown=True), encoding="utf-8")
     typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else upstream.table(report))
-    if write and report.newer and report.passed:
-        from bot.core.profiles import PROFILES_FILE
-
-        changed = upstream.apply_pins(report, profiles_file=PROFILES_FILE, pyproject=upstream.PYPROJECT)
+    if pinned is not None and report.newer and report.passed:
+        changed = upstream.apply_pins(report, profiles_file=pinned[0], pyproject=pinned[1])
         typer.echo(f"pinned the candidate in: {', '.join(changed) or 'nothing to change'}", err=True)
     raise typer.Exit(report.exit_code)
 
@@ -557,8 +599,6 @@ def inspect_command(
 ) -> None:
     """Print an IR folder's role, format and every check's result as JSON; exit 0 when all required checks pass,
     1 when one failed (a damaged IR: no .xml, a missing or truncated .bin, rt_info of the wrong type)."""
-    import json
-
     from bot.build.inspect_ir import inspect_folder
 
     record = inspect_folder(ir_dir.resolve())
@@ -566,12 +606,45 @@ def inspect_command(
     raise typer.Exit(0 if record["passed"] else 1)
 
 
+@app.command("try")
+def try_command(
+    ctx: typer.Context,
+    draft_repo: Annotated[str, typer.Argument(help="a draft repo published by dflash-bot (namespace/name)")],
+    revision: Annotated[Optional[str], typer.Option(help="the draft repo's revision (default: main)")] = None,
+    device: Annotated[str, typer.Option(help="OpenVINO device: CPU, GPU, NPU, AUTO (or GPU.1, ...)")] = "CPU",
+    prompt: Annotated[
+        Optional[list[str]], typer.Option("--prompt", help="a prompt; repeat for more (default: the recipe's)")
+    ] = None,
+    max_new_tokens: Annotated[Optional[int], typer.Option(help="tokens per run (default: the recipe's)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+    cache_dir: Annotated[
+        Optional[Path], typer.Option(help="downloads are kept here (default: ~/.cache/dflash-bot/try)", file_okay=False)
+    ] = None,
+    endpoint: EndpointOption = None,
+) -> None:
+    """Measure a published pair on this machine: download the draft and the target it was validated with (every
+    file checked against the Hub's hash and the record), run the lossless check and the k sweep on the device, and
+    print them beside the card's figures. Exit 0 when lossless here, 1 when not. Never writes to the Hub."""
+    from bot.hub import Hub
+    from bot.run.try_pair import DEFAULT_CACHE, TryOptions, render, stdout_console, to_json, try_pair
+
+    settings = _settings(ctx, endpoint)
+    options = TryOptions(draft_repo, revision, device, tuple(prompt or ()), max_new_tokens, cache_dir or DEFAULT_CACHE)
+    result = try_pair(Hub(settings.endpoint, settings.reader_token), options, layers=settings.sandbox_layers)
+    if as_json:
+        typer.echo(to_json(result))
+    else:
+        render(result, stdout_console())
+    raise typer.Exit(result.exit_code)
+
+
 @app.command()
-def demo() -> None:
+def demo(ctx: typer.Context) -> None:
     """Start a local Hub with generated checkpoints, run the job twice, print the report and the card."""
+    _needs_build_extra("demo")
     from bot.run.demo import run_demo
 
-    raise typer.Exit(run_demo())
+    raise typer.Exit(run_demo(settings=_env_settings(ctx)))
 
 
 @dataclass(frozen=True)
@@ -580,7 +653,7 @@ class _Ending:
 
     code: int
     reason: str | None = None
-    stage: str | None = None
+    stage: Stage | None = None
     show: Callable[[], None] | None = None
 
 
@@ -595,7 +668,8 @@ def run_command_line(args: Sequence[str]) -> int:
         args: the arguments after the program name.
 
     Returns:
-        The exit code (a usage error: 2; an expected error: its `exit_code`; a signal: 128 + its number).
+        The exit code (a usage error: 2; an expected error: its `exit_code`; an unexpected exception: 70; a
+        signal: 128 + its number). The README's "Exit codes" table lists them (`bot.core.errors.EXIT_CODES`).
     """
     args = list(args)
     report = _report_path(args)
@@ -618,24 +692,26 @@ def run_command_line(args: Sequence[str]) -> int:
 
 def _invoke(args: list[str]) -> _Ending:
     """Run the app without click's own exit handling, so that every ending comes back here."""
-    import click
-
     try:
         result = app(args=args, prog_name="dflash-bot", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError:  # the help was printed already
-        return _Ending(2, "no command given", "usage")
+        return _Ending(2, "no command given", Stage.USAGE)
     except click.ClickException as error:  # an unknown option, a missing argument, a --recipe that does not exist
-        return _Ending(error.exit_code, error.format_message(), "usage", error.show)
+        return _Ending(error.exit_code, error.format_message(), Stage.USAGE, error.show)
     except click.Abort:
         return _Ending(1, "aborted", None, lambda: typer.echo("Aborted!", err=True))
     except BotError as error:
         line = f"error: {error.one_line()}"
         reason = f"{error.subject}: {error.reason()}" if error.subject else error.reason()
-        stage = error.stage or ("usage" if isinstance(error, UsageError) else None)
-        return _Ending(error.exit_code, reason, stage, lambda: typer.echo(line, err=True))
+        stage = error.stage or (Stage.USAGE if isinstance(error, UsageError) else None)
+        return _Ending(error.exit_code, reason, stage, lambda: typer.echo(log.error_line(line), err=True))
     except SystemExit as exit_:  # SIGTERM (`_terminate`) or a library's sys.exit
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         return _Ending(code, f"stopped (exit {code})" if code else None)
+    except Exception as error:  # a bug: the whole traceback at error level, and an exit code no expected error has
+        cause = f"unexpected {type(error).__name__}: {' '.join(str(error).split())[:300]}"
+        show = functools.partial(log.get().error, "error: %s", cause, exc_info=error)
+        return _Ending(UNEXPECTED_EXIT_CODE, cause, None, show)
     code = result if isinstance(result, int) else 0
     return _Ending(code, f"ended with exit code {code}" if code else None)
 
@@ -676,8 +752,6 @@ def _stamp(path: Path | None) -> tuple[int, int, int] | None:
 
 def _fallback_report(args: list[str], ending: _Ending) -> RunReport:
     """The report of a command that ended before writing its own: one failed outcome naming why (none on exit 0)."""
-    import click
-
     from bot.core.outcome import Outcome, Status
     from bot.run.report import RunReport
 

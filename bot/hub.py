@@ -18,9 +18,13 @@ from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
 import httpx
+import huggingface_hub as hf
+import huggingface_hub.constants
+import huggingface_hub.errors
+import huggingface_hub.utils._http
 
 from bot.core import deadlines, log
-from bot.core.errors import BotError, Failure, HubError, PreconditionFailed, Skip
+from bot.core.errors import BotError, Failure, HubError, PreconditionFailed, Skip, Stage
 from bot.core.hashes import FileHash, HubHash, hash_file, is_blob_id, is_sha256, mismatch, write_manifest
 from bot.core.recipe import HubSettings
 from bot.core.record import (
@@ -45,16 +49,6 @@ _DEFINITIVE = {
     "EntryNotFound": "file not found at that revision",
     "RepoNotFound": "repo not found, or private and the token cannot see it",
 }
-
-
-def _hf():
-    """Import huggingface_hub lazily, after the endpoint settings of this process are final."""
-    import huggingface_hub
-    import huggingface_hub.constants
-    import huggingface_hub.errors
-    import huggingface_hub.utils._http
-
-    return huggingface_hub
 
 
 @dataclass(frozen=True)
@@ -139,7 +133,6 @@ REQUESTS = RequestCounter()
 
 def _counting_client() -> httpx.Client:
     """huggingface_hub's client, plus the request counter and the deadline hooks (`bot.core.deadlines`)."""
-    hf = _hf()
     return httpx.Client(
         event_hooks={
             "request": [hf.utils._http.hf_request_event_hook, REQUESTS, deadlines.on_request],
@@ -157,7 +150,6 @@ def configure_client(endpoint: str) -> None:
     needs classic LFS uploads); per-file progress bars drown the run's own progress lines (and Actions logs) in
     carriage returns; and every request goes through the counting client (the report's `hub_requests`).
     """
-    hf = _hf()
     hf.constants.HF_HUB_DISABLE_XET = endpoint.rstrip("/") != DEFAULT_ENDPOINT
     hf.utils.disable_progress_bars()
     if hf.utils._http._GLOBAL_CLIENT_FACTORY is not _counting_client:
@@ -195,11 +187,11 @@ class Hub:
             read_s=self.settings.read_timeout_s,
             min_bytes_per_s=self.settings.min_bytes_per_s,
         )
-        self.api = _hf().HfApi(endpoint=self.endpoint, token=self.token or False, library_name="dflash-bot")
+        self.api = hf.HfApi(endpoint=self.endpoint, token=self.token or False, library_name="dflash-bot")
 
     # ---- retries and error translation ----
 
-    def call(self, what: str, fn: Callable[[], T], *, subject: str | None = None) -> T:
+    def call(self, what: Stage, fn: Callable[[], T], *, subject: str | None = None) -> T:
         """Run one Hub operation under this Hub's timeouts, with bounded retries for transient errors.
 
         Raises:
@@ -222,7 +214,7 @@ class Hub:
                     raise error from None
         raise AssertionError("unreachable")
 
-    def _wait(self, attempt: int, response: httpx.Response | None, what: str) -> bool:
+    def _wait(self, attempt: int, response: httpx.Response | None, what: Stage) -> bool:
         """Back off before a retry; False (no wait) when the stage's deadline would pass first."""
         delay = self.backoff_s * 2 ** (attempt - 1)
         retry_after = response.headers.get("Retry-After") if response is not None else None
@@ -235,7 +227,7 @@ class Hub:
         time.sleep(delay)
         return True
 
-    def deadline(self, stage: str, seconds: float) -> AbstractContextManager[None]:
+    def deadline(self, stage: Stage, seconds: float) -> AbstractContextManager[None]:
         """Bound a whole stage (`HubSettings.*_deadline_s`): past it, the stage's next request fails (`HubError`)."""
         return deadlines.stage_deadline(stage, seconds)
 
@@ -257,7 +249,7 @@ class Hub:
             )
             return [_listing(info) for info in results]
 
-        return self.call("list", fetch, subject=f"listing author={author} search={search}")
+        return self.call(Stage.LIST, fetch, subject=f"listing author={author} search={search}")
 
     def repo_files(self, repo_id: str, revision: str | None = None) -> RepoFiles:
         def fetch() -> RepoFiles:
@@ -265,18 +257,18 @@ class Hub:
             sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
             return RepoFiles(
                 repo_id=repo_id,
-                sha=info.sha,
+                sha=str(info.sha),  # the Hub always names the commit it answers for
                 sizes=sizes,
                 gated=bool(info.gated),
                 private=bool(info.private),
                 card_data=_card_dict(info),
             )
 
-        return self.call("info", fetch, subject=repo_id)
+        return self.call(Stage.INFO, fetch, subject=repo_id)
 
     def head(self, repo_id: str) -> str:
         """The current commit of a repo (one light request: no file metadata)."""
-        return self.call("info", lambda: str(self.api.model_info(repo_id).sha), subject=repo_id)
+        return self.call(Stage.INFO, lambda: str(self.api.model_info(repo_id).sha), subject=repo_id)
 
     def read_file(
         self,
@@ -288,7 +280,6 @@ class Hub:
         repo_type: str | None = None,
     ) -> bytes | None:
         """One small file in one GET (no HEAD round trip), or None when the repo or file does not exist."""
-        hf = _hf()
 
         def fetch() -> bytes | None:
             url = hf.hf_hub_url(repo_id, filename, revision=revision, repo_type=repo_type, endpoint=self.endpoint)
@@ -306,16 +297,16 @@ class Hub:
                     raise Skip(
                         f"{filename} is {declared} bytes, over the {max_bytes}-byte limit",
                         subject=repo_id,
-                        stage="read",
+                        stage=Stage.READ,
                     )
                 body = bytearray()
                 for chunk in response.iter_bytes():
                     body += chunk
                     if len(body) > max_bytes:
-                        raise Skip(f"{filename} is over the {max_bytes}-byte limit", subject=repo_id, stage="read")
+                        raise Skip(f"{filename} is over the {max_bytes}-byte limit", subject=repo_id, stage=Stage.READ)
                 return bytes(body)
 
-        return self.call("read", fetch, subject=repo_id)
+        return self.call(Stage.READ, fetch, subject=repo_id)
 
     def draft_record(self, repo_id: str, revision: str | None = None) -> BuildRecord | None:
         """The build record of a published draft repo (one GET); None when there is none, or when it is damaged,
@@ -343,7 +334,7 @@ class Hub:
 
     def user(self) -> str:
         """The account this Hub's token belongs to: the author of the commits the bot makes with it."""
-        return self.call("whoami", lambda: str(self.api.whoami()["name"]), subject="whoami")
+        return self.call(Stage.WHOAMI, lambda: str(self.api.whoami()["name"]), subject="whoami")
 
     def commit_author(self, repo_id: str, revision: str) -> str | None:
         """Who made the commit `revision` of a repo (its first listed author), None when it lists none."""
@@ -353,11 +344,18 @@ class Hub:
             authors = commits[0].authors if commits else []
             return str(authors[0]) if authors else None
 
-        return self.call("commits", fetch, subject=repo_id)
+        return self.call(Stage.COMMITS, fetch, subject=repo_id)
+
+    def commit_ids(self, repo_id: str, *, limit: int) -> list[str]:
+        """The commits of a repo's main branch, newest first, at most `limit` of them (`dflash-bot try` looks back
+        for the target files a draft was validated with)."""
+        return self.call(
+            Stage.COMMITS, lambda: [c.commit_id for c in self.api.list_repo_commits(repo_id)][:limit], subject=repo_id
+        )
 
     def listed_hashes(self, repo_id: str, revision: str) -> dict[str, HubHash]:
         """The hash the Hub lists for every file of a repo at one revision (one request)."""
-        return self.call("info", lambda: self._listed_hashes(repo_id, revision), subject=repo_id)[1]
+        return self.call(Stage.INFO, lambda: self._listed_hashes(repo_id, revision), subject=repo_id)[1]
 
     def files_or_none(self, repo_id: str) -> RepoFiles | None:
         """A repo at its current commit, or None when it does not exist (or cannot be seen with this token)."""
@@ -384,8 +382,8 @@ class Hub:
         names = sorted(files)
         partials = dest.parent / f".{dest.name}.partial"
         try:
-            with self.deadline("download", self.settings.download_deadline_s):
-                commit, listed = self.call("info", lambda: self._listed_hashes(repo_id, revision), subject=repo_id)
+            with self.deadline(Stage.DOWNLOAD, self.settings.download_deadline_s):
+                commit, listed = self.call(Stage.INFO, lambda: self._listed_hashes(repo_id, revision), subject=repo_id)
                 dest.mkdir(parents=True, exist_ok=True)
                 verified = {
                     name: self._download_verified(repo_id, commit, name, listed.get(name), dest, partials)
@@ -417,10 +415,10 @@ class Hub:
         where = f"{name} at {commit[:7]}"
         if listed is None or not listed.checkable:
             why = "the Hub does not list it there" if listed is None else "the Hub lists no hash for it"
-            raise Failure(f"{where}: {why}, so it cannot be verified", subject=repo_id, stage="download")
+            raise Failure(f"{where}: {why}, so it cannot be verified", subject=repo_id, stage=Stage.DOWNLOAD)
         relative = PurePosixPath(name)
         if relative.is_absolute() or ".." in relative.parts or "\\" in name:
-            raise Failure(f"{name!r}: not a file name inside the repo", subject=repo_id, stage="download")
+            raise Failure(f"{name!r}: not a file name inside the repo", subject=repo_id, stage=Stage.DOWNLOAD)
         part, final = partials / relative, dest / relative
         problem = ""
         for attempt in (1, 2):
@@ -434,7 +432,7 @@ class Hub:
             part.unlink()
             if attempt == 1:
                 log.step("%s: %s: %s; downloading it again", repo_id, where, problem)
-        raise Failure(f"{where}: {problem} (downloaded twice; not built)", subject=repo_id, stage="download")
+        raise Failure(f"{where}: {problem} (downloaded twice; not built)", subject=repo_id, stage=Stage.DOWNLOAD)
 
     def _transfer(self, repo_id: str, commit: str, name: str, size: int, part: Path) -> None:
         """Fetch one file into `part`, resuming a stalled transfer where it stopped.
@@ -442,28 +440,27 @@ class Hub:
         Raises:
             HubError: every attempt stalled, or the download deadline passed, naming the bytes received.
         """
-        hf = _hf()
         url = hf.hf_hub_url(repo_id, name, revision=commit, endpoint=self.endpoint)
         headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
         part.parent.mkdir(parents=True, exist_ok=True)
         attempts, cause = self.settings.download_attempts, "no attempt"
         for attempt in range(1, attempts + 1):
             try:
-                self.call("download", lambda: _get_into(url, headers, part, size), subject=repo_id)
+                self.call(Stage.DOWNLOAD, lambda: _get_into(url, headers, part, size), subject=repo_id)
                 return
             except _Interrupted as stop:
                 cause = stop.reason
                 if stop.final or attempt == attempts:
                     break
                 log.step("%s: %s stopped at %d of %d bytes (%s); resuming", repo_id, name, _size(part), size, cause)
-                if not self._wait(attempt, None, "download"):
+                if not self._wait(attempt, None, Stage.DOWNLOAD):
                     break
         raise HubError(
             f"download of {name} at {commit[:7]} stopped with {_size(part)} of {size} bytes received, after "
             f"{attempt} attempt(s) each resuming where the last stopped: {cause}",
             status=None,
             subject=repo_id,
-            stage="download",
+            stage=Stage.DOWNLOAD,
         )
 
     # ---- writes (publish stage only) ----
@@ -490,15 +487,16 @@ class Hub:
                 than land on top of work the caller never saw. None: the caller saw no repo; a repo that holds files
                 by now is refused the same way.
         """
-        hf = _hf()
-        self.call("create repo", lambda: self.api.create_repo(repo_id, private=private, exist_ok=True), subject=repo_id)
+        self.call(
+            Stage.CREATE_REPO, lambda: self.api.create_repo(repo_id, private=private, exist_ok=True), subject=repo_id
+        )
         head = seen if seen is not None else self.repo_files(repo_id)
         if seen is None and set(head.sizes) - {".gitattributes"}:
             raise PreconditionFailed(
                 "another writer published to the repo since it was found empty",
                 status=412,
                 subject=repo_id,
-                stage="commit",
+                stage=Stage.COMMIT,
             )
         names = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
         if only is not None:
@@ -518,11 +516,11 @@ class Hub:
                 files=tuple(names),
             )
 
-        return self.call("commit", commit, subject=repo_id)
+        return self.call(Stage.COMMIT, commit, subject=repo_id)
 
     def tag(self, repo_id: str, tag: str, revision: str | None = None) -> None:
         self.call(
-            "tag", lambda: self.api.create_tag(repo_id, tag=tag, revision=revision, exist_ok=True), subject=repo_id
+            Stage.TAG, lambda: self.api.create_tag(repo_id, tag=tag, revision=revision, exist_ok=True), subject=repo_id
         )
 
     # ---- status page, collection and output-namespace listing (bot/status/, bot/publish/collection.py) ----
@@ -534,7 +532,6 @@ class Hub:
         or that is missing, was changed or deleted by someone else. Pages are followed by their `Link` header up to
         `MAX_NAMESPACE_PAGES`, so a listing that never ends (even with empty pages) still stops.
         """
-        hf = _hf()
 
         def fetch() -> dict[str, str]:
             headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
@@ -552,7 +549,7 @@ class Hub:
                 url, params = response.links.get("next", {}).get("url"), None
             return repos
 
-        return self.call("list namespace", fetch, subject=namespace)
+        return self.call(Stage.LIST_NAMESPACE, fetch, subject=namespace)
 
     def read_dataset_file(self, repo_id: str, filename: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes | None:
         """One small file of a dataset repo (`read_file`); a file over the limit is a Failure here, since the
@@ -560,7 +557,7 @@ class Hub:
         try:
             return self.read_file(repo_id, filename, max_bytes=max_bytes, repo_type="dataset")
         except Skip as skip:
-            raise Failure(skip.message, subject=repo_id, stage="read") from None
+            raise Failure(skip.message, subject=repo_id, stage=Stage.READ) from None
 
     def commit_files(
         self, repo_id: str, files: dict[str, bytes], *, message: str, repo_type: str = "dataset", private: bool = False
@@ -570,13 +567,12 @@ class Hub:
         Files whose bytes equal the Hub's are left out by the client; when none differ there is no commit
         (`CommitResult.commit` is None).
         """
-        hf = _hf()
         self.call(
-            "create repo",
+            Stage.CREATE_REPO,
             lambda: self.api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True),
             subject=repo_id,
         )
-        head = self.call("info", lambda: self.api.repo_info(repo_id, repo_type=repo_type).sha, subject=repo_id)
+        head = self.call(Stage.INFO, lambda: self.api.repo_info(repo_id, repo_type=repo_type).sha, subject=repo_id)
         operations = [
             hf.CommitOperationAdd(path_in_repo=name, path_or_fileobj=data) for name, data in sorted(files.items())
         ]
@@ -593,14 +589,14 @@ class Hub:
                 files=tuple(sorted(files)),
             )
 
-        return self.call("commit", commit, subject=repo_id)
+        return self.call(Stage.COMMIT, commit, subject=repo_id)
 
     def ensure_collection(
         self, title: str, namespace: str, *, description: str | None = None, private: bool = False
     ) -> CollectionState:
         """The namespace's collection of this title, created when missing (one POST; a GET when it exists)."""
         return self.call(
-            "collection",
+            Stage.COLLECTION,
             lambda: _collection_state(
                 self.api.create_collection(
                     title, namespace=namespace, description=description, private=private, exists_ok=True
@@ -612,17 +608,21 @@ class Hub:
     def add_collection_item(self, slug: str, repo_id: str, *, note: str | None) -> CollectionState:
         """Add a model repo to a collection; one already there is left as it is (`exists_ok`)."""
         return self.call(
-            "collection",
+            Stage.COLLECTION,
             lambda: _collection_state(self.api.add_collection_item(slug, repo_id, "model", note=note, exists_ok=True)),
             subject=slug,
         )
 
     def update_collection_note(self, slug: str, item: CollectionEntry, note: str) -> None:
-        self.call("collection", lambda: self.api.update_collection_item(slug, item.object_id, note=note), subject=slug)
+        self.call(
+            Stage.COLLECTION, lambda: self.api.update_collection_item(slug, item.object_id, note=note), subject=slug
+        )
 
     def remove_collection_item(self, slug: str, item: CollectionEntry) -> None:
         self.call(
-            "collection", lambda: self.api.delete_collection_item(slug, item.object_id, missing_ok=True), subject=slug
+            Stage.COLLECTION,
+            lambda: self.api.delete_collection_item(slug, item.object_id, missing_ok=True),
+            subject=slug,
         )
 
 
@@ -644,7 +644,6 @@ def _get_into(url: str, headers: dict[str, str], part: Path, size: int) -> None:
     Raises:
         _Interrupted: the answer stalled, the connection failed, or the deadline passed.
     """
-    hf = _hf()
     offset = _size(part)
     if offset > size:
         part.unlink()
@@ -669,13 +668,12 @@ def _size(path: Path) -> int:
     return path.stat().st_size if path.is_file() else 0
 
 
-def _verdict(exc: Exception, *, subject: str | None, stage: str) -> tuple[BotError, bool] | None:
+def _verdict(exc: Exception, *, subject: str | None, stage: Stage) -> tuple[BotError, bool] | None:
     """What an exception from a Hub operation means: the error to raise, and whether a retry may help.
 
     Returns:
         None for an exception that says nothing about the Hub (it is re-raised as it is).
     """
-    hf = _hf()
     if isinstance(exc, BotError):
         return None
     if isinstance(exc, hf.utils.HFValidationError):

@@ -52,13 +52,23 @@ class Item:
     note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"_id": self.object_id, "type": self.item_type, "id": self.item_id, "position": self.position,
-                "note": self.note}
+        return {
+            "_id": self.object_id,
+            "type": self.item_type,
+            "id": self.item_id,
+            "position": self.position,
+            "note": self.note,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Item:
-        return cls(object_id=data["_id"], item_type=data["type"], item_id=data["id"], position=data["position"],
-                   note=data.get("note"))
+        return cls(
+            object_id=data["_id"],
+            item_type=data["type"],
+            item_id=data["id"],
+            position=data["position"],
+            note=data.get("note"),
+        )
 
 
 @dataclass(frozen=True)
@@ -79,15 +89,29 @@ class StoredCollection:
         return f"{self.namespace}/{slugify(self.title)}-{self.id}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "namespace": self.namespace, "title": self.title, "description": self.description,
-                "private": self.private, "theme": self.theme, "lastUpdated": self.last_updated,
-                "items": [item.to_json() for item in self.items]}
+        return {
+            "id": self.id,
+            "namespace": self.namespace,
+            "title": self.title,
+            "description": self.description,
+            "private": self.private,
+            "theme": self.theme,
+            "lastUpdated": self.last_updated,
+            "items": [item.to_json() for item in self.items],
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StoredCollection:
-        return cls(id=data["id"], namespace=data["namespace"], title=data["title"],
-                   description=data.get("description"), private=data["private"], theme=data["theme"],
-                   last_updated=data["lastUpdated"], items=tuple(Item.from_json(i) for i in data["items"]))
+        return cls(
+            id=data["id"],
+            namespace=data["namespace"],
+            title=data["title"],
+            description=data.get("description"),
+            private=data["private"],
+            theme=data["theme"],
+            last_updated=data["lastUpdated"],
+            items=tuple(Item.from_json(i) for i in data["items"]),
+        )
 
 
 class CollectionStore:
@@ -123,8 +147,10 @@ class CollectionStore:
         return collection
 
     def by_title(self, namespace: str, title: str) -> StoredCollection | None:
-        return next((c for c in self._collections.values()
-                     if c.namespace == namespace and slugify(c.title) == slugify(title)), None)
+        return next(
+            (c for c in self._collections.values() if c.namespace == namespace and slugify(c.title) == slugify(title)),
+            None,
+        )
 
     def create(self, namespace: str, title: str, *, description: str | None, private: bool) -> StoredCollection:
         """A new, empty collection.
@@ -139,9 +165,15 @@ class CollectionStore:
             existing = self.by_title(namespace, title)
             if existing is not None:
                 raise errors.conflict("Collection already exists", slug=existing.slug)
-            collection = StoredCollection(id=new_object_id(), namespace=namespace, title=title,
-                                          description=description, private=private, theme=THEMES[0],
-                                          last_updated=now_iso())
+            collection = StoredCollection(
+                id=new_object_id(),
+                namespace=namespace,
+                title=title,
+                description=description,
+                private=private,
+                theme=THEMES[0],
+                last_updated=now_iso(),
+            )
             self._save(collection)
             return collection
 
@@ -166,8 +198,9 @@ class CollectionStore:
             del self._collections[collection.id]
             (self._dir / f"{collection.id}.json").unlink(missing_ok=True)
 
-    def add_item(self, collection: StoredCollection, item_type: str, item_id: str,
-                 note: str | None) -> StoredCollection:
+    def add_item(
+        self, collection: StoredCollection, item_type: str, item_id: str, note: str | None
+    ) -> StoredCollection:
         """Append an item at the last position.
 
         Raises:
@@ -179,14 +212,16 @@ class CollectionStore:
             if any(i.item_type == item_type and i.item_id == item_id for i in current.items):
                 raise errors.conflict(f"Item {item_type}/{item_id} is already in the collection")
             position = max((i.position for i in current.items), default=-1) + 1
-            item = Item(object_id=new_object_id(), item_type=item_type, item_id=item_id, position=position,
-                        note=note or None)
+            item = Item(
+                object_id=new_object_id(), item_type=item_type, item_id=item_id, position=position, note=note or None
+            )
             updated = replace(current, items=(*current.items, item), last_updated=now_iso())
             self._save(updated)
             return updated
 
-    def update_item(self, collection: StoredCollection, object_id: str, *, note: str | None,
-                    position: int | None) -> StoredCollection:
+    def update_item(
+        self, collection: StoredCollection, object_id: str, *, note: str | None, position: int | None
+    ) -> StoredCollection:
         """Change an item's note (an empty note removes it) and/or move it to `position`."""
         check_note(note)
         with self._lock:

@@ -59,14 +59,28 @@ def _writable(hub: HubApp, req: Request) -> StoredCollection:
 
 def _owner(hub: HubApp, namespace: str) -> dict[str, Any]:
     kind = "user" if namespace == hub.accounts.main_user else "org"
-    return {"_id": namespace, "name": namespace, "fullname": namespace, "type": kind, "avatarUrl": "",
-            "isHf": False, "isHfAdmin": False, "isMod": False, "isPro": False, "isEnterprise": False}
+    return {
+        "_id": namespace,
+        "name": namespace,
+        "fullname": namespace,
+        "type": kind,
+        "avatarUrl": "",
+        "isHf": False,
+        "isHfAdmin": False,
+        "isMod": False,
+        "isPro": False,
+        "isEnterprise": False,
+    }
 
 
 def _item_json(hub: HubApp, req: Request, item: Any) -> dict[str, Any] | None:
     """An item as the Hub shows it, or None when it points to a repo the caller cannot see (or that is gone)."""
-    data: dict[str, Any] = {"_id": item.object_id, "id": item.item_id, "type": item.item_type,
-                            "position": item.position}
+    data: dict[str, Any] = {
+        "_id": item.object_id,
+        "id": item.item_id,
+        "type": item.item_type,
+        "position": item.position,
+    }
     if item.note:
         data["note"] = {"text": item.note, "html": html.escape(item.note)}
     if item.item_type in _REPO_ITEM_TYPES:
@@ -75,23 +89,32 @@ def _item_json(hub: HubApp, req: Request, item: Any) -> dict[str, Any] | None:
             return None
         head = hub.store.get_commit(repo, repo.head)
         info = repo_info_json(repo, head, hub.metadata.get(head))
-        data.update({key: info[key] for key in ("author", "private", "gated", "lastModified", "likes", "downloads")
-                     if key in info})
+        data.update(
+            {
+                key: info[key]
+                for key in ("author", "private", "gated", "lastModified", "likes", "downloads")
+                if key in info
+            }
+        )
         data.update({"repoType": item.item_type, "isLikedByUser": False})
         if "pipeline_tag" in info:
             data["pipeline_tag"] = info["pipeline_tag"]
     return data
 
 
-def collection_json(hub: HubApp, req: Request, collection: StoredCollection, *, listing: bool = False
-                    ) -> dict[str, Any]:
+def collection_json(
+    hub: HubApp, req: Request, collection: StoredCollection, *, listing: bool = False
+) -> dict[str, Any]:
     """The collection as `huggingface_hub.Collection` parses it.
 
     A listing leaves `position` out (the client numbers listed collections itself and would get it twice)
     and keeps the first 4 items only.
     """
-    items = [shown for item in sorted(collection.items, key=lambda i: i.position)
-             if (shown := _item_json(hub, req, item)) is not None]
+    items = [
+        shown
+        for item in sorted(collection.items, key=lambda i: i.position)
+        if (shown := _item_json(hub, req, item)) is not None
+    ]
     data: dict[str, Any] = {
         "slug": collection.slug,
         "title": collection.title,
@@ -145,8 +168,12 @@ def create_collection(hub: HubApp, req: Request) -> Response:
         raise errors.bad_request("Expected {title: str, namespace: str, description?: str, private?: bool}")
     hub.accounts.require_write(req.caller, namespace, "create a collection")
     description = body.get("description")
-    collection = hub.collections.create(namespace, title, description=description if isinstance(description, str)
-                                        else None, private=bool(body.get("private")))
+    collection = hub.collections.create(
+        namespace,
+        title,
+        description=description if isinstance(description, str) else None,
+        private=bool(body.get("private")),
+    )
     return Response.json(collection_json(hub, req, collection))
 
 

@@ -14,14 +14,19 @@ os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="dflash-bot-tests-hf-")
 for _secret in ("HF_TOKEN", "HF_READ_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
     os.environ.pop(_secret, None)
 
+from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
 from bot.core.recipe import Recipe, load_recipe  # noqa: E402
 from bot.hub import configure_client  # noqa: E402
+from hubserver import LocalHub  # noqa: E402
 
 configure_client("http://127.0.0.1")  # a local Hub: classic LFS, no progress bars, counted requests
+
+HUB_USER = "maintainer"
+HUB_TOKEN = "hf_local_maintainer_write"  # the local Hub's write token: it may write to any namespace
 
 
 def fast_recipe(**validation) -> Recipe:
@@ -29,8 +34,12 @@ def fast_recipe(**validation) -> Recipe:
     recipe = load_recipe()
     settings = {"num_assistant_tokens": [3, 7], "repeats": 1, **validation}
     # One draft weight format: the int4/int8 choice is exercised by its own tests, not by every build.
-    return recipe.model_copy(update={"validation": recipe.validation.model_copy(update=settings),
-                                     "export": recipe.export.model_copy(update={"draft_weight_formats": ["int4"]})})
+    return recipe.model_copy(
+        update={
+            "validation": recipe.validation.model_copy(update=settings),
+            "export": recipe.export.model_copy(update={"draft_weight_formats": ["int4"]}),
+        }
+    )
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +74,20 @@ def built(tiny, tmp_path_factory):
         return results[(kind, sweep)]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
+    """A real local Hub (`hubserver.LocalHub`: real HTTP on loopback) for one test module, started empty.
+
+    Its user is `HUB_USER` with the write token `HUB_TOKEN`; a module may name another user (`HUB_USER`) or a
+    smaller listing page (`HUB_PAGE_SIZE`, to exercise pagination) at its top. A module that needs repos in it
+    overrides this fixture with one that takes it and seeds it (`def hub(hub, tmp_path_factory): ...`).
+    """
+    user = getattr(request.module, "HUB_USER", HUB_USER)
+    paging = {"page_size": request.module.HUB_PAGE_SIZE} if hasattr(request.module, "HUB_PAGE_SIZE") else {}
+    with LocalHub(tmp_path_factory.mktemp("hub") / "data", user, HUB_TOKEN, **paging) as server:
+        yield server
 
 
 @pytest.fixture()

@@ -7,7 +7,6 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,11 @@ def test_dflash_pair_builds_and_passes_both_gates(built):
     p = outcome.bundle.record
     assert p.status == "validated"
     assert (p.draft.kind, p.draft.format, p.draft.architecture, p.draft.base_model_type) == (
-        "dflash", "stateful", "DFlashDraftModel", "qwen3")
+        "dflash",
+        "stateful",
+        "DFlashDraftModel",
+        "qwen3",
+    )
     assert p.validation.lossless is True
     assert len(p.validation.prompts) >= 3
     assert p.validation.accept_length >= p.validation.min_accept_length
@@ -86,8 +89,9 @@ spec = g.LLMPipeline(t, "CPU", draft_model=g.draft_model(d, "CPU"), scheduler_co
 assert str(spec) == str(plain) and str(plain).strip(), (str(spec), str(plain))
 print("same")
 """
-    done = subprocess.run([sys.executable, "-c", script, str(target), str(draft)], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(target), str(draft)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "same" in done.stdout
 
@@ -98,15 +102,32 @@ def test_no_bundle_file_contains_a_local_path(built, tiny):
     assert find_local_paths(bundle.root, markers) == []
     draft_config = json.loads((bundle.draft_dir / "config.json").read_text())
     assert "auto_map" not in draft_config
-    assert sorted(p.name for p in bundle.draft_dir.iterdir()) == ["config.json", "openvino_model.bin",
-                                                                   "openvino_model.xml"]
+    assert sorted(p.name for p in bundle.draft_dir.iterdir()) == [
+        "config.json",
+        "openvino_model.bin",
+        "openvino_model.xml",
+    ]
 
 
 def test_cli_build_failure_is_one_line_with_stage_and_cause(tiny, tmp_path):
     pair = tiny("broken-hidden-size")
-    done = subprocess.run([sys.executable, "-m", "bot.cli", "build", "--draft", str(pair.draft), "--target",
-                           str(pair.target), "--out", str(tmp_path / "out")], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "build",
+            "--draft",
+            str(pair.draft),
+            "--target",
+            str(pair.target),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 3
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "[cross-check]" in errors[0] and "hidden_size 256" in errors[0]
@@ -125,8 +146,9 @@ def test_both_draft_weight_formats_are_measured_and_the_faster_one_is_published(
     from tests.conftest import fast_recipe
 
     recipe = fast_recipe(num_assistant_tokens=[3])
-    recipe = recipe.model_copy(update={"export": recipe.export.model_copy(
-        update={"draft_weight_formats": ["int4", "int8"]})})
+    recipe = recipe.model_copy(
+        update={"export": recipe.export.model_copy(update={"draft_weight_formats": ["int4", "int8"]})}
+    )
     pair = tiny("oracle")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "work"))  # the build's scratch folder, kept
     (tmp_path / "work").mkdir()
@@ -135,8 +157,11 @@ def test_both_draft_weight_formats_are_measured_and_the_faster_one_is_published(
     built = outcome.bundle.record
     # The plain baseline was measured once: the second format's validation read the first one's (read-only, from
     # that child's own folder) and wrote it again into its own.
-    baselines = {f.parent.name: json.loads(f.read_text()) for f in (tmp_path / "work").glob("*/validate-0-*/*.json")
-                 if f.name == "baseline.json"}
+    baselines = {
+        f.parent.name: json.loads(f.read_text())
+        for f in (tmp_path / "work").glob("*/validate-0-*/*.json")
+        if f.name == "baseline.json"
+    }
     assert set(baselines) == {"validate-0-int4", "validate-0-int8"}
     assert baselines["validate-0-int4"] == baselines["validate-0-int8"]
     assert baselines["validate-0-int4"]["plain_seconds"]

@@ -10,19 +10,27 @@ import pytest
 from bot.build.bundle import (
     check_export_output,
     check_folder,
-    differs_from_record,
     digests,
     source_files,
     write_target_folder,
 )
 from bot.core.errors import Failure
 from bot.core.hashes import HubHash, hash_file, write_manifest
+from bot.core.record_files import differs_from_record
 
 
 def _export_folder(folder, *extra: str):
     folder.mkdir(parents=True)
-    for name in ("openvino_model.xml", "openvino_model.bin", "config.json", "tokenizer.json", "chat_template.jinja",
-                 "openvino_tokenizer.xml", "openvino_tokenizer.bin", *extra):
+    for name in (
+        "openvino_model.xml",
+        "openvino_model.bin",
+        "config.json",
+        "tokenizer.json",
+        "chat_template.jinja",
+        "openvino_tokenizer.xml",
+        "openvino_tokenizer.bin",
+        *extra,
+    ):
         (folder / name).write_bytes(name.encode() * 3)
     return folder
 
@@ -31,8 +39,11 @@ def test_an_export_folder_with_a_file_no_step_writes_fails_the_build_with_its_na
     check_export_output(_export_folder(tmp_path / "clean"), "target")
     planted = _export_folder(tmp_path / "planted", "sitecustomize.py")
     (planted / "models").mkdir()
-    with pytest.raises(Failure, match=r"target export folder holds files no step of the bot writes: "
-                                      r"models/, sitecustomize.py"):
+    with pytest.raises(
+        Failure,
+        match=r"target export folder holds files no step of the bot writes: "
+        r"models/, sitecustomize.py",
+    ):
         check_export_output(planted, "target")
     linked = _export_folder(tmp_path / "linked")
     (linked / "generation_config.json").symlink_to("/etc/passwd")
@@ -67,8 +78,9 @@ def test_a_published_repo_is_compared_with_its_record_by_the_hubs_hashes(tmp_pat
     folder = _export_folder(tmp_path / "target")
     listed = digests(folder)
     hub = {name: HubHash(size=d.size, blob_id=d.git_blob_id) for name, d in listed.items()}
-    hub["openvino_model.bin"] = HubHash(size=listed["openvino_model.bin"].size,
-                                        sha256=listed["openvino_model.bin"].sha256)  # stored with LFS
+    hub["openvino_model.bin"] = HubHash(
+        size=listed["openvino_model.bin"].size, sha256=listed["openvino_model.bin"].sha256
+    )  # stored with LFS
     hub["README.md"] = HubHash(size=4, blob_id="0" * 40)
     assert differs_from_record(hub, listed, ("README.md",)) is None
     changed = dict(hub, **{"openvino_model.bin": HubHash(size=hub["openvino_model.bin"].size, sha256="f" * 64)})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jinja2
 import pytest
 from huggingface_hub import ModelCard
@@ -66,8 +68,68 @@ def test_a_draft_built_against_a_reused_target_says_which_published_ir_it_was_va
     built = build_record().published_as(REPOS, "fp")
     fresh = render_draft_card(built)
     assert "built and validated in the same run" in fresh and "not exported again" not in fresh
-    reused = built.model_copy(update={"export": built.export.model_copy(
-        update={"target_reused_from": f"{REPOS.target}@{'c' * 40}"})})
+    reused = built.model_copy(
+        update={"export": built.export.model_copy(update={"target_reused_from": f"{REPOS.target}@{'c' * 40}"})}
+    )
     text = render_draft_card(reused)
     assert "validated against that repo's published int4 IR (commit `ccccccc`" in text
     assert "built and validated in the same run" not in text
+
+
+# ---- what the fingerprints cover ----
+
+CARD_TEMPLATES = {
+    "draft_card.md.j2",
+    "target_card.md.j2",
+    "_draft_formats.md.j2",
+    "_int4_settings.md.j2",
+    "_quality.md.j2",
+    "_usage.md.j2",
+    "_usage_vlm.md.j2",
+}
+
+
+def _edit(path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_the_card_fingerprint_covers_its_templates_its_code_and_matplotlib_but_not_the_status_page(tmp_path):
+    import importlib.metadata
+    import shutil
+
+    from bot.publish import card, charts
+
+    assert set(card.card_templates()) == CARD_TEMPLATES  # the partials too, the conditional include's both names
+    code = [path for path in card.rendered_by() if path.suffix == ".py"]
+    assert code == [Path(card.__file__), Path(charts.__file__)]
+    version = importlib.metadata.version(card.PLOTTING)
+    assert card.template_fingerprint() == card.files_fingerprint(card.rendered_by(), plotting=version)
+    assert card.files_fingerprint(code, plotting=version) != card.files_fingerprint(code, plotting=version + ".1")
+    templates = tmp_path / "templates"
+    shutil.copytree(card.TEMPLATES, templates)
+    before = card.template_fingerprint(templates)
+    _edit(templates / "status_card.md.j2", "#", "# changed ")
+    assert card.template_fingerprint(templates) == before
+    _edit(templates / "_usage_vlm.md.j2", "import", "import  ")  # named only on one side of an `if`
+    assert card.template_fingerprint(templates) != before
+
+
+def test_the_status_page_fingerprint_covers_its_template_page_and_chart_code_not_the_cards(tmp_path, monkeypatch):
+    import shutil
+
+    from bot.publish import charts
+    from bot.status import page
+
+    files = page.rendered_by()
+    assert [p.name for p in files] == ["status_card.md.j2", "page.py", "charts.py"] and all(p.is_file() for p in files)
+    assert files[1:] == [Path(page.__file__), Path(charts.__file__)]
+    templates = tmp_path / "templates"
+    shutil.copytree(page.TEMPLATES, templates)
+    monkeypatch.setattr(page, "TEMPLATES", templates)
+    before = page.renderer_fingerprint()
+    _edit(templates / "draft_card.md.j2", "## Usage", "## Usage (changed)")
+    assert page.renderer_fingerprint() == before
+    _edit(templates / "status_card.md.j2", "#", "# changed ")
+    assert page.renderer_fingerprint() != before

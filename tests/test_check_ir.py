@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.build.check_ir import DraftLayout, hidden_state_layers, inspect_draft, read_dflash_rt_info
+from bot.build.check_ir import inspect_draft
 from bot.build.inspect_ir import inspect_folder
+from bot.build.ir_read import hidden_state_layers, read_dflash_rt_info
+from bot.build.per_row_rules import DraftLayout
 from bot.cli import run_command_line
 from bot.core.errors import Failure
 from bot.discover.checkpoints import DraftSpec
@@ -163,9 +165,15 @@ def test_inspect_passes_the_healthy_ir_and_its_target_reading(per_row_ir, tmp_pa
 
 
 def test_the_builds_draft_check_fails_rt_info_of_the_wrong_type_instead_of_crashing(per_row_ir, tmp_path):
-    spec = DraftSpec(kind="dflash", architecture="DFlashDraftModel", model_type="qwen3", hidden_size=SPEC.hidden_size,
-                     mask_token_id=SPEC.mask_token_id, target_layer_ids=SPEC.target_layer_ids,
-                     num_layers=len(SPEC.layer_types))
+    spec = DraftSpec(
+        kind="dflash",
+        architecture="DFlashDraftModel",
+        model_type="qwen3",
+        hidden_size=SPEC.hidden_size,
+        mask_token_id=SPEC.mask_token_id,
+        target_layer_ids=SPEC.target_layer_ids,
+        num_layers=len(SPEC.layer_types),
+    )
     assert inspect_draft(per_row_ir, spec).mask_token_id == SPEC.mask_token_id
     how, _, _ = DAMAGES["mask-token-a-group"]
     with pytest.raises(Failure, match=r"mask_token_id or dflash/target_layer_ids is missing or malformed: .*token id"):
@@ -176,16 +184,27 @@ def test_the_builds_draft_check_fails_rt_info_of_the_wrong_type_instead_of_crash
 
 
 def test_rt_info_parsers_name_each_problem():
-    good = {"dflash_mode": "True", "dflash": {"mask_token_id": "3", "target_layer_ids": "1,2",
-                                              "candidate_position_offset": "0"}}
+    good = {
+        "dflash_mode": "True",
+        "dflash": {"mask_token_id": "3", "target_layer_ids": "1,2", "candidate_position_offset": "0"},
+    }
     parsed = read_dflash_rt_info(good, per_row=True)
-    assert (parsed.mode, parsed.mask_token_id, parsed.target_layer_ids, parsed.candidate_position_offset,
-            parsed.problems) == (True, 3, (1, 2), 0, ())
-    bad = read_dflash_rt_info({"dflash_mode": "False", "dflash": {"mask_token_id": "-1", "target_layer_ids": ""}},
-                              per_row=True)
-    assert bad.problems == ("dflash_mode is not True ('False')", "dflash/mask_token_id is '-1', not a token id",
-                            "dflash/target_layer_ids is '', not comma-separated layer numbers",
-                            "missing dflash/candidate_position_offset")
+    assert (
+        parsed.mode,
+        parsed.mask_token_id,
+        parsed.target_layer_ids,
+        parsed.candidate_position_offset,
+        parsed.problems,
+    ) == (True, 3, (1, 2), 0, ())
+    bad = read_dflash_rt_info(
+        {"dflash_mode": "False", "dflash": {"mask_token_id": "-1", "target_layer_ids": ""}}, per_row=True
+    )
+    assert bad.problems == (
+        "dflash_mode is not True ('False')",
+        "dflash/mask_token_id is '-1', not a token id",
+        "dflash/target_layer_ids is '', not comma-separated layer numbers",
+        "missing dflash/candidate_position_offset",
+    )
     assert read_dflash_rt_info({"dflash_mode": "true", "dflash": good["dflash"]}, per_row=False).problems == ()
     assert hidden_state_layers({"hidden_states_decoder_layers": '{"layers": [2, "1"]}'}) == (1, 2)
     for annotation in ('{"layers": 3}', "[1, 2]", '{"layers": [null]}'):
@@ -200,9 +219,15 @@ def test_the_build_inspects_an_ir_in_a_sandboxed_child_and_gets_the_same_report(
     folder), not in the builder; the report comes back as JSON and equals the in-process one."""
     from bot.build.inspect_child import inspect_draft_in_child
 
-    spec = DraftSpec(kind="dflash", architecture="DFlashDraftModel", model_type="qwen3", hidden_size=SPEC.hidden_size,
-                     mask_token_id=SPEC.mask_token_id, target_layer_ids=SPEC.target_layer_ids,
-                     num_layers=len(SPEC.layer_types))
+    spec = DraftSpec(
+        kind="dflash",
+        architecture="DFlashDraftModel",
+        model_type="qwen3",
+        hidden_size=SPEC.hidden_size,
+        mask_token_id=SPEC.mask_token_id,
+        target_layer_ids=SPEC.target_layer_ids,
+        num_layers=len(SPEC.layer_types),
+    )
     work = tmp_path / "inspect"
     report = inspect_draft_in_child(per_row_ir, spec, work=work, timeout_s=300, memory_budget_bytes=8 << 30)
     assert report == inspect_draft(per_row_ir, spec)
@@ -210,6 +235,11 @@ def test_the_build_inspects_an_ir_in_a_sandboxed_child_and_gets_the_same_report(
     assert "sandbox: no Hub token in this process" in log
     how, _, _ = DAMAGES["mask-token-a-group"]
     with pytest.raises(Failure, match=r"mask_token_id or dflash/target_layer_ids is missing or malformed") as caught:
-        inspect_draft_in_child(damaged(per_row_ir, how, tmp_path / "mask"), spec, work=tmp_path / "inspect-2",
-                               timeout_s=300, memory_budget_bytes=8 << 30)
+        inspect_draft_in_child(
+            damaged(per_row_ir, how, tmp_path / "mask"),
+            spec,
+            work=tmp_path / "inspect-2",
+            timeout_s=300,
+            memory_budget_bytes=8 << 30,
+        )
     assert caught.value.stage == "inspect"

@@ -12,8 +12,10 @@ import warnings
 
 import pytest
 
-from bot.build.check_ir import DraftLayout, check_per_row, inspect_draft, read_rt_info
+from bot.build.check_ir import inspect_draft
 from bot.build.inspect_ir import inspect_folder
+from bot.build.ir_read import read_rt_info
+from bot.build.per_row_rules import DraftLayout, check_per_row
 from bot.core.errors import Failure
 from bot.discover.checkpoints import DraftSpec
 from tinymodels.per_row import DEFECTS, PerRowSpec
@@ -41,16 +43,28 @@ def per_row_ir(tmp_path_factory):
 
 
 def _draft_spec(num_layers: int = len(SPEC.layer_types)) -> DraftSpec:
-    return DraftSpec(kind="dflash", architecture="DFlashDraftModel", model_type="qwen3", hidden_size=SPEC.hidden_size,
-                     mask_token_id=SPEC.mask_token_id, target_layer_ids=SPEC.target_layer_ids, num_layers=num_layers)
+    return DraftSpec(
+        kind="dflash",
+        architecture="DFlashDraftModel",
+        model_type="qwen3",
+        hidden_size=SPEC.hidden_size,
+        mask_token_id=SPEC.mask_token_id,
+        target_layer_ids=SPEC.target_layer_ids,
+        num_layers=num_layers,
+    )
 
 
 def test_fixture_has_the_per_row_signature_and_rt_info(per_row_ir):
     import openvino as ov
 
     model = ov.Core().read_model(per_row_ir() / "openvino_model.xml")
-    assert {i.get_any_name() for i in model.inputs} == {"inputs_embeds", "hidden_states", "position_ids",
-                                                         "token_type_ids", "beam_idx"}
+    assert {i.get_any_name() for i in model.inputs} == {
+        "inputs_embeds",
+        "hidden_states",
+        "position_ids",
+        "token_type_ids",
+        "beam_idx",
+    }
     assert [o.get_any_name() for o in model.outputs] == ["last_hidden_state"]
     assert len(model.get_variables()) == 2 * len(SPEC.layer_types)  # plain KV cache, one key and one value a layer
     rt = read_rt_info(model)
@@ -62,20 +76,28 @@ def test_per_row_fixture_passes_every_rule(per_row_ir):
     folder = per_row_ir()
     report = check_per_row(folder / "openvino_model.xml", DraftLayout.read(folder))
     assert report.passed, report.failure_reason()
-    assert [r.rule for r in report.rules] == ["signature", "rt_info", "paged_attention", "token_type_ids",
-                                              "sliding_window"]
+    assert [r.rule for r in report.rules] == [
+        "signature",
+        "rt_info",
+        "paged_attention",
+        "token_type_ids",
+        "sliding_window",
+    ]
     # One PagedAttention op per draft layer, each with its own window: sliding, full, sliding.
     assert report.paged_attention.paged_attention_ops == len(SPEC.layer_types)
     assert report.paged_attention.sdpa_left == 0 and report.paged_attention.state_ops_left == 0
     assert report.layer_windows == (SPEC.sliding_window, 0, SPEC.sliding_window)
 
 
-@pytest.mark.parametrize(("defect", "rule", "reason"), [
-    ("sdpa-layer", "paged_attention", "1 layer(s) left as ScaledDotProductAttention"),
-    ("no-token-type-ids", "signature", "missing input(s) ['token_type_ids']"),
-    ("no-offset", "rt_info", "missing dflash/candidate_position_offset"),
-    ("no-window", "sliding_window", "layer 0 (sliding_attention) has window 0, expected 8"),
-])
+@pytest.mark.parametrize(
+    ("defect", "rule", "reason"),
+    [
+        ("sdpa-layer", "paged_attention", "1 layer(s) left as ScaledDotProductAttention"),
+        ("no-token-type-ids", "signature", "missing input(s) ['token_type_ids']"),
+        ("no-offset", "rt_info", "missing dflash/candidate_position_offset"),
+        ("no-window", "sliding_window", "layer 0 (sliding_attention) has window 0, expected 8"),
+    ],
+)
 def test_each_broken_variant_fails_with_its_own_reason(per_row_ir, defect, rule, reason):
     folder = per_row_ir(defect)
     report = check_per_row(folder / "openvino_model.xml", DraftLayout.read(folder))
@@ -92,37 +114,58 @@ def test_each_broken_variant_fails_with_its_own_reason(per_row_ir, defect, rule,
 def test_inspect_draft_accepts_a_per_row_draft_as_paged_attention_ready(per_row_ir):
     report = inspect_draft(per_row_ir(), _draft_spec())
     assert report.format == "per-row"
-    assert report.paged_attention.ready and report.paged_attention.paged_attention_ops == 3
+    assert report.paged_attention_ready and report.paged_attention_ops == 3 and report.reason is None
     assert report.candidate_position_offset == 1
-    provenance = report.as_provenance()
-    assert provenance["paged_attention_ready"] is True and provenance["reason"] is None
-    assert provenance["layer_windows"] == [8, 0, 8]
-    assert all(rule["passed"] for rule in provenance["rules"])
+    # The check returns the record's own part: what the build record says is what the check found.
+    recorded = report.model_dump(mode="json")
+    assert recorded["layer_windows"] == [8, 0, 8]
+    assert [rule["rule"] for rule in recorded["rules"]] == [
+        "signature",
+        "rt_info",
+        "paged_attention",
+        "token_type_ids",
+        "sliding_window",
+    ]
+    assert all(rule["passed"] for rule in recorded["rules"])
 
 
 @pytest.mark.parametrize("defect", sorted(DEFECTS))
 def test_inspect_draft_fails_a_broken_per_row_draft_naming_the_rule(per_row_ir, defect):
     with pytest.raises(Failure) as caught:
         inspect_draft(per_row_ir(defect), _draft_spec())
-    expected_rule = {"sdpa-layer": "paged_attention:", "no-token-type-ids": "signature:", "no-offset": "rt_info:",
-                     "no-window": "sliding_window:"}[defect]
+    expected_rule = {
+        "sdpa-layer": "paged_attention:",
+        "no-token-type-ids": "signature:",
+        "no-offset": "rt_info:",
+        "no-window": "sliding_window:",
+    }[defect]
     assert "per-row draft IR breaks the per-row rules" in caught.value.message
     assert expected_rule in caught.value.message
     assert caught.value.stage == "inspect"
 
 
 def test_inspect_command_prints_every_rule_as_json(per_row_ir):
-    ok = subprocess.run([sys.executable, "-m", "bot.cli", "inspect", str(per_row_ir())], capture_output=True,
-                        text=True, timeout=300)
+    ok = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "inspect", str(per_row_ir())], capture_output=True, text=True, timeout=300
+    )
     assert ok.returncode == 0, ok.stderr
     record = json.loads(ok.stdout)
     assert record["role"] == "draft" and record["format"] == "per-row" and record["passed"] is True
     assert record["paged_attention_ready"] is True and record["layer_windows"] == [8, 0, 8]
-    assert {r["rule"] for r in record["rules"]} == {"signature", "rt_info", "paged_attention", "token_type_ids",
-                                                    "sliding_window"}
+    assert {r["rule"] for r in record["rules"]} == {
+        "signature",
+        "rt_info",
+        "paged_attention",
+        "token_type_ids",
+        "sliding_window",
+    }
 
-    broken = subprocess.run([sys.executable, "-m", "bot.cli", "inspect", str(per_row_ir("no-offset"))],
-                            capture_output=True, text=True, timeout=300)
+    broken = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "inspect", str(per_row_ir("no-offset"))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert broken.returncode == 1  # a failed check; 2 is a usage error
     record = json.loads(broken.stdout)
     assert record["passed"] is False
@@ -141,7 +184,7 @@ def test_format_facts_agree_with_what_the_per_row_check_found(per_row_ir):
 
     report = inspect_draft(per_row_ir(), _draft_spec())
     per_row = facts(report.format)
-    assert per_row.paged_attention_ready is report.paged_attention.ready is True
+    assert per_row.paged_attention_ready is report.paged_attention_ready is True
     assert per_row.label == PAGED_ATTENTION_READY and "ContinuousBatchingPipeline" in per_row.validation
     assert report_note("per-row") == "per-row draft, PagedAttention-ready"
     stateful = facts("stateful")
@@ -207,9 +250,15 @@ def test_the_ir_computes_what_the_module_does_with_a_bidirectional_block(per_row
 
     def ir(embeds):
         request = compiled.create_infer_request()  # a fresh request: an empty KV cache
-        return request.infer({"inputs_embeds": embeds.numpy(), "hidden_states": hidden.numpy(),
-                              "position_ids": positions.numpy(), "token_type_ids": types.numpy(),
-                              "beam_idx": np.array([0], dtype=np.int32)})["last_hidden_state"]
+        return request.infer(
+            {
+                "inputs_embeds": embeds.numpy(),
+                "hidden_states": hidden.numpy(),
+                "position_ids": positions.numpy(),
+                "token_type_ids": types.numpy(),
+                "beam_idx": np.array([0], dtype=np.int32),
+            }
+        )["last_hidden_state"]
 
     empty = [torch.zeros(1, SPEC.num_heads, 0, SPEC.head_dim)] * (2 * len(SPEC.layer_types))
     with torch.no_grad():
@@ -221,4 +270,3 @@ def test_the_ir_computes_what_the_module_does_with_a_bidirectional_block(per_row
     changed[0, 4] += 1.0  # the last block row
     moved = np.abs(ir(changed) - got).max(axis=-1)[0]
     assert moved[2] > 1e-3 and moved[3] > 1e-3  # earlier block rows see it: the block is bidirectional
-

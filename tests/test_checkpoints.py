@@ -45,8 +45,10 @@ def test_broken_reasons_are_distinct(tiny):
     assert len(set(messages.values())) == len(BROKEN)
 
 
-@pytest.mark.parametrize("kind,needs", [("dspark", "dflash-per-row"), ("dspark-markov", "markov_rank 256"),
-                                        ("dflash2", "dflash2 capability")])
+@pytest.mark.parametrize(
+    "kind,needs",
+    [("dspark", "dflash-per-row"), ("dspark-markov", "markov_rank 256"), ("dflash2", "dflash2 capability")],
+)
 def test_unsupported_kinds_name_the_missing_exporter_capability(tiny, kind, needs):
     error = _refusal(tiny, kind)
     assert needs in error.message
@@ -54,8 +56,9 @@ def test_unsupported_kinds_name_the_missing_exporter_capability(tiny, kind, need
 
 
 def test_dspark_becomes_buildable_when_the_toolchain_gains_the_capability(tiny):
-    richer = Toolchain(versions=detect().versions,
-                       capabilities=frozenset({CAPABILITY_DFLASH, CAPABILITY_PER_ROW, CAPABILITY_DSPARK}))
+    richer = Toolchain(
+        versions=detect().versions, capabilities=frozenset({CAPABILITY_DFLASH, CAPABILITY_PER_ROW, CAPABILITY_DSPARK})
+    )
     pair = tiny("dspark")
     classified = classify_folders(pair.draft, pair.target, fast_recipe(), toolchain=richer)
     assert classified.kind == "dspark" and classified.draft_format == "per-row"
@@ -72,19 +75,32 @@ def test_valid_pair_classifies(tiny):
 
 
 def test_vlm_target_dimensions_come_from_text_config():
-    config = {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
-              "text_config": {"hidden_size": 256, "num_hidden_layers": 8, "vocab_size": 1024,
-                              "layer_types": ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
-                              + ["full_attention"]}}
+    config = {
+        "model_type": "qwen3_5",
+        "architectures": ["Qwen3_5ForConditionalGeneration"],
+        "text_config": {
+            "hidden_size": 256,
+            "num_hidden_layers": 8,
+            "vocab_size": 1024,
+            "layer_types": ["linear_attention"] * 3
+            + ["full_attention"]
+            + ["linear_attention"] * 3
+            + ["full_attention"],
+        },
+    }
     target = read_target(config)
     assert (target.hidden_size, target.num_hidden_layers, target.vocab_size) == (256, 8, 1024)
     assert target.is_vlm and target.full_attention_layers == 2
 
 
 def test_dspark_detected_by_projector_type():
-    spec = classify_draft({"architectures": ["DFlashDraftModel"], "model_type": "qwen3",
-                           "dflash_config": {"projector_type": "dspark", "mask_token_id": 3,
-                                             "target_layer_ids": [1]}})
+    spec = classify_draft(
+        {
+            "architectures": ["DFlashDraftModel"],
+            "model_type": "qwen3",
+            "dflash_config": {"projector_type": "dspark", "mask_token_id": 3, "target_layer_ids": [1]},
+        }
+    )
     assert spec.kind == "dspark"
 
 
@@ -102,10 +118,20 @@ def test_safe_copy_drops_code_and_pickles_and_strips_auto_map(tiny, tmp_path):
 # Hostile numbers (issue 12.1): every number read from a source is checked where it enters; a bad one is a Skip
 # naming the file and the field, never an OverflowError or ValueError.
 
-DFLASH = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 1,
-          "dflash_config": {"mask_token_id": 5, "target_layer_ids": [1, 2]}}
-TARGET = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 4,
-          "vocab_size": 512}
+DFLASH = {
+    "architectures": ["DFlashDraftModel"],
+    "model_type": "qwen3",
+    "hidden_size": 64,
+    "num_hidden_layers": 1,
+    "dflash_config": {"mask_token_id": 5, "target_layer_ids": [1, 2]},
+}
+TARGET = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 64,
+    "num_hidden_layers": 4,
+    "vocab_size": 512,
+}
 
 
 def _with(config: dict, dotted: str, raw: str) -> bytes:
@@ -119,15 +145,28 @@ def _with(config: dict, dotted: str, raw: str) -> bytes:
     return json.dumps(data).replace('"__RAW__"', raw).encode()
 
 
-HOSTILE = [("Infinity", "Infinity"), ("-Infinity", "-Infinity"), ("NaN", "NaN"), ("1e400", "Infinity"),
-           ("64.0", "64.0"), ("true", "true"), ("false", "false"), ('"64"', "'64'"), ("-1", "-1"),
-           ("[64]", "[64]"), ("{}", "{}"), ("4294967296", "4294967296"), ("1" + "0" * 40, "an integer of 41 digits"),
-           ("9" * 5000, "an integer of 5000 digits")]
+HOSTILE = [
+    ("Infinity", "Infinity"),
+    ("-Infinity", "-Infinity"),
+    ("NaN", "NaN"),
+    ("1e400", "Infinity"),
+    ("64.0", "64.0"),
+    ("true", "true"),
+    ("false", "false"),
+    ('"64"', "'64'"),
+    ("-1", "-1"),
+    ("[64]", "[64]"),
+    ("{}", "{}"),
+    ("4294967296", "4294967296"),
+    ("1" + "0" * 40, "an integer of 41 digits"),
+    ("9" * 5000, "an integer of 5000 digits"),
+]
 
 
 @pytest.mark.parametrize("raw,shown", HOSTILE, ids=[h[0][:12] for h in HOSTILE])
-@pytest.mark.parametrize("field", ["hidden_size", "num_hidden_layers", "dflash_config.mask_token_id",
-                                   "dflash_config.target_layer_ids.1"])
+@pytest.mark.parametrize(
+    "field", ["hidden_size", "num_hidden_layers", "dflash_config.mask_token_id", "dflash_config.target_layer_ids.1"]
+)
 def test_hostile_numbers_in_a_draft_config_are_a_named_skip(field, raw, shown):
     if field.endswith(".1"):  # a list item: patch the list in place
         config = json.loads(json.dumps(DFLASH))
@@ -156,14 +195,23 @@ def test_hostile_numbers_in_a_target_config_are_a_named_skip(field, raw, shown):
 
 
 def test_dspark_fields_are_checked_at_top_level_and_nested():
-    top = {"architectures": ["Qwen3DSparkModel"], "model_type": "qwen3", "hidden_size": 64, "mask_token_id": 5,
-           "target_layer_ids": [1], "markov_rank": 0}
+    top = {
+        "architectures": ["Qwen3DSparkModel"],
+        "model_type": "qwen3",
+        "hidden_size": 64,
+        "mask_token_id": 5,
+        "target_layer_ids": [1],
+        "markov_rank": 0,
+    }
     with pytest.raises(Skip, match=r"^config.json: markov_rank must be an integer, got Infinity"):
         classify_draft(parse_config_text(_with(top, "markov_rank", "Infinity")))
     with pytest.raises(Skip, match=r"^config.json: num_target_layers is 0, outside \[1, "):
         classify_draft(parse_config_text(_with(top, "num_target_layers", "0")))
-    nested = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3",
-              "dflash_config": {"projector_type": "dspark", "mask_token_id": 3, "target_layer_ids": [1]}}
+    nested = {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "dflash_config": {"projector_type": "dspark", "mask_token_id": 3, "target_layer_ids": [1]},
+    }
     with pytest.raises(Skip, match=r"^config.json: dflash_config.mask_token_id must be an integer, got true"):
         classify_draft(parse_config_text(_with(nested, "dflash_config.mask_token_id", "true")))
 
@@ -186,8 +234,11 @@ def test_valid_and_absent_numbers_still_classify():
     assert classify_draft(_json_null(DFLASH, "hidden_size")).hidden_size is None
     target = read_target(TARGET)
     assert (target.hidden_size, target.num_hidden_layers, target.vocab_size) == (64, 4, 512)
-    vlm_top_vocab = {"model_type": "qwen3_5", "vocab_size": 512,
-                     "text_config": {k: v for k, v in TARGET.items() if k != "vocab_size"}}
+    vlm_top_vocab = {
+        "model_type": "qwen3_5",
+        "vocab_size": 512,
+        "text_config": {k: v for k, v in TARGET.items() if k != "vocab_size"},
+    }
     assert read_target(vlm_top_vocab).vocab_size == 512
     with pytest.raises(Skip, match="target config lacks hidden_size"):
         read_target({"model_type": "qwen3", "hidden_size": 64})
@@ -206,21 +257,24 @@ def _one_tensor(offsets: str, shape: str = "[2, 2]", dtype: str = "F32") -> byte
     return f'{{"w": {{"dtype": "{dtype}", "shape": {shape}, "data_offsets": {offsets}}}}}'.encode()
 
 
-@pytest.mark.parametrize("offsets,shape,message", [
-    ("[0, 1e400]", "[2, 2]", "data_offsets[1] must be an integer, got Infinity"),
-    ("[0, Infinity]", "[2, 2]", "data_offsets[1] must be an integer, got Infinity"),
-    ("[NaN, 16]", "[2, 2]", "data_offsets[0] must be an integer, got NaN"),
-    ("[false, 16]", "[2, 2]", "data_offsets[0] must be an integer, got false"),
-    ("[-16, 0]", "[2, 2]", "data_offsets[0] is -16, outside [0, "),
-    ("[16, 0]", "[2, 2]", "data_offsets[1] is 0, outside [16, "),
-    ("[0, " + "9" * 5000 + "]", "[2, 2]", "header: w.data_offsets[1] is an integer of 5000 digits"),
-    ("[0, " + "9" * 40 + "]", "[2, 2]", "data_offsets[1] is an integer of 40 digits, outside"),
-    ("[0, 16]", "[2, -2]", "shape[1] is -2, outside [0, "),
-    ("[0, 16]", "[2, 2.5]", "shape[1] must be an integer, got 2.5"),
-    ("[0, 16]", "[2, 3]", "has shape [2, 3] of F32 (24 bytes) but data_offsets [0, 16] (16 bytes)"),
-    ("[0]", "[2, 2]", "has no valid data_offsets (two integers)"),
-    ("[0, 16]", "null", "has no valid shape"),
-])
+@pytest.mark.parametrize(
+    "offsets,shape,message",
+    [
+        ("[0, 1e400]", "[2, 2]", "data_offsets[1] must be an integer, got Infinity"),
+        ("[0, Infinity]", "[2, 2]", "data_offsets[1] must be an integer, got Infinity"),
+        ("[NaN, 16]", "[2, 2]", "data_offsets[0] must be an integer, got NaN"),
+        ("[false, 16]", "[2, 2]", "data_offsets[0] must be an integer, got false"),
+        ("[-16, 0]", "[2, 2]", "data_offsets[0] is -16, outside [0, "),
+        ("[16, 0]", "[2, 2]", "data_offsets[1] is 0, outside [16, "),
+        ("[0, " + "9" * 5000 + "]", "[2, 2]", "header: w.data_offsets[1] is an integer of 5000 digits"),
+        ("[0, " + "9" * 40 + "]", "[2, 2]", "data_offsets[1] is an integer of 40 digits, outside"),
+        ("[0, 16]", "[2, -2]", "shape[1] is -2, outside [0, "),
+        ("[0, 16]", "[2, 2.5]", "shape[1] must be an integer, got 2.5"),
+        ("[0, 16]", "[2, 3]", "has shape [2, 3] of F32 (24 bytes) but data_offsets [0, 16] (16 bytes)"),
+        ("[0]", "[2, 2]", "has no valid data_offsets (two integers)"),
+        ("[0, 16]", "null", "has no valid shape"),
+    ],
+)
 def test_hostile_numbers_in_a_safetensors_header_are_a_named_skip(tmp_path, offsets, shape, message):
     path = tmp_path / "model.safetensors"
     _safetensors(path, _one_tensor(offsets, shape), 16)
@@ -236,8 +290,9 @@ def test_a_valid_safetensors_header_passes_and_unknown_dtypes_are_not_sized(tmp_
     assert safetensors_size(path) == path.stat().st_size
     _safetensors(path, _one_tensor("[0, 3]", dtype="F4_PACKED"), 16)  # a dtype we do not know: offsets only
     assert safetensors_size(path) == path.stat().st_size
-    _safetensors(path, {"__metadata__": {"format": "pt"}, "w": {"dtype": "BF16", "shape": [], "data_offsets": [0, 2]}},
-                 2)
+    _safetensors(
+        path, {"__metadata__": {"format": "pt"}, "w": {"dtype": "BF16", "shape": [], "data_offsets": [0, 2]}}, 2
+    )
     assert safetensors_size(path) == path.stat().st_size
 
 

@@ -135,8 +135,13 @@ def test_a_report_the_command_wrote_is_kept(tmp_path):
     report.write_text("stale")
     with LocalHub(tmp_path / "hub", user="bot", token="hf_cli") as hub:
         env = {**os.environ, "HF_ENDPOINT": hub.url}
-        done = subprocess.run([sys.executable, "-m", "bot.cli", "run", "--dry-run", "--report", str(report)],
-                              env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "run", "--dry-run", "--report", str(report)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     data = json.loads(report.read_text())
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert data["dry_run"] is True and data["hub_requests"] > 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from huggingface_hub import HfApi
 
@@ -11,9 +9,9 @@ from bot.core.errors import Failure
 from bot.hub import Hub
 from bot.publish.collection import NOTE_MAX_CHARS, PublishedPair, desired_items, draft_note, sync_collection
 from hubserver import LocalHub
+from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
 
-TOKEN = "hf_collection_main"
 READ_TOKEN = "hf_collection_reader"
 NS = "OpenVINO-drafts"
 SETTINGS = fast_recipe().publish.model_copy(update={"namespace": NS})
@@ -21,20 +19,27 @@ TITLE = fast_recipe().collection_title
 
 
 def pair(name: str, target: str = "Qwen3-Tiny", **changes) -> PublishedPair:
-    fields = {"draft_repo": f"{NS}/{name}-int4-ov", "target_repo": f"{NS}/{target}-int4-ov",
-              "source_repo": f"z-lab/{name}", "target_source": f"Qwen/{target}", "accept_length": 4.0,
-              "speedup": 1.75, "recommended_k": 3, **changes}
+    fields = {
+        "draft_repo": f"{NS}/{name}-int4-ov",
+        "target_repo": f"{NS}/{target}-int4-ov",
+        "source_repo": f"z-lab/{name}",
+        "target_source": f"Qwen/{target}",
+        "accept_length": 4.0,
+        "speedup": 1.75,
+        "recommended_k": 3,
+        **changes,
+    }
     return PublishedPair(**fields)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
-    with LocalHub(tmp_path_factory.mktemp("hub"), "maintainer", TOKEN) as hub:
-        hub.add_token(READ_TOKEN, "reader")
-        api = HfApi(endpoint=hub.url, token=TOKEN)
-        for name in ("A-DFlash", "B-DFlash", "Qwen3-Tiny", "Qwen3-Other"):
-            api.create_repo(f"{NS}/{name}-int4-ov")
-        yield hub
+def server(hub: LocalHub) -> LocalHub:
+    """The shared local Hub (conftest) with a reader token and four published repos to collect."""
+    hub.add_token(READ_TOKEN, "reader")
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    for name in ("A-DFlash", "B-DFlash", "Qwen3-Tiny", "Qwen3-Other"):
+        api.create_repo(f"{NS}/{name}-int4-ov")
+    return hub
 
 
 def _items(server: LocalHub, slug: str) -> dict[str, str | None]:
@@ -64,10 +69,13 @@ def test_sync_adds_updates_and_removes(server: LocalHub) -> None:
     assert again.slug == first.slug and not again.changed
     # create (409) + the client's read of the existing collection; no item calls
     assert [(r["method"], r["path"].split("/")[2]) for r in server.requests()] == [
-        ("POST", "collections"), ("GET", "collections")]
+        ("POST", "collections"),
+        ("GET", "collections"),
+    ]
 
-    second = sync_collection(writer, SETTINGS, [pair("A-DFlash", speedup=2.5), pair("B-DFlash", "Qwen3-Other")],
-                             title=TITLE)
+    second = sync_collection(
+        writer, SETTINGS, [pair("A-DFlash", speedup=2.5), pair("B-DFlash", "Qwen3-Other")], title=TITLE
+    )
     assert second.added == (f"{NS}/B-DFlash-int4-ov", f"{NS}/Qwen3-Other-int4-ov")
     assert second.updated == (f"{NS}/A-DFlash-int4-ov",) and second.removed == ()
     assert "2.50x" in _items(server, first.slug)[f"{NS}/A-DFlash-int4-ov"]
@@ -75,8 +83,11 @@ def test_sync_adds_updates_and_removes(server: LocalHub) -> None:
     HfApi(endpoint=server.url, token=TOKEN).add_collection_item(first.slug, "2311.12983", "paper")
     third = sync_collection(writer, SETTINGS, [pair("B-DFlash", "Qwen3-Other")], title=TITLE)
     assert third.removed == (f"{NS}/A-DFlash-int4-ov", f"{NS}/Qwen3-Tiny-int4-ov")
-    assert set(_items(server, first.slug)) == {f"{NS}/B-DFlash-int4-ov", f"{NS}/Qwen3-Other-int4-ov",
-                                               "2311.12983"}  # a hand-added paper stays
+    assert set(_items(server, first.slug)) == {
+        f"{NS}/B-DFlash-int4-ov",
+        f"{NS}/Qwen3-Other-int4-ov",
+        "2311.12983",
+    }  # a hand-added paper stays
 
 
 def test_sync_without_write_access_is_a_named_failure(server: LocalHub) -> None:

@@ -115,8 +115,14 @@ def test_switch_off_leaves_nncf_and_ovc_their_stubs_and_writes_nothing_in_home(t
     for mode in ("on", "off"):
         home = tmp_path / mode
         home.mkdir()
-        done = subprocess.run([sys.executable, "-c", script, mode], env=_child_env(home), capture_output=True,
-                              text=True, timeout=300, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-c", script, mode],
+            env=_child_env(home),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         seen[mode] = (json.loads(done.stdout.strip().splitlines()[-1]), sorted(p.name for p in home.rglob("*")))
     # The control: the real telemetry, and its state in HOME (so the check below can see it).
@@ -181,8 +187,14 @@ _FORK_SCRIPT = textwrap.dedent(
 def test_a_fork_of_the_bot_gets_the_default_sigterm_and_leaves_the_bots_children_alone():
     """Before: the fork ran the bot's handler, killed the builder's tracked child and then waited for ever on that
     child's wait lock, copied while the builder's thread held it; the fork never died, and its parent hung at exit."""
-    done = subprocess.run([sys.executable, "-c", _FORK_SCRIPT], capture_output=True, text=True, timeout=180, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out == {

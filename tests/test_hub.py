@@ -21,8 +21,8 @@ from bot.core.hashes import FileHash, manifest_path, read_manifest
 from bot.core.recipe import HubSettings
 from bot.hub import Hub
 from hubserver import LocalHub
+from tests.conftest import HUB_TOKEN as TOKEN
 
-USER, TOKEN = "maintainer", "hf_hub_tests"
 REPO = "org/tiny-checkpoint"
 FILES = {
     "config.json": b'{"architectures": ["DFlashDraftModel"], "pad": "' + b"x" * 2000 + b'"}',
@@ -33,15 +33,13 @@ FAST = HubSettings(connect_timeout_s=2, read_timeout_s=0.5, min_bytes_per_s=2000
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("hub-tests")
-    seed = root / "seed"
-    seed.mkdir()
+def hub(hub: LocalHub, tmp_path_factory: pytest.TempPathFactory) -> LocalHub:
+    """The shared local Hub (conftest), holding `REPO` with `FILES`."""
+    seed = tmp_path_factory.mktemp("seed")
     for name, data in FILES.items():
         (seed / name).write_bytes(data)
-    with LocalHub(root / "data", USER, TOKEN) as server:
-        server.seed_folder(REPO, seed)
-        yield server
+    hub.seed_folder(REPO, seed)
+    return hub
 
 
 @pytest.fixture()

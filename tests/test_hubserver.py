@@ -43,13 +43,13 @@ from huggingface_hub.errors import (
 from hubserver import FaultRule, LocalHub, routes_upload, start_subprocess, stop_subprocess
 from hubserver.gitobjects import DEFAULT_GITATTRIBUTES, git_blob_sha1, lfs_patterns, needs_lfs
 from hubserver.metadata import CardError, derive_tags, parse_front_matter
+from tests.conftest import HUB_TOKEN as TOKEN
 
 # huggingface_hub's own LFS upload passes a file object as `data=`, which httpx deprecates; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
-USER = "bot"
-TOKEN = "hf_local_main_token"
-PAGE_SIZE = 3
+HUB_USER = "bot"  # the shared `hub` fixture's user in this module
+HUB_PAGE_SIZE = 3  # and its listing page: small, so that pagination is exercised
 BIG = 10 * 1024 * 1024 + 4096  # just over the LFS threshold
 CARD = """---
 license: apache-2.0
@@ -64,20 +64,20 @@ tags: [openvino, int4, dflash]
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
+def hub(hub: LocalHub, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
+    """The shared local Hub (conftest), with huggingface_hub's process-wide settings pointed at it."""
     home = tmp_path_factory.mktemp("hf_home")
-    server = LocalHub(tmp_path_factory.mktemp("hub"), USER, TOKEN, page_size=PAGE_SIZE)
-    with server, pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch:
         for name, value in {
-            "HF_ENDPOINT": server.url,
+            "HF_ENDPOINT": hub.url,
             "HF_HUB_DISABLE_XET": "1",
             "HF_HUB_DISABLE_TELEMETRY": "1",
             "HF_HOME": str(home),
         }.items():
             patch.setenv(name, value)
-        patch.setattr(constants, "ENDPOINT", server.url)
+        patch.setattr(constants, "ENDPOINT", hub.url)
         patch.setattr(
-            constants, "HUGGINGFACE_CO_URL_TEMPLATE", f"{server.url}/{{repo_id}}/resolve/{{revision}}/{{filename}}"
+            constants, "HUGGINGFACE_CO_URL_TEMPLATE", f"{hub.url}/{{repo_id}}/resolve/{{revision}}/{{filename}}"
         )
         patch.setattr(constants, "HF_HUB_DISABLE_XET", True)
         patch.setattr(constants, "HF_HUB_OFFLINE", False)
@@ -85,7 +85,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
         patch.delenv("HF_HUB_OFFLINE", raising=False)
         patch.setattr(constants, "HF_HOME", str(home))
         patch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
-        yield server
+        yield hub
 
 
 @pytest.fixture(scope="module")
@@ -575,7 +575,7 @@ def test_request_log_over_http(hub: LocalHub, api: HfApi) -> None:
 
 def test_state_persists_across_restart(tmp_path: Path) -> None:
     data = tmp_path / "hub"
-    with LocalHub(data, USER, TOKEN) as first:
+    with LocalHub(data, HUB_USER, TOKEN) as first:
         api = HfApi(endpoint=first.url, token=TOKEN)
         api.create_repo("bot/kept", private=True)
         api.create_repo("bot/open")
@@ -583,8 +583,8 @@ def test_state_persists_across_restart(tmp_path: Path) -> None:
         api.create_tag("bot/kept", tag="v1")
         first.add_token("hf_dave", "dave")
         with pytest.raises(RuntimeError, match="already served"):
-            LocalHub(data, USER, TOKEN).start()
-    with LocalHub(data, USER, TOKEN) as second:
+            LocalHub(data, HUB_USER, TOKEN).start()
+    with LocalHub(data, HUB_USER, TOKEN) as second:
         api = HfApi(endpoint=second.url, token=TOKEN)
         info = api.model_info("bot/kept", revision="v1")
         assert info.sha == commit.oid and info.private is True
@@ -599,7 +599,7 @@ def test_state_persists_across_restart(tmp_path: Path) -> None:
 def test_subprocess_server_and_cli_faults(tmp_path: Path) -> None:
     faults = tmp_path / "faults.json"
     faults.write_text(json.dumps([{"path": "^/api/models$", "status": 429, "retry_after": 0}]))
-    process, url = start_subprocess(tmp_path / "hub", USER, TOKEN, page_size=2, faults_file=faults)
+    process, url = start_subprocess(tmp_path / "hub", HUB_USER, TOKEN, page_size=2, faults_file=faults)
     try:
         api = HfApi(endpoint=url, token=TOKEN)
         api.create_repo("bot/remote")

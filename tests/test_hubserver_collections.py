@@ -3,29 +3,29 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
 from hubserver import LocalHub
+from tests.conftest import HUB_TOKEN as TOKEN
 
-USER = "bot"
-TOKEN = "hf_collections_main"
+HUB_USER = "bot"  # the shared `hub` fixture's user in this module
+HUB_PAGE_SIZE = 2  # and its listing page: small, so that pagination is exercised
 READ_TOKEN = "hf_collections_reader"
 NS = "OpenVINO-drafts"
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
-    with LocalHub(tmp_path_factory.mktemp("hub"), USER, TOKEN, page_size=2) as server:
-        server.add_token(READ_TOKEN, "reader")
-        api = HfApi(endpoint=server.url, token=TOKEN)
-        for name in ("draft-a", "draft-b", "target"):
-            api.create_repo(f"{NS}/{name}")
-        api.create_repo(f"{NS}/hidden", private=True)
-        yield server
+def hub(hub: LocalHub) -> LocalHub:
+    """The shared local Hub (conftest) with a reader token and four repos to collect, one of them private."""
+    hub.add_token(READ_TOKEN, "reader")
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    for name in ("draft-a", "draft-b", "target"):
+        api.create_repo(f"{NS}/{name}")
+    api.create_repo(f"{NS}/hidden", private=True)
+    return hub
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,8 @@ def test_items_add_duplicate_note_position_delete(api: HfApi) -> None:
     slug = api.create_collection("Items", namespace=NS).slug
     collection = api.add_collection_item(slug, f"{NS}/draft-a", "model", note="target: x")
     assert [(i.item_id, i.item_type, i.position, i.note) for i in collection.items] == [
-        (f"{NS}/draft-a", "model", 0, "target: x")]
+        (f"{NS}/draft-a", "model", 0, "target: x")
+    ]
     with pytest.raises(HfHubHTTPError) as excinfo:
         api.add_collection_item(slug, f"{NS}/draft-a", "model")
     assert _status(excinfo) == 409
@@ -82,7 +83,9 @@ def test_items_add_duplicate_note_position_delete(api: HfApi) -> None:
     api.update_collection_item(slug, items[f"{NS}/target"].item_object_id, note="for draft-a", position=0)
     after = api.get_collection(slug).items
     assert [(i.item_id, i.position, i.note) for i in after] == [
-        (f"{NS}/target", 0, "for draft-a"), (f"{NS}/draft-a", 1, "target: x")]
+        (f"{NS}/target", 0, "for draft-a"),
+        (f"{NS}/draft-a", 1, "target: x"),
+    ]
     api.delete_collection_item(slug, items[f"{NS}/draft-a"].item_object_id)
     assert [i.item_id for i in api.get_collection(slug).items] == [f"{NS}/target"]
     with pytest.raises(HfHubHTTPError) as excinfo:
@@ -146,12 +149,12 @@ def test_list_collections_filters_pages_and_truncates(api: HfApi, hub: LocalHub)
 
 
 def test_collections_persist_across_restarts(tmp_path) -> None:
-    with LocalHub(tmp_path, USER, TOKEN) as server:
+    with LocalHub(tmp_path, HUB_USER, TOKEN) as server:
         api = HfApi(endpoint=server.url, token=TOKEN)
         api.create_repo(f"{NS}/kept")
         slug = api.create_collection("Kept", namespace=NS).slug
         api.add_collection_item(slug, f"{NS}/kept", "model", note="n")
-    with LocalHub(tmp_path, USER, TOKEN) as server:
+    with LocalHub(tmp_path, HUB_USER, TOKEN) as server:
         items = HfApi(endpoint=server.url, token=TOKEN).get_collection(slug).items
         assert [(i.item_id, i.note) for i in items] == [(f"{NS}/kept", "n")]
 

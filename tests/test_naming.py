@@ -33,12 +33,15 @@ def test_home_namespaces_keep_todays_names():
     assert draft_output_repo(publish, "z-lab/Qwen3-8B-DFlash-b16") == "OpenVINO-drafts/Qwen3-8B-DFlash-b16-int4-ov"
     assert target_output_repo(publish, "Qwen/Qwen3-8B") == "OpenVINO-drafts/Qwen3-8B-int4-ov"
     assert target_output_repo(publish, "qwen/Qwen3-8B") == "OpenVINO-drafts/Qwen3-8B-int4-ov"  # Hub ids ignore case
-    assert (draft_output_repo(recipe.publish, "deepseek-ai/dspark_qwen3_8b_block7")
-            == "OpenVINO-drafts/deepseek-ai__dspark_qwen3_8b_block7-int4-ov")
+    assert (
+        draft_output_repo(recipe.publish, "deepseek-ai/dspark_qwen3_8b_block7")
+        == "OpenVINO-drafts/deepseek-ai__dspark_qwen3_8b_block7-int4-ov"
+    )
     assert target_output_repo(recipe.publish, "google/gemma-4-E2B") == "OpenVINO-drafts/google__gemma-4-E2B-int4-ov"
     # No home: every name carries its namespace.
-    assert (draft_output_repo(NO_HOME, "z-lab/Qwen3-8B-DFlash-b16")
-            == "OpenVINO-drafts/z-lab__Qwen3-8B-DFlash-b16-int4-ov")
+    assert (
+        draft_output_repo(NO_HOME, "z-lab/Qwen3-8B-DFlash-b16") == "OpenVINO-drafts/z-lab__Qwen3-8B-DFlash-b16-int4-ov"
+    )
 
 
 def test_a_home_name_holding_the_separator_is_prefixed():
@@ -78,8 +81,23 @@ def test_names_that_could_be_forged_are_shortened_too():
 def _adversarial_sources() -> list[str]:
     rng = random.Random(12)
     namespaces = ["z-lab", "Z-Lab", "Qwen", "qwen", "other-org", "a", "a_b", "a_b_c", "my_org", "org", "x" * 40]
-    names = ["Qwen3-Coll", "qwen3-coll", "b", "b_c", "c", "__x", "x__y", "org__model", "model",
-             "model-h0123456789ab", "Q" * 95, "Q" * 96, "Q" * 94 + "-h", "a.b", "a_b__c"]
+    names = [
+        "Qwen3-Coll",
+        "qwen3-coll",
+        "b",
+        "b_c",
+        "c",
+        "__x",
+        "x__y",
+        "org__model",
+        "model",
+        "model-h0123456789ab",
+        "Q" * 95,
+        "Q" * 96,
+        "Q" * 94 + "-h",
+        "a.b",
+        "a_b__c",
+    ]
     for _ in range(300):
         alphabet = string.ascii_letters + string.digits + "_-."
         length = rng.choice([1, 5, 30, 80, 90, 96])
@@ -112,11 +130,31 @@ def test_distinct_sources_never_share_an_output(settings):
         seen[key] = source.lower()
 
 
-@pytest.mark.parametrize("value", [
-    "https://huggingface.co/Qwen/Qwen3-8B", "hf.co/Qwen/Qwen3-8B", "Qwen/Qwen3-8B\n", "Qwen/Qwen3-8B\nevil: 1",
-    "Qwen/Qwen3.", "Qwen/.Qwen3", "Qwen/Qwen3--8B", "Qwen/Qwen3..8B", "Qwen/Qwen3-8B.git", "Qwen3-8B",
-    "a/b/c", "", "/", "Qwen/", " Qwen/Qwen3-8B", "Qwen/Qwen3 8B", "Qwen/Qwen3-8B,z-lab/x", "Qwen/Qwén3",
-    "Qwen/" + "x" * 97, "../etc/passwd"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://huggingface.co/Qwen/Qwen3-8B",
+        "hf.co/Qwen/Qwen3-8B",
+        "Qwen/Qwen3-8B\n",
+        "Qwen/Qwen3-8B\nevil: 1",
+        "Qwen/Qwen3.",
+        "Qwen/.Qwen3",
+        "Qwen/Qwen3--8B",
+        "Qwen/Qwen3..8B",
+        "Qwen/Qwen3-8B.git",
+        "Qwen3-8B",
+        "a/b/c",
+        "",
+        "/",
+        "Qwen/",
+        " Qwen/Qwen3-8B",
+        "Qwen/Qwen3 8B",
+        "Qwen/Qwen3-8B,z-lab/x",
+        "Qwen/Qwén3",
+        "Qwen/" + "x" * 97,
+        "../etc/passwd",
+    ],
+)
 def test_bad_repo_ids_are_a_named_skip(value):
     with pytest.raises(Skip) as caught:
         validate_repo_id(value, what="card base_model")
@@ -130,8 +168,13 @@ def test_a_repo_id_that_is_not_a_string_is_a_skip(value):
 
 
 def test_valid_repo_ids_pass_unchanged():
-    for value in ("Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16", "deepseek-ai/dspark_qwen3_8b_block7",
-                  "Qwen/Qwen3.5-4B", "a/" + "x" * 96):
+    for value in (
+        "Qwen/Qwen3-8B",
+        "z-lab/Qwen3-8B-DFlash-b16",
+        "deepseek-ai/dspark_qwen3_8b_block7",
+        "Qwen/Qwen3.5-4B",
+        "a/" + "x" * 96,
+    ):
         assert validate_repo_id(value, what="x") == value
 
 
@@ -140,20 +183,32 @@ def test_an_invalid_output_is_a_skip_naming_the_source():
     with pytest.raises(Skip) as caught:
         draft_output_repo(unchecked, "z-lab/Qwen3-8B")
     assert caught.value.subject == "z-lab/Qwen3-8B" and "output repo id" in caught.value.message
-    with pytest.raises(Skip, match="draft repo id 'Qwen/Qwen3.'"):
+    with pytest.raises(Skip, match=r"draft repo id 'Qwen/Qwen3\.'"):
         draft_output_repo(DEFAULTS, "Qwen/Qwen3.")
     with pytest.raises(Skip, match="target repo id"):
         target_output_repo(DEFAULTS, "https://huggingface.co/Qwen/Qwen3-8B")
 
 
-@pytest.mark.parametrize("template", ["{source_name}-{source_name}", "fixed-name", "{target_name}-int4",
-                                      "{source_name!r}", "{source_name:>9}", "{source_name", "{source_name}.",
-                                      "{source_name}--int4", "ov/{source_name}", "{source_name} int4"])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{source_name}-{source_name}",
+        "fixed-name",
+        "{target_name}-int4",
+        "{source_name!r}",
+        "{source_name:>9}",
+        "{source_name",
+        "{source_name}.",
+        "{source_name}--int4",
+        "ov/{source_name}",
+        "{source_name} int4",
+    ],
+)
 def test_a_name_template_must_hold_its_field_exactly_once(tmp_path: Path, template: str):
     text = DEFAULT_RECIPE.read_text()
     bad = tmp_path / "bad.yaml"
     bad.write_text(text.replace('draft_name: "{source_name}-int4-ov"', f'draft_name: "{template}"'))
-    with pytest.raises(RecipeError, match="publish.draft_name"):
+    with pytest.raises(RecipeError, match=r"publish\.draft_name"):
         load_recipe(bad)
 
 
@@ -161,5 +216,5 @@ def test_a_name_template_must_hold_its_field_exactly_once(tmp_path: Path, templa
 def test_the_publish_namespace_must_be_a_hub_namespace(tmp_path: Path, namespace: str):
     bad = tmp_path / "bad.yaml"
     bad.write_text(DEFAULT_RECIPE.read_text().replace("namespace: OpenVINO-drafts", f'namespace: "{namespace}"'))
-    with pytest.raises(RecipeError, match="publish.namespace"):
+    with pytest.raises(RecipeError, match=r"publish\.namespace"):
         load_recipe(bad)

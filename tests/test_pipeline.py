@@ -15,15 +15,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from huggingface_hub import HfApi
 
 from bot.hub import Hub
 from bot.plan.planner import draft_output_repo, target_output_repo
 from bot.publish import card
 from bot.run import demo
 from bot.run.pipeline import RunOptions, run
+from hubserver import LocalHub
+from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
 
-TOKEN = "hf_test_write_token"
 READER = "hf_test_reader_token"
 GATED_REPO = "z-lab/Qwen3-Tiny-DFlash-gated"
 PRIVATE_REPO = "z-lab/Qwen3-Tiny-DFlash-private"
@@ -33,21 +35,17 @@ TARGET_OUT = target_output_repo(RECIPE.publish, demo.TARGET_REPO)
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    from huggingface_hub import HfApi
-
-    from hubserver import LocalHub
-
-    root = tmp_path_factory.mktemp("hub")
-    with LocalHub(root / "data", user="maintainer", token=TOKEN) as server:
-        demo.seed(server.url, TOKEN, root / "seed")
-        api = HfApi(endpoint=server.url, token=TOKEN)
-        for repo, private in ((GATED_REPO, False), (PRIVATE_REPO, True)):
-            api.create_repo(repo, private=private)
-            api.upload_folder(repo_id=repo, folder_path=root / "seed" / "oracle-deep" / "draft")
-        api.update_repo_settings(GATED_REPO, gated="auto")
-        server.add_token(READER, "reader")
-        yield server
+def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
+    """The shared local Hub (conftest) with the demo's repos, a gated and a private draft, and a reader token."""
+    seed = tmp_path_factory.mktemp("seed")
+    demo.seed(hub.url, TOKEN, seed)
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    for repo, private in ((GATED_REPO, False), (PRIVATE_REPO, True)):
+        api.create_repo(repo, private=private)
+        api.upload_folder(repo_id=repo, folder_path=seed / "oracle-deep" / "draft")
+    api.update_repo_settings(GATED_REPO, gated="auto")
+    hub.add_token(READER, "reader")
+    return hub
 
 
 @pytest.fixture(scope="module")
@@ -66,12 +64,24 @@ def test_full_run_publishes_draft_and_target_with_card_and_provenance(hub, first
     assert first_run.exit_code == 0
     api = Hub(hub.url).api
     draft_files = set(api.list_repo_files(DRAFT_OUT))
-    assert {"openvino_model.xml", "openvino_model.bin", "config.json", "README.md",
-            "openvino_export.json"} <= draft_files
+    assert {
+        "openvino_model.xml",
+        "openvino_model.bin",
+        "config.json",
+        "README.md",
+        "openvino_export.json",
+    } <= draft_files
     assert not any(name.endswith(".py") for name in draft_files)
     target_files = set(api.list_repo_files(TARGET_OUT))
-    assert {"openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml", "openvino_detokenizer.xml",
-            "chat_template.jinja", "README.md", "openvino_export.json"} <= target_files
+    assert {
+        "openvino_model.xml",
+        "openvino_model.bin",
+        "openvino_tokenizer.xml",
+        "openvino_detokenizer.xml",
+        "chat_template.jinja",
+        "README.md",
+        "openvino_export.json",
+    } <= target_files
 
     info = api.model_info(DRAFT_OUT)
     card_data = info.card_data.to_dict()
@@ -82,8 +92,12 @@ def test_full_run_publishes_draft_and_target_with_card_and_provenance(hub, first
     assert {"openvino", "nncf", "int4", "dflash", "speculative-decoding"} <= set(card_data["tags"])
     provenance = json.loads(Hub(hub.url).read_file(DRAFT_OUT, "openvino_export.json"))
     source_sha = api.model_info(demo.DRAFT_REPO).sha
-    assert provenance["source"] == {"repo": demo.DRAFT_REPO, "revision": source_sha, "license": "mit",
-                                    "license_link": None}
+    assert provenance["source"] == {
+        "repo": demo.DRAFT_REPO,
+        "revision": source_sha,
+        "license": "mit",
+        "license_link": None,
+    }
     assert provenance["target"]["repo"] == demo.TARGET_REPO
     assert provenance["status"] == "validated" and provenance["validation"]["lossless"]
     tags = [t.name for t in api.list_repo_refs(DRAFT_OUT).tags]
@@ -123,8 +137,7 @@ def test_second_run_makes_no_commit_and_downloads_no_weights(hub, first_run, tmp
 
 def test_dry_run_prints_the_plan_and_changes_nothing(hub, first_run, tmp_path):
     hub.clear_requests()
-    report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN),
-                 RunOptions(force=True, dry_run=True, work=tmp_path))
+    report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(force=True, dry_run=True, work=tmp_path))
     planned = _outcomes(report)[demo.DRAFT_REPO]
     assert planned.status == "planned" and "forced" in planned.reason
     assert not [r for r in hub.requests() if r["method"] in ("POST", "PUT", "DELETE")]
@@ -139,7 +152,8 @@ def test_published_usage_snippet_runs_and_matches_plain_greedy(hub, first_run, t
     assert spec.returncode == 0, spec.stderr[-2000:]
     plain_code = snippet.split("scheduler = ")[0].split("# DFlash")[0] + (
         "\nprint(ov_genai.LLMPipeline(target_dir, 'CPU').generate('What is speculative decoding?', "
-        "max_new_tokens=64))\n")
+        "max_new_tokens=64))\n"
+    )
     plain = subprocess.run([sys.executable, "-c", plain_code], capture_output=True, text=True, env=env, timeout=300)
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert spec.stdout.strip() and spec.stdout == plain.stdout
@@ -157,10 +171,16 @@ def test_card_template_change_alone_re_renders_only_the_card(hub, first_run, tmp
     report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path / "w"))
     assert _outcomes(report)[demo.DRAFT_REPO].status == "published"
     # No weight moves: the chart (deterministic bytes) is only negotiated, never uploaded again.
-    assert not [r for r in hub.requests() if r["path"].startswith("/_lfs/upload/") or r["path"].endswith(".safetensors")]
+    assert not [
+        r for r in hub.requests() if r["path"].startswith("/_lfs/upload/") or r["path"].endswith(".safetensors")
+    ]
     after = {f.path: f for f in api.list_repo_tree(DRAFT_OUT, recursive=True)}
-    changed = sorted(p for p in after if hasattr(after[p], "blob_id")  # files only, not folder entries
-                     and after[p].blob_id != getattr(before.get(p), "blob_id", None))
+    changed = sorted(
+        p
+        for p in after
+        if hasattr(after[p], "blob_id")  # files only, not folder entries
+        and after[p].blob_id != getattr(before.get(p), "blob_id", None)
+    )
     assert changed == ["README.md", "openvino_export.json"]
     assert "## Usage (updated)" in Hub(hub.url).read_file(DRAFT_OUT, "README.md").decode()
     again = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path / "w2"))
@@ -194,7 +214,7 @@ def test_new_source_commit_triggers_exactly_one_rebuild(hub, first_run, tmp_path
     report = run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path))
     published = [o for o in report.outcomes if o.status == "published"]
     assert [o.source for o in published] == [demo.DRAFT_REPO]
-    assert "source changed" in " ".join(o.reason for o in report.outcomes) or published[0].revision == new_sha
+    assert published[0].revision == new_sha and "source changed" in published[0].reason, published[0]
     provenance = json.loads(Hub(hub.url).read_file(DRAFT_OUT, "openvino_export.json"))
     assert provenance["source"]["revision"] == new_sha
     assert f"src-{new_sha[:7]}" in [t.name for t in api.list_repo_refs(DRAFT_OUT).tags]
@@ -206,7 +226,7 @@ def test_new_source_commit_triggers_exactly_one_rebuild(hub, first_run, tmp_path
     target_record = json.loads(Hub(hub.url).read_file(TARGET_OUT, "openvino_export.json"))
     assert provenance["quality"]["top1_agreement"] == target_record["quality"]["top1_agreement"]
     target_commits = api.list_repo_commits(TARGET_OUT)  # newest first
-    new_titles = [c.title for c in target_commits[:len(target_commits) - target_commits_before]]
+    new_titles = [c.title for c in target_commits[: len(target_commits) - target_commits_before]]
     assert not [t for t in new_titles if t.startswith("Export target")], new_titles  # card commits only
 
 
@@ -221,29 +241,47 @@ def test_reuse_is_planned_only_when_the_published_target_matches(hub, first_run)
     reader = Hub(hub.url, READER)
     revision = reader.head(demo.TARGET_REPO)
     toolchain = planned_toolchain("qwen3")
-    reused, why_not = plan_reuse(reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain,
-                                 bot_user="maintainer")
+    reused, why_not = plan_reuse(
+        reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain, bot_user="maintainer"
+    )
     assert why_not is None
     assert reused is not None and reused.repo == TARGET_OUT and reused.revision == reader.head(TARGET_OUT)
     assert "openvino_model.bin" in reused.files and "openvino_export.json" in reused.files
     assert "README.md" not in reused.files and reused.ir_bytes > 0
     published = parse_target_record(reader.read_file(TARGET_OUT, "openvino_export.json"))
     other_export = RECIPE.export.model_copy(update={"group_size": 64})
-    assert why_not_reusable(published, revision, other_export, TASK_LLM, toolchain) == "built with other export settings"
-    assert plan_reuse(reader, TARGET_OUT, revision, other_export, TASK_LLM, toolchain,
-                      bot_user="maintainer")[0] is None
+    assert (
+        why_not_reusable(published, revision, other_export, TASK_LLM, toolchain) == "built with other export settings"
+    )
+    assert plan_reuse(reader, TARGET_OUT, revision, other_export, TASK_LLM, toolchain, bot_user="maintainer")[0] is None
     newer = dataclasses.replace(toolchain, versions={**toolchain.versions, "optimum-intel": "9.9.9"})
     assert why_not_reusable(published, revision, RECIPE.export, TASK_LLM, newer) == (
-        "built with another toolchain (optimum-intel)")
+        "built with another toolchain (optimum-intel)"
+    )
     assert "not " + "c" * 7 in why_not_reusable(published, "c" * 40, RECIPE.export, TASK_LLM, toolchain)
-    assert plan_reuse(reader, "OpenVINO-drafts/never-published", revision, RECIPE.export, TASK_LLM,
-                      toolchain) == (None, None)
+    assert plan_reuse(reader, "OpenVINO-drafts/never-published", revision, RECIPE.export, TASK_LLM, toolchain) == (
+        None,
+        None,
+    )
     # Not provably the bot's own build: its user unknown, another user's commit, or the memory's word.
     assert "user is not known" in plan_reuse(reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain)[1]
-    assert "by maintainer, not bot" in plan_reuse(reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain,
-                                                  bot_user="bot")[1]
-    assert "changed outside the bot" in plan_reuse(reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain,
-                                                   bot_user="maintainer", changed_outside=True)[1]
+    assert (
+        "by maintainer, not bot"
+        in plan_reuse(reader, TARGET_OUT, revision, RECIPE.export, TASK_LLM, toolchain, bot_user="bot")[1]
+    )
+    assert (
+        "changed outside the bot"
+        in plan_reuse(
+            reader,
+            TARGET_OUT,
+            revision,
+            RECIPE.export,
+            TASK_LLM,
+            toolchain,
+            bot_user="maintainer",
+            changed_outside=True,
+        )[1]
+    )
 
 
 def test_a_target_repo_changed_outside_the_bot_is_not_reused_and_is_exported_again(hub, first_run, tmp_path):
@@ -257,9 +295,14 @@ def test_a_target_repo_changed_outside_the_bot_is_not_reused_and_is_exported_aga
     downloaded = api.hf_hub_download(TARGET_OUT, "openvino_model.bin", local_dir=tmp_path / "t")
     weights = bytearray(Path(downloaded).read_bytes())
     weights[-1] ^= 0xFF
-    api.create_commit(TARGET_OUT, [CommitOperationAdd("openvino_model.bin", bytes(weights)),
-                                   CommitOperationAdd("chat_template.jinja", b"{{ 'pwned' }}")],
-                      commit_message="tweak")
+    api.create_commit(
+        TARGET_OUT,
+        [
+            CommitOperationAdd("openvino_model.bin", bytes(weights)),
+            CommitOperationAdd("chat_template.jinja", b"{{ 'pwned' }}"),
+        ],
+        commit_message="tweak",
+    )
     assert Hub(hub.url).read_file(TARGET_OUT, "openvino_export.json") == record_before
     readme = Hub(hub.url).read_file(demo.DRAFT_REPO, "README.md").decode() + "\nAnother draft revision.\n"
     api.upload_file(path_or_fileobj=readme.encode(), path_in_repo="README.md", repo_id=demo.DRAFT_REPO)
@@ -267,7 +310,8 @@ def test_a_target_repo_changed_outside_the_bot_is_not_reused_and_is_exported_aga
     outcome = _outcomes(report)[demo.DRAFT_REPO]
     assert outcome.status == "published", outcome
     assert "not reused: target repo changed outside the bot: chat_template.jinja differs from its record" in (
-        outcome.reason), outcome.reason
+        outcome.reason
+    ), outcome.reason
     provenance = json.loads(Hub(hub.url).read_file(DRAFT_OUT, "openvino_export.json"))
     assert provenance["export"]["target_reused_from"] is None and "export-target" in provenance["resources"]
     # The target repo is the bot's own build again: every file as its new record lists it.

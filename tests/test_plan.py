@@ -16,8 +16,16 @@ TOOLS = Toolchain(versions=dict(TOOLCHAIN), capabilities=frozenset({CAPABILITY_D
 
 
 def listing(sha: str = SOURCE_SHA) -> RepoListing:
-    return RepoListing(repo_id="z-lab/Qwen3-Tiny-DFlash-b16", sha=sha, last_modified=None, tags=(), gated=False,
-                       private=False, architectures=("DFlashDraftModel",), model_type="qwen3")
+    return RepoListing(
+        repo_id="z-lab/Qwen3-Tiny-DFlash-b16",
+        sha=sha,
+        last_modified=None,
+        tags=(),
+        gated=False,
+        private=False,
+        architectures=("DFlashDraftModel",),
+        model_type="qwen3",
+    )
 
 
 def published(**kwargs):
@@ -27,8 +35,16 @@ def published(**kwargs):
 
 
 def run_decide(record, *, sha=SOURCE_SHA, toolchain=TOOLS, card="card", target=TARGET_SHA, force=False):
-    return decide(listing(sha), record, publish=RECIPE.publish, recipe_fingerprint=RECIPE.fingerprint(),
-                  toolchain=toolchain, card_fingerprint=card, target_revision=target, force=force)
+    return decide(
+        listing(sha),
+        record,
+        publish=RECIPE.publish,
+        recipe_fingerprint=RECIPE.fingerprint(),
+        toolchain=toolchain,
+        card_fingerprint=card,
+        target_revision=target,
+        force=force,
+    )
 
 
 def test_nothing_published_is_a_new_build():
@@ -65,15 +81,27 @@ def test_a_changed_card_template_only_rerenders_and_force_always_builds():
 
 
 def test_a_build_job_carries_discoverys_facts_and_both_output_repos():
-    candidate = Candidate(repo_id="z-lab/Qwen3-Tiny-DFlash-b16", revision=SOURCE_SHA, kind="dflash",
-                          draft_format="stateful", target_repo="Qwen/Qwen3-Tiny", target_revision=TARGET_SHA,
-                          target_model_type="qwen3", target_is_vlm=False, draft_bytes=10, target_bytes=20,
-                          profile="default")
+    candidate = Candidate(
+        repo_id="z-lab/Qwen3-Tiny-DFlash-b16",
+        revision=SOURCE_SHA,
+        kind="dflash",
+        draft_format="stateful",
+        target_repo="Qwen/Qwen3-Tiny",
+        target_revision=TARGET_SHA,
+        target_model_type="qwen3",
+        target_is_vlm=False,
+        draft_bytes=10,
+        target_bytes=20,
+        profile="default",
+    )
     job = BuildJob.from_candidate(candidate, ("new",), RECIPE.publish)
     assert job.repos.draft == draft_output_repo(RECIPE.publish, candidate.repo_id)
-    assert job.repos.target == target_output_repo(RECIPE.publish, "Qwen/Qwen3-Tiny") == \
-        "OpenVINO-drafts/Qwen3-Tiny-int4-ov"
-    assert job.candidate() == candidate and job.weight_bytes == 30
+    assert (
+        job.repos.target
+        == target_output_repo(RECIPE.publish, "Qwen/Qwen3-Tiny")
+        == "OpenVINO-drafts/Qwen3-Tiny-int4-ov"
+    )
+    assert job.candidate == candidate and (job.source, job.target) == (candidate.repo_id, "Qwen/Qwen3-Tiny")
     assert BuildJob.model_validate_json(job.model_dump_json()) == job
 
 
@@ -84,18 +112,34 @@ def test_a_probe_with_the_per_row_and_dspark_capabilities_plans_reexports_and_ds
     from bot.discover.candidates import unexportable_reason
     from bot.discover.checkpoints import classify_draft, require_exportable
 
-    richer = Toolchain(versions=dict(TOOLCHAIN),
-                       capabilities=frozenset({CAPABILITY_DFLASH, CAPABILITY_PER_ROW, CAPABILITY_DSPARK}))
+    richer = Toolchain(
+        versions=dict(TOOLCHAIN), capabilities=frozenset({CAPABILITY_DFLASH, CAPABILITY_PER_ROW, CAPABILITY_DSPARK})
+    )
     # Every published stateful draft is re-exported in the per-row format, and only for that reason.
     assert run_decide(published(), toolchain=richer).reasons == ("draft format changed (stateful -> per-row)",)
     assert run_decide(published(), toolchain=TOOLS).action == Action.UP_TO_DATE
     # DSpark drafts are no longer ruled out by the listing, and a markov_rank 0 one plans as a per-row build.
-    dspark = RepoListing(repo_id="deepseek-ai/dspark_qwen3_8b_block7", sha=SOURCE_SHA, last_modified=None, tags=(),
-                         gated=False, private=False, architectures=("Qwen3DSparkModel",), model_type="qwen3")
+    dspark = RepoListing(
+        repo_id="deepseek-ai/dspark_qwen3_8b_block7",
+        sha=SOURCE_SHA,
+        last_modified=None,
+        tags=(),
+        gated=False,
+        private=False,
+        architectures=("Qwen3DSparkModel",),
+        model_type="qwen3",
+    )
     assert "DSpark drafts need the per-row DFlash export" in unexportable_reason("dspark", dspark, TOOLS)
     assert unexportable_reason("dspark", dspark, richer) is None
-    config = {"architectures": ["Qwen3DSparkModel"], "model_type": "qwen3", "hidden_size": 64, "mask_token_id": 3,
-              "target_layer_ids": [1], "block_size": 7, "markov_rank": 0}
+    config = {
+        "architectures": ["Qwen3DSparkModel"],
+        "model_type": "qwen3",
+        "hidden_size": 64,
+        "mask_token_id": 3,
+        "target_layer_ids": [1],
+        "block_size": 7,
+        "markov_rank": 0,
+    }
     assert require_exportable(classify_draft(config), richer) == "per-row"
     with pytest.raises(Skip, match="markov_rank 256"):
         require_exportable(classify_draft({**config, "markov_rank": 256}), richer)

@@ -2,14 +2,17 @@
 
 Creating the second profile's environment installs torch (the local CPU wheel), transformers 5.5.4, optimum-intel
 and OpenVINO from the registry: about 2 minutes on two cores the first time (1.6 GB), under a second afterwards,
-because it builds into `bot.core.profiles.profiles_dir()` (or DFLASH_BOT_PROFILES_DIR) and reuses what an earlier run
-built there. DFLASH_BOT_TEST_PROFILES=0 skips it (offline machines).
+because it builds into `Settings.profiles_dir` (DFLASH_BOT_PROFILES_DIR, default ~/.cache/dflash-bot/profiles) and
+reuses what an earlier run built there. DFLASH_BOT_TEST_PROFILES=0 skips it (offline machines).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -21,15 +24,22 @@ from bot.core.profiles import (
     Bounds,
     Profile,
     check_transformers,
+    child_env,
     detect_in,
     ensure_environment,
     is_current,
+    json_from,
     load_profiles,
     select_profile,
     toolchain_for,
     transformers_bounds,
 )
+from bot.core.record import ToolchainInfo
+from bot.core.settings import Settings
 from tests.conftest import fast_recipe
+
+# Where the profile environments of this machine live (the test is an entry point: it reads the environment).
+PROFILES_DIR = Settings.from_env(os.environ).profiles_dir
 
 
 def test_profiles_file_has_default_and_gemma4_with_their_transformers():
@@ -41,7 +51,8 @@ def test_profiles_file_has_default_and_gemma4_with_their_transformers():
 
 def test_default_profile_pins_what_pyproject_pins(repo_root):
     """The default profile is this checkout's environment: the two lists must not drift apart."""
-    pyproject = tomllib.loads((repo_root / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((repo_root / "pyproject.toml").read_text())["project"]
+    pyproject = project["dependencies"] + project["optional-dependencies"]["build"]  # base + the build extra
     pinned = dict(d.split("==") for d in pyproject if "==" in d)
     for requirement in load_profiles().get("default").requirements:
         name, version = requirement.split("==")
@@ -69,29 +80,37 @@ def test_bounds_compare_release_numbers():
     assert bounds.requirement() == "transformers >=5.2.0,<=5.2.99"
 
 
-@pytest.mark.parametrize(("model_type", "profile"), [("qwen3", "default"), ("qwen3_5", "default"),
-                                                     ("qwen3_5_moe", "default"), ("gemma4", "gemma4")])
+@pytest.mark.parametrize(
+    ("model_type", "profile"),
+    [("qwen3", "default"), ("qwen3_5", "default"), ("qwen3_5_moe", "default"), ("gemma4", "gemma4")],
+)
 def test_profile_is_chosen_from_the_model_type(model_type, profile):
     assert select_profile(model_type).name == profile
 
 
 def test_model_type_no_profile_covers_is_a_skip_naming_the_versions():
-    with pytest.raises(Skip, match=r"no toolchain profile covers model_type 'qwen3_next': it needs transformers "
-                                   r"<=4\.57\.6 .*default \(transformers 5\.2\.0\), gemma4 \(transformers 5\.5"):
+    with pytest.raises(
+        Skip,
+        match=r"no toolchain profile covers model_type 'qwen3_next': it needs transformers "
+        r"<=4\.57\.6 .*default \(transformers 5\.2\.0\), gemma4 \(transformers 5\.5",
+    ):
         select_profile("qwen3_next")
 
 
 def test_wrong_transformers_names_the_range_and_the_profile_that_has_it():
-    with pytest.raises(Skip, match=r"'gemma4' needs transformers >=5\.5 .* has transformers 5\.2\.0; build it in "
-                                   r"toolchain profile 'gemma4'"):
+    with pytest.raises(
+        Skip,
+        match=r"'gemma4' needs transformers >=5\.5 .* has transformers 5\.2\.0; build it in "
+        r"toolchain profile 'gemma4'",
+    ):
         check_transformers("gemma4", "5.2.0")
     assert check_transformers("qwen3", "5.2.0").maximum is None
 
 
 def test_default_profile_runs_in_this_environment():
-    toolchain = toolchain_for("qwen3_5")
+    toolchain = toolchain_for("qwen3_5", root=PROFILES_DIR)
     assert toolchain.profile == "default" and toolchain.python is None
-    assert toolchain.as_provenance()["profile"] == "default"
+    assert ToolchainInfo.of(toolchain, "stateful").profile == "default"
 
 
 def test_build_of_a_target_no_profile_covers_is_a_skip_before_any_export(tiny, tmp_path):
@@ -110,16 +129,21 @@ def test_build_of_a_target_no_profile_covers_is_a_skip_before_any_export(tiny, t
 
 def test_profile_that_cannot_be_set_up_is_a_skip_naming_its_pins(tmp_path):
     broken = Profile(name="broken", description="", requirements=("transformers==5.5.4",), torch="torch==0.0.1")
-    with pytest.raises(Skip, match=r"toolchain profile 'broken' could not be set up \(needs torch==0\.0\.1, "
-                                   r"transformers==5\.5\.4\)"):
+    with pytest.raises(
+        Skip,
+        match=r"toolchain profile 'broken' could not be set up \(needs torch==0\.0\.1, "
+        r"transformers==5\.5\.4\)",
+    ):
         ensure_environment(broken, root=tmp_path, pip_args=("--no-index",))
 
 
-@pytest.mark.skipif(os.environ.get("DFLASH_BOT_TEST_PROFILES") == "0",
-                    reason="DFLASH_BOT_TEST_PROFILES=0: no environment built from the registry")
+@pytest.mark.skipif(
+    os.environ.get("DFLASH_BOT_TEST_PROFILES") == "0",
+    reason="DFLASH_BOT_TEST_PROFILES=0: no environment built from the registry",
+)
 def test_gemma4_profile_environment_is_built_and_detected():
     profile = load_profiles().get("gemma4")
-    python = ensure_environment(profile)
+    python = ensure_environment(profile, root=PROFILES_DIR)
     assert Path(python).is_file()
     toolchain = detect_in(python, profile.name)
     assert toolchain.profile == "gemma4" and toolchain.python == str(python)
@@ -127,8 +151,39 @@ def test_gemma4_profile_environment_is_built_and_detected():
     assert toolchain.versions["optimum-intel"] == "2.2.0" and "dflash-stateful" in toolchain.capabilities
     assert toolchain.versions["torch"].startswith("2.13.0")
     # Reused, not rebuilt, on the next call; and the selection for a Gemma-4 target lands on it.
-    assert ensure_environment(profile) == python
-    assert toolchain_for("gemma4").python == str(python)
+    assert ensure_environment(profile, root=PROFILES_DIR) == python
+    assert toolchain_for("gemma4", root=PROFILES_DIR).python == str(python)
+    # Its children import this bot with its package data (`bot.core.profiles` reads `bot.toolchains` at import),
+    # and the tool modules a build child runs there import with the profile's own requirements.
+    code = (
+        "import json, bot.core.profiles as p, bot.sandbox.child, bot.build.validate, bot.build.validate_per_row, "
+        "bot.build.quality, bot.build.inspect_child; print(json.dumps(p.PROFILES_FILE.is_file()))"
+    )
+    assert json_from(python, code) == (True, "")
     # A Qwen3.5 target in this environment is refused with the range it needs.
     with pytest.raises(Skip, match=r"transformers >=5\.2\.0,<=5\.2\.99"):
         check_transformers("qwen3_5", toolchain.versions["transformers"], profile="gemma4")
+
+
+def test_another_environment_imports_this_bot_with_its_package_data_and_nothing_else(tmp_path):
+    """A profile's python gets `child_env`'s PYTHONPATH: a folder holding this `bot` laid out as a wheel installs it.
+    Simulated with this interpreter without `site` (so no editable-install finder and no .pth file runs) and the
+    dependencies' folder appended by hand: `bot.core.profiles` needs `bot.toolchains`, which a checkout keeps beside
+    `bot/`, and the folder holding `bot` (site-packages, for a wheel) must not come along."""
+    env = child_env({"PATH": os.environ["PATH"]}, str(tmp_path / "python"))
+    (folder,) = env["PYTHONPATH"].split(os.pathsep)
+    assert sorted(p.name for p in Path(folder).iterdir()) == ["bot"]
+    code = (
+        "import json, sys; sys.path.append(sys.argv[1]); import bot, bot.core.profiles as p, bot.build.validate; "
+        "print(json.dumps([bot.__file__, str(p.PROFILES_FILE), p.PROFILES_FILE.is_file()]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code, sysconfig.get_paths()["purelib"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    bot_file, profiles_file, exists = json.loads(done.stdout.strip().splitlines()[-1])
+    assert bot_file.startswith(folder) and profiles_file.startswith(folder) and exists

@@ -23,16 +23,20 @@ MAX_NEW_TOKENS = 24
 def measured(tiny, tmp_path_factory):
     """{name: (QualityReport, ir_dir)} for four real exports of tiny targets, each measured once."""
     root = tmp_path_factory.mktemp("quality")
-    cases = {"dflash-int4": ("dflash", ExportSettings()), "oracle-int4": ("oracle", ExportSettings()),
-             "random-int8": ("random", ExportSettings(weight_format="int8")),
-             "random-int4-per-channel": ("random", ExportSettings(weight_format="int4", group_size=-1))}
+    cases = {
+        "dflash-int4": ("dflash", ExportSettings()),
+        "oracle-int4": ("oracle", ExportSettings()),
+        "random-int8": ("random", ExportSettings(weight_format="int8")),
+        "random-int4-per-channel": ("random", ExportSettings(weight_format="int4", group_size=-1)),
+    }
     results = {}
     for name, (kind, settings) in cases.items():
         source = tiny(kind).target
         request = ExportRequest("target", source, root / "ir" / name, TASK_LLM, trust_remote_code=False)
         export = export_model(request, settings, log_dir=root / "logs" / name, home=root / "hf")
-        report = measure_quality(source, export.ir_dir, PROMPTS, MAX_NEW_TOKENS, work=root / "work" / name,
-                                 timeout_s=600)
+        report = measure_quality(
+            source, export.ir_dir, PROMPTS, MAX_NEW_TOKENS, work=root / "work" / name, timeout_s=600
+        )
         results[name] = (report, export.ir_dir)
     return results
 
@@ -67,8 +71,16 @@ def test_one_group_per_channel_int4_scores_measurably_lower_than_int8(measured):
 def test_report_survives_the_provenance_round_trip(measured):
     report, _ = measured["random-int4-per-channel"]
     data = json.loads(json.dumps(report.as_provenance()))
-    assert set(data) >= {"top1_agreement", "mean_kl", "first_diverging_token", "share_diverging_tokens",
-                         "tokens", "prompts", "method", "reference_dtype"}
+    assert set(data) >= {
+        "top1_agreement",
+        "mean_kl",
+        "first_diverging_token",
+        "share_diverging_tokens",
+        "tokens",
+        "prompts",
+        "method",
+        "reference_dtype",
+    }
     assert QualityReport.from_dict(data) == report
 
 
@@ -110,6 +122,7 @@ def test_a_broken_checkpoint_is_a_named_failure(tiny, measured, tmp_path):
 
 # ---- the pure metrics ----
 
+
 def test_divergence_follows_who_what_benchmark():
     assert divergence([1, 2, 3, 4], [1, 2, 3, 4]) == (4, 0, 0.0)
     assert divergence([1, 2, 3, 4], [1, 2, 9, 4]) == (2, 1, 0.25)
@@ -148,8 +161,13 @@ def test_quality_child_refuses_to_run_with_a_token_in_reach(tmp_path):
     import sys
 
     env = {**os.environ, "HF_TOKEN": "hf_not_a_real_token"}
-    result = subprocess.run([sys.executable, "-m", "bot.sandbox.child", "quality", "--help"], env=env,
-                            capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    result = subprocess.run(
+        [sys.executable, "-m", "bot.sandbox.child", "bot.build.quality", "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert result.returncode == 70 and "HF_TOKEN" in result.stderr
 
 
@@ -180,15 +198,15 @@ def test_batched_greedy_equals_each_prompts_own_greedy_loop(tiny, measured):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from bot.build.quality import _Ir, _left_padded, _prompt_ids, _Reference
+    from bot.build.quality_models import IrModel, Reference, left_padded, prompt_ids
 
     source = tiny("random").target
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(source)
-    prompts = [_prompt_ids(tokenizer, prompt) for prompt in PROMPTS]
+    prompts = [prompt_ids(tokenizer, prompt) for prompt in PROMPTS]
     assert len({len(ids) for ids in prompts}) > 1  # the batch is really padded
-    continuations, rows = _Reference(source, 10**9).greedy(prompts, MAX_NEW_TOKENS)
-    ir = _Ir(measured["random-int8"][1] / "openvino_model.xml")
+    continuations, rows = Reference(source, 10**9).greedy(prompts, MAX_NEW_TOKENS)
+    ir = IrModel(measured["random-int8"][1] / "openvino_model.xml")
     ir_rows, ir_continuations = ir.measure(prompts, continuations)
     for index, ids in enumerate(prompts):
         sequence, plain_rows = list(ids), []
@@ -203,7 +221,7 @@ def test_batched_greedy_equals_each_prompts_own_greedy_loop(tiny, measured):
         assert ir_continuations[index] == ir.greedy([ids], MAX_NEW_TOKENS)[0]
         # Its teacher-forced rows are the logits of an unpadded prefill of prompt + continuation.
         ir.request.reset_state()
-        alone = ir._run(*_left_padded([sequence]))[0, len(ids) - 1 : len(sequence) - 1]
+        alone = ir._run(*left_padded([sequence]))[0, len(ids) - 1 : len(sequence) - 1]
         assert ir_rows[index].shape == alone.shape
         assert np.allclose(ir_rows[index], alone, atol=1e-3)
 
@@ -214,6 +232,13 @@ def test_the_measurement_is_stopped_when_it_outgrows_the_memory_budget(tiny, mea
 
     budget = 100 * 2**20  # less than importing torch takes
     with pytest.raises(Failure) as raised:
-        measure_quality(tiny("random").target, measured["random-int8"][1], PROMPTS, MAX_NEW_TOKENS,
-                        work=tmp_path / "quality", timeout_s=600, memory_budget_bytes=budget)
+        measure_quality(
+            tiny("random").target,
+            measured["random-int8"][1],
+            PROMPTS,
+            MAX_NEW_TOKENS,
+            work=tmp_path / "quality",
+            timeout_s=600,
+            memory_budget_bytes=budget,
+        )
     assert "quality measurement" in raised.value.message and f"({budget} bytes)" in raised.value.message

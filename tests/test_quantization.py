@@ -42,8 +42,9 @@ def test_reading_the_table_from_source_gives_what_importing_optimum_intel_gives(
     from bot.build.quantization import _READ_DEFAULTS
 
     source = _package_folder("optimum", None) / "intel" / "openvino" / "configuration.py"
-    imported = json.loads(subprocess.run([sys.executable, "-c", _READ_DEFAULTS], capture_output=True, text=True,
-                                         check=True).stdout)
+    imported = json.loads(
+        subprocess.run([sys.executable, "-c", _READ_DEFAULTS], capture_output=True, text=True, check=True).stdout
+    )
     read = read_default_4bit_configs(source)
     assert read == imported and "Qwen/Qwen3-8B" in read
     assert read["meta-llama/Llama-3.1-8B"] == read["meta-llama/Meta-Llama-3.1-8B"]  # the alias loop
@@ -51,12 +52,16 @@ def test_reading_the_table_from_source_gives_what_importing_optimum_intel_gives(
     # A module that builds the table in a way the reader does not know is imported instead, never half read.
     text = source.read_text()
     changed = tmp_path / "configuration.py"
-    changed.write_text(text + '\n_DEFAULT_4BIT_WQ_CONFIGS.update(EXTRA_CONFIGS)\n')
+    changed.write_text(text + "\n_DEFAULT_4BIT_WQ_CONFIGS.update(EXTRA_CONFIGS)\n")
     assert read_default_4bit_configs(changed) is None
     changed.write_text(text.replace('"quant_method": OVQuantizationMethod.AWQ', '"quant_method": compute()', 1))
     assert read_default_4bit_configs(changed) is None
-    changed.write_text(text.replace("_DEFAULT_4BIT_WQ_CONFIGS[m_id_2] = _DEFAULT_4BIT_WQ_CONFIGS[m_id_1]",
-                                    "_DEFAULT_4BIT_WQ_CONFIGS[m_id_2] = dict(_DEFAULT_4BIT_WQ_CONFIGS[m_id_1])"))
+    changed.write_text(
+        text.replace(
+            "_DEFAULT_4BIT_WQ_CONFIGS[m_id_2] = _DEFAULT_4BIT_WQ_CONFIGS[m_id_1]",
+            "_DEFAULT_4BIT_WQ_CONFIGS[m_id_2] = dict(_DEFAULT_4BIT_WQ_CONFIGS[m_id_1])",
+        )
+    )
     assert read_default_4bit_configs(changed) is None
     assert read_default_4bit_configs(tmp_path / "missing.py") is None
 
@@ -75,9 +80,14 @@ def test_entries_the_cli_cannot_express_fall_back_to_the_recipe_with_a_note():
 
 
 def test_a_per_submodel_config_uses_the_language_models_entry():
-    defaults = {"org/vlm": {"quantization_configs": {"lm_model": {"bits": 4, "sym": False, "group_size": 64,
-                                                                  "backup_precision": "int8_sym"},
-                                                     "text_embeddings_model": {"bits": 8, "sym": True}}}}
+    defaults = {
+        "org/vlm": {
+            "quantization_configs": {
+                "lm_model": {"bits": 4, "sym": False, "group_size": 64, "backup_precision": "int8_sym"},
+                "text_embeddings_model": {"bits": 8, "sym": True},
+            }
+        }
+    }
     settings = recommended_int4("org/vlm", RECIPE, defaults=defaults)
     assert (settings.group_size, settings.backup_precision) == (64, "int8_sym")
     assert "text_embeddings_model get optimum-cli's defaults" in settings.note

@@ -33,8 +33,7 @@ def test_unknown_key_is_named_with_a_suggestion(tmp_path):
 
 def test_invalid_value_is_named(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(WORKFLOWS[0].read_text().replace("num_assistant_tokens: [3, 7, 15]",
-                                                    "num_assistant_tokens: [0, 7]"))
+    bad.write_text(WORKFLOWS[0].read_text().replace("num_assistant_tokens: [3, 7, 15]", "num_assistant_tokens: [0, 7]"))
     with pytest.raises(RecipeError, match="num_assistant_tokens"):
         load_recipe(bad)
 

@@ -23,8 +23,12 @@ def test_a_record_round_trips_through_its_json_with_the_published_field_names():
     text = to_json(built)
     data = json.loads(text)
     assert data["toolchain"]["openvino-genai"] == "2026.4.1.0" and "openvino_genai" not in data["toolchain"]
-    assert data["source"] == {"repo": "z-lab/Qwen3-Tiny-DFlash-b16", "revision": "a" * 40, "license": "mit",
-                              "license_link": None}
+    assert data["source"] == {
+        "repo": "z-lab/Qwen3-Tiny-DFlash-b16",
+        "revision": "a" * 40,
+        "license": "mit",
+        "license_link": None,
+    }
     assert parse_draft_record(text) == built
     assert data == json.loads(to_json(parse_draft_record(text)))
 
@@ -55,13 +59,16 @@ def test_a_version_2_record_is_read_without_a_file_list_and_certifies_no_file():
     assert target.files is None and target.source_files is None  # never reused (bot.plan.reuse)
 
 
-@pytest.mark.parametrize("text,why", [
-    ("not json", "not JSON"),
-    ("[1, 2]", "not a JSON object"),
-    (json.dumps({**record_data(), "schema_version": 99}), "schema_version 99"),
-    (json.dumps({**record_data(), "status": "maybe"}), "field status"),
-    (json.dumps({**record_data(), "surprise": 1}), "surprise"),
-])
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        ("not json", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        (json.dumps({**record_data(), "schema_version": 99}), "schema_version 99"),
+        (json.dumps({**record_data(), "status": "maybe"}), "field status"),
+        (json.dumps({**record_data(), "surprise": 1}), "surprise"),
+    ],
+)
 def test_records_this_bot_cannot_trust_are_refused_with_the_reason(text, why):
     with pytest.raises(RecordError, match=why):
         parse_draft_record(text)
@@ -83,14 +90,30 @@ def test_a_target_record_is_built_from_the_draft_build_and_merges_drafts():
 def test_inputs_changes_name_every_difference_and_ignore_what_is_unknown():
     published = build_record().inputs()
     assert published.changes_to(published) == []
-    wanted = BuildInputs(source_revision="c" * 40, target_revision="d" * 40, recipe_fingerprint="f" * 16,
-                         draft_format="per-row", toolchain={**TOOLCHAIN, "openvino": "2027.0.0"})
+    wanted = BuildInputs(
+        source_revision="c" * 40,
+        target_revision="d" * 40,
+        recipe_fingerprint="f" * 16,
+        draft_format="per-row",
+        toolchain={**TOOLCHAIN, "openvino": "2027.0.0"},
+    )
     reasons = published.changes_to(wanted)
-    assert reasons == ["source changed (aaaaaaa -> ccccccc)", "target changed (bbbbbbb -> ddddddd)", "recipe changed",
-                       "toolchain changed (openvino 2026.4.1 -> 2027.0.0)", "draft format changed (stateful -> per-row)"]
-    unknown = wanted.model_copy(update={"source_revision": None, "target_revision": None, "draft_format": None,
-                                        "recipe_fingerprint": published.recipe_fingerprint,
-                                        "toolchain": TOOLCHAIN})
+    assert reasons == [
+        "source changed (aaaaaaa -> ccccccc)",
+        "target changed (bbbbbbb -> ddddddd)",
+        "recipe changed",
+        "toolchain changed (openvino 2026.4.1 -> 2027.0.0)",
+        "draft format changed (stateful -> per-row)",
+    ]
+    unknown = wanted.model_copy(
+        update={
+            "source_revision": None,
+            "target_revision": None,
+            "draft_format": None,
+            "recipe_fingerprint": published.recipe_fingerprint,
+            "toolchain": TOOLCHAIN,
+        }
+    )
     assert published.changes_to(unknown) == []
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bot.build.bundle import Bundle, find_local_paths, local_path_markers
-from bot.core.errors import BotError, Failure, Skip
+from bot.core.errors import BotError, Failure
 from bot.core.record import Repos
 from bot.hub import Hub
 from bot.plan.planner import draft_output_repo, target_output_repo
@@ -26,10 +26,11 @@ from bot.publish.publisher import publish_bundle
 from bot.run import demo
 from bot.run.pipeline import RunOptions, fetch_and_build, plan_run, run
 from bot.run.report import RunReport
+from hubserver import LocalHub
+from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
 from tests.reliability_rows import record
 
-TOKEN = "hf_reliability_write"
 CANARY = "hf_canary_0123456789abcdef"
 BASE = fast_recipe(num_assistant_tokens=[3])
 
@@ -39,14 +40,11 @@ def recipe_for(namespace: str):
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    from hubserver import LocalHub
-
-    root = tmp_path_factory.mktemp("rel-hub")
-    with LocalHub(root / "data", user="maintainer", token=TOKEN) as server:
-        demo.seed(server.url, TOKEN, root / "seed")
-        server.add_token(CANARY, "canary-bot", write=True, orgs=["rel-canary"])
-        yield server
+def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
+    """The shared local Hub (conftest) with the demo's repos and a canary write token for the `rel-canary` org."""
+    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"))
+    hub.add_token(CANARY, "canary-bot", write=True, orgs=["rel-canary"])
+    return hub
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +71,19 @@ def repo_state(hub, repo: str) -> tuple[str, bool]:
     needed = {"README.md", "openvino_export.json", "openvino_model.xml", "openvino_model.bin"}
     provenance = json.loads(Hub(hub.url, TOKEN).read_file(repo, "openvino_export.json") or b"{}")
     card = api.model_info(repo).card_data
-    whole = needed <= files and bool(provenance) and card is not None and card.to_dict().get("base_model") in (
-        provenance.get("source", {}).get("repo"), provenance.get("target", {}).get("repo"))
-    return f"complete at {head} ({len(files)} files, card and provenance agree)" if whole else \
-        f"INCONSISTENT at {head}: {sorted(files)}", whole
+    whole = (
+        needed <= files
+        and bool(provenance)
+        and card is not None
+        and card.to_dict().get("base_model")
+        in (provenance.get("source", {}).get("repo"), provenance.get("target", {}).get("repo"))
+    )
+    return (
+        f"complete at {head} ({len(files)} files, card and provenance agree)"
+        if whole
+        else f"INCONSISTENT at {head}: {sorted(files)}",
+        whole,
+    )
 
 
 def publish_under_fault(hub, bundle, tmp_path, namespace: str, rules: list[dict]):
@@ -86,10 +93,13 @@ def publish_under_fault(hub, bundle, tmp_path, namespace: str, rules: list[dict]
     hub.clear_requests()
     hub.set_faults(rules)
     try:
-        repos = Repos(draft=draft_output_repo(recipe.publish, demo.DRAFT_REPO),
-                      target=target_output_repo(recipe.publish, demo.TARGET_REPO))
-        result = publish_bundle(Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05), Bundle.read(copy), repos,
-                                private=False)
+        repos = Repos(
+            draft=draft_output_repo(recipe.publish, demo.DRAFT_REPO),
+            target=target_output_repo(recipe.publish, demo.TARGET_REPO),
+        )
+        result = publish_bundle(
+            Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05), Bundle.read(copy), repos, private=False
+        )
         outcome = f"published ({', '.join(f'{r}@{c[:7]}' for r, c in result.commits)})"
         error = None
     except BotError as exc:
@@ -107,13 +117,19 @@ FAULTS = [
     ("connection dropped mid LFS upload", [{"method": "PUT", "path": "^/_lfs/upload/", "drop": True}], True),
     ("503 on the first commit", [{"method": "POST", "path": "/commit/", "status": 503}], True),
     ("500 twice on preupload", [{"path": "/preupload/", "status": 500, "times": 2}], True),
-    ("429 with Retry-After on LFS batch", [{"path": r"\.git/info/lfs/objects/batch", "status": 429,
-                                            "retry_after": 1}], True),
+    (
+        "429 with Retry-After on LFS batch",
+        [{"path": r"\.git/info/lfs/objects/batch", "status": 429, "retry_after": 1}],
+        True,
+    ),
     ("slow answers (2 s) on repo info", [{"path": "^/api/models/[^/]+/[^/]+$", "delay": 2, "times": 2}], True),
     ("412 on commit (a concurrent writer)", [{"method": "POST", "path": "/commit/", "status": 412}], True),
     ("500 on every commit", [{"method": "POST", "path": "/commit/", "status": 500, "times": -1}], False),
-    ("connection dropped on every LFS negotiation", [{"method": "POST", "path": r"lfs/objects/batch",
-                                                       "drop": True, "times": -1}], False),
+    (
+        "connection dropped on every LFS negotiation",
+        [{"method": "POST", "path": r"lfs/objects/batch", "drop": True, "times": -1}],
+        False,
+    ),
 ]
 
 
@@ -134,21 +150,34 @@ def test_publish_survives_faults_and_leaves_repos_whole(hub, bundle, tmp_path, c
         states = [repo_state(hub, repo) for repo in repos]
         assert all(whole and state.startswith("complete") for state, whole in states), states
         outcome += f"; next run: {again}"
-    record("fault", case, outcome, "; ".join(f"{r}: {s}" for r, (s, _) in zip(repos, states)),
-           all(whole for _, whole in states))
+    record(
+        "fault",
+        case,
+        outcome,
+        "; ".join(f"{r}: {s}" for r, (s, _) in zip(repos, states, strict=True)),
+        all(whole for _, whole in states),
+    )
 
 
 def test_listing_faults_are_retried(hub, tmp_path):
-    hub.set_faults([{"path": "^/api/models$", "status": 503, "times": 2},
-                    {"path": "openvino_export.json", "status": 429, "retry_after": 1}])
+    hub.set_faults(
+        [
+            {"path": "^/api/models$", "status": 503, "times": 2},
+            {"path": "openvino_export.json", "status": 429, "retry_after": 1},
+        ]
+    )
     try:
         report = RunReport()
         plan_run(Hub(hub.url, TOKEN, backoff_s=0.05), BASE, RunOptions(dry_run=True), report)
     finally:
         hub.clear_faults()
     assert not [o for o in report.outcomes if o.status == "failed"], report.outcomes
-    record("fault", "503 twice on the listing, 429 on a provenance read", "retried with backoff; plan completed",
-           "unchanged (read-only)")
+    record(
+        "fault",
+        "503 twice on the listing, 429 on a provenance read",
+        "retried with backoff; plan completed",
+        "unchanged (read-only)",
+    )
 
 
 def _status_after(hub, namespace: str, bundle, rules: list[dict]):
@@ -159,15 +188,18 @@ def _status_after(hub, namespace: str, bundle, rules: list[dict]):
     recipe = recipe_for(namespace)
     writer = Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05)
     built = Bundle.read(bundle)
-    repos = Repos(draft=draft_output_repo(recipe.publish, demo.DRAFT_REPO),
-                  target=target_output_repo(recipe.publish, demo.TARGET_REPO))
+    repos = Repos(
+        draft=draft_output_repo(recipe.publish, demo.DRAFT_REPO),
+        target=target_output_repo(recipe.publish, demo.TARGET_REPO),
+    )
     hub.clear_requests()
     hub.set_faults(rules)
     try:
         report = RunReport()
         state = RunMemory(memory=load_memory(writer, recipe, "card", RunOptions()), listed=[demo.DRAFT_REPO])
-        report.add(Outcome(demo.DRAFT_REPO, built.record.source.revision, Status.UP_TO_DATE, "",
-                           [repos.draft, repos.target]))
+        report.add(
+            Outcome(demo.DRAFT_REPO, built.record.source.revision, Status.UP_TO_DATE, "", [repos.draft, repos.target])
+        )
         state.published[demo.DRAFT_REPO] = (built.record, repos)
         finish_status(report, state, writer, recipe, RunOptions())
     finally:
@@ -178,19 +210,27 @@ def _status_after(hub, namespace: str, bundle, rules: list[dict]):
 
 
 STATUS_FAULTS = [
-    ("500 on every status.json read", [{"path": "dflash-bot-status/resolve/", "status": 500, "times": -1}],
-     "memory unreadable: every source examined, the page not rewritten blind; the next run wrote it"),
-    ("412 on the status repo's commit (another run wrote the page)",
-     [{"method": "POST", "path": "dflash-bot-status/commit/", "status": 412}], "re-read and merged; page written"),
-    ("500 on every collection call", [{"path": "^/api/collections", "status": 500, "times": -1}],
-     "the status repo's own outcome failed with the cause; no model touched; next run wrote page and collection"),
+    (
+        "500 on every status.json read",
+        [{"path": "dflash-bot-status/resolve/", "status": 500, "times": -1}],
+        "memory unreadable: every source examined, the page not rewritten blind; the next run wrote it",
+    ),
+    (
+        "412 on the status repo's commit (another run wrote the page)",
+        [{"method": "POST", "path": "dflash-bot-status/commit/", "status": 412}],
+        "re-read and merged; page written",
+    ),
+    (
+        "500 on every collection call",
+        [{"path": "^/api/collections", "status": 500, "times": -1}],
+        "the status repo's own outcome failed with the cause; no model touched; next run wrote page and collection",
+    ),
 ]
 
 
 @pytest.mark.parametrize("case,rules,expected", STATUS_FAULTS, ids=[f[0] for f in STATUS_FAULTS])
-def test_status_page_faults_never_touch_the_models_and_the_next_run_heals(hub, bundle, tmp_path, case, rules,
-                                                                        expected):
-    from bot.status.memory import read_status
+def test_status_page_faults_never_touch_the_models_and_the_next_run_heals(hub, bundle, tmp_path, case, rules, expected):
+    from bot.status.read import read_status
 
     namespace = "rel-st-" + re.sub(r"[^a-z0-9]+", "-", case.lower()).strip("-")[:30]
     recipe, outcome, error = publish_under_fault(hub, bundle, tmp_path, namespace, [])
@@ -210,8 +250,13 @@ def test_status_page_faults_never_touch_the_models_and_the_next_run_heals(hub, b
     repos = [draft_output_repo(recipe.publish, demo.DRAFT_REPO), target_output_repo(recipe.publish, demo.TARGET_REPO)]
     states = [repo_state(hub, repo) for repo in repos]
     assert all(whole for _, whole in states), states
-    record("fault", case, expected, f"status page lists the pair; {'; '.join(s for s, _ in states)}",
-           all(whole for _, whole in states))
+    record(
+        "fault",
+        case,
+        expected,
+        f"status page lists the pair; {'; '.join(s for s, _ in states)}",
+        all(whole for _, whole in states),
+    )
 
 
 def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes], drop: list[str] = ()) -> None:
@@ -224,8 +269,11 @@ def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes], drop: list[
         make_tiny("oracle-deep", pair, target_repo=demo.TARGET_REPO)  # the demo's target is the deep one
     api = HfApi(endpoint=hub.url, token=TOKEN)
     api.create_repo(repo, exist_ok=True)
-    operations = [CommitOperationAdd(p.name, str(p)) for p in (pair / "draft").iterdir()
-                  if p.name not in files and p.name not in drop]
+    operations = [
+        CommitOperationAdd(p.name, str(p))
+        for p in (pair / "draft").iterdir()
+        if p.name not in files and p.name not in drop
+    ]
     operations += [CommitOperationAdd(name, data) for name, data in files.items()]
     api.create_commit(repo, operations, commit_message="hostile")
 
@@ -237,8 +285,12 @@ def _nested(depth: int) -> bytes:
 HOSTILE = [
     ("config.json of 50 MB", {"config.json": b'{"pad": "' + b"x" * (50 * 1024 * 1024) + b'"}'}, None, "limit"),
     ("deeply nested JSON config", {"config.json": b'{"a": ' + _nested(200_000) + b"}"}, None, "nested too deeply"),
-    ("safetensors header claiming more bytes than the file",
-     {"model.safetensors": (10**9).to_bytes(8, "little") + b'{"a": 1}'}, None, "header length"),
+    (
+        "safetensors header claiming more bytes than the file",
+        {"model.safetensors": (10**9).to_bytes(8, "little") + b'{"a": 1}'},
+        None,
+        "header length",
+    ),
     ("a repo listing very many files", {f"shard/{i:05d}.json": b"{}" for i in range(5001)}, None, "5000"),
     ("unicode and very long file names", {"模型" * 50 + ".json": b"{}"}, None, "over 255 bytes"),
     ("sibling names with '..' and absolute paths", {}, ["../../outside.json", "/etc/evil.json"], "unsafe path"),
@@ -278,18 +330,28 @@ CRASHERS = {
     # repo -> (files replacing the draft's, the words its named outcome must carry)
     # A base_model that is a URL is dropped by the card check (the repo name then names the target: the source is
     # planned like any other); one ending in a newline passes huggingface_hub's check and is refused by the bot's.
-    "z-lab/Qwen3-Tiny-DFlash-Hostile-url": ({"README.md": _card("base_model: https://huggingface.co/Qwen/Qwen3-Tiny")},
-                                            None),
-    "z-lab/Qwen3-Tiny-DFlash-Hostile-newline": ({"README.md": _card('base_model: "Qwen/Qwen3-Tiny\\n"')},
-                                                "not a valid Hub repo id"),
+    "z-lab/Qwen3-Tiny-DFlash-Hostile-url": (
+        {"README.md": _card("base_model: https://huggingface.co/Qwen/Qwen3-Tiny")},
+        None,
+    ),
+    "z-lab/Qwen3-Tiny-DFlash-Hostile-newline": (
+        {"README.md": _card('base_model: "Qwen/Qwen3-Tiny\\n"')},
+        "not a valid Hub repo id",
+    ),
     "z-lab/Qwen3.-DFlash-Hostile-dot": ({"README.md": b"A draft with no metadata.\n"}, "Qwen/Qwen3."),
-    "z-lab/Qwen3-Tiny-DFlash-Hostile-inf": ({"config.json": b'{"architectures": ["DFlashDraftModel"], '
-                                             b'"model_type": "qwen3", "hidden_size": Infinity, "dflash_config": '
-                                             b'{"mask_token_id": 3, "target_layer_ids": [1]}}'}, "hidden_size"),
-    "z-lab/Qwen3-Tiny-DFlash-Hostile-digits": ({"config.json": b'{"architectures": ["DFlashDraftModel"], '
-                                                b'"model_type": "qwen3", "pad": ' + b"9" * 5000 + b"}"}, "digits"),
-    "z-lab/Qwen3-Tiny-DFlash-Hostile-markup": ({"model.safetensors": None, "x[/b][red].bin": b"not loaded"},
-                                               "[/b]"),
+    "z-lab/Qwen3-Tiny-DFlash-Hostile-inf": (
+        {
+            "config.json": b'{"architectures": ["DFlashDraftModel"], '
+            b'"model_type": "qwen3", "hidden_size": Infinity, "dflash_config": '
+            b'{"mask_token_id": 3, "target_layer_ids": [1]}}'
+        },
+        "hidden_size",
+    ),
+    "z-lab/Qwen3-Tiny-DFlash-Hostile-digits": (
+        {"config.json": b'{"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "pad": ' + b"9" * 5000 + b"}"},
+        "digits",
+    ),
+    "z-lab/Qwen3-Tiny-DFlash-Hostile-markup": ({"model.safetensors": None, "x[/b][red].bin": b"not loaded"}, "[/b]"),
 }
 
 
@@ -299,18 +361,42 @@ def test_crash_inputs_are_named_outcomes_and_the_report_is_written(hub, tmp_path
     import yaml
 
     for repo, (files, _) in CRASHERS.items():
-        _seed_hostile(hub, tmp_path, repo, {k: v for k, v in files.items() if v is not None},
-                      drop=[k for k, v in files.items() if v is None])
+        _seed_hostile(
+            hub,
+            tmp_path,
+            repo,
+            {k: v for k, v in files.items() if v is not None},
+            drop=[k for k, v in files.items() if v is None],
+        )
     _seed_hostile(hub, tmp_path, f"z-lab/{LONG_NAME}", {})
     recipe = recipe_for("rel-crash")
-    recipe = recipe.model_copy(update={"watch": recipe.watch.model_copy(update={"sources": [
-        recipe.watch.sources[0].model_copy(update={"search": "Hostile"})]})})
+    recipe = recipe.model_copy(
+        update={
+            "watch": recipe.watch.model_copy(
+                update={"sources": [recipe.watch.sources[0].model_copy(update={"search": "Hostile"})]}
+            )
+        }
+    )
     recipe_file = tmp_path / "recipe.yaml"
     recipe_file.write_text(yaml.safe_dump(json.loads(recipe.model_dump_json())))
     env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
-    done = subprocess.run([sys.executable, "-m", "bot.cli", "run", "--dry-run", "--recipe", str(recipe_file),
-                           "--report", str(tmp_path / "report.json")], env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "run",
+            "--dry-run",
+            "--recipe",
+            str(recipe_file),
+            "--report",
+            str(tmp_path / "report.json"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.returncode == 0, done.stderr[-3000:]
     outcomes = {o["source"]: o for o in json.loads((tmp_path / "report.json").read_text())["outcomes"]}
@@ -322,28 +408,50 @@ def test_crash_inputs_are_named_outcomes_and_the_report_is_written(hub, tmp_path
     long_one = outcomes[f"z-lab/{LONG_NAME}"]
     assert long_one["status"] == "planned", long_one  # its output name is shortened with a hash, not refused
     assert "x[/b][red].bin" in done.stdout  # printed as text, not parsed as markup
-    bad_only = subprocess.run([sys.executable, "-m", "bot.cli", "run", "--only", "not a repo\n", "--recipe",
-                               str(recipe_file)], env=env, capture_output=True, text=True, timeout=120)
+    bad_only = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "run", "--only", "not a repo\n", "--recipe", str(recipe_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad_only.returncode == 2 and "Traceback" not in bad_only.stderr and "--only" in bad_only.stderr
-    for repo, (_, words) in CRASHERS.items():
-        record("hostile", f"{repo.split('Hostile-')[-1]}: crashed the run before", f"{outcomes[repo]['status']}: "
-               f"{outcomes[repo]['reason'][:120]}", "unchanged; report written, table printed")
-    record("hostile", "a source name whose output name is over 96 characters", "planned; output name shortened "
-           "deterministically with a hash suffix", "unchanged (dry run)")
+    for repo in CRASHERS:
+        record(
+            "hostile",
+            f"{repo.split('Hostile-')[-1]}: crashed the run before",
+            f"{outcomes[repo]['status']}: {outcomes[repo]['reason'][:120]}",
+            "unchanged; report written, table printed",
+        )
+    record(
+        "hostile",
+        "a source name whose output name is over 96 characters",
+        "planned; output name shortened deterministically with a hash suffix",
+        "unchanged (dry run)",
+    )
     record("hostile", "a malformed --only", "refused before any Hub call (exit 2, one line)", "unchanged")
 
 
 def test_a_hostile_number_in_a_safetensors_header_is_a_skip_after_download_before_export(hub, tmp_path):
     repo = "z-lab/Qwen3-Tiny-DFlash-Hostile-header"
-    _seed_hostile(hub, tmp_path, repo, {"model.safetensors": _safetensors_with(
-        '{"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 1e400]}}')})
-    report = run(recipe_for("rel-header"), Hub(hub.url, TOKEN), Hub(hub.url, TOKEN),
-                 RunOptions(only=repo, work=tmp_path / "w"))
+    _seed_hostile(
+        hub,
+        tmp_path,
+        repo,
+        {"model.safetensors": _safetensors_with('{"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 1e400]}}')},
+    )
+    report = run(
+        recipe_for("rel-header"), Hub(hub.url, TOKEN), Hub(hub.url, TOKEN), RunOptions(only=repo, work=tmp_path / "w")
+    )
     outcome = next(o for o in report.outcomes if o.source == repo)
     assert outcome.status == "skipped" and "model.safetensors" in outcome.reason, outcome
     assert outcome.stage in ("verify", "classify"), outcome
-    record("hostile", "1e400 in a safetensors header (crashed the build with OverflowError)",
-           f"skipped after download, before any export: {outcome.reason[:110]}", "unchanged")
+    record(
+        "hostile",
+        "1e400 in a safetensors header (crashed the build with OverflowError)",
+        f"skipped after download, before any export: {outcome.reason[:110]}",
+        "unchanged",
+    )
 
 
 def test_endless_listing_terminates(hub, tmp_path):
@@ -356,8 +464,12 @@ def test_endless_listing_terminates(hub, tmp_path):
         hub.clear_faults()
     listed = [d.listing.repo_id for d in decisions] + [o.source for o in report.outcomes]
     assert len(listed) == len(set(listed))
-    record("hostile", "a listing page that never ends", f"stopped at the recipe's max_candidates; "
-           f"{len(set(listed))} distinct candidates", "unchanged (read-only)")
+    record(
+        "hostile",
+        "a listing page that never ends",
+        f"stopped at the recipe's max_candidates; {len(set(listed))} distinct candidates",
+        "unchanged (read-only)",
+    )
 
 
 def test_a_commit_lands_only_on_the_commit_its_decision_was_made_on(tmp_path):
@@ -379,8 +491,9 @@ def test_a_commit_lands_only_on_the_commit_its_decision_was_made_on(tmp_path):
             hub.publish_folder("ns/race", folder, message="us", private=False, seen=None)
         seen = hub.files_or_none("ns/race")
         (folder / "a.txt").write_text("b")
-        hub.publish_folder("ns/race", folder, message="the other writer again", private=False,
-                           seen=hub.files_or_none("ns/race"))
+        hub.publish_folder(
+            "ns/race", folder, message="the other writer again", private=False, seen=hub.files_or_none("ns/race")
+        )
         (folder / "a.txt").write_text("ours")
         with pytest.raises(PreconditionFailed):
             hub.publish_folder("ns/race", folder, message="us", private=False, seen=seen)
@@ -405,9 +518,16 @@ def test_two_publishers_race_ten_times_one_publish_per_repo_and_two_reports(hub,
             copies.append(tmp_path / f"bundle-{round_}-{i}")
             shutil.copytree(bundle, copies[-1])
         env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
-        procs = [subprocess.Popen([sys.executable, "-m", "bot.cli", "publish", "--bundle", str(copy), "--recipe",
-                                   str(recipe_file)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for copy in copies]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "bot.cli", "publish", "--bundle", str(copy), "--recipe", str(recipe_file)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for copy in copies
+        ]
         results = [proc.communicate(timeout=300) for proc in procs]
         assert all(proc.returncode == 0 for proc in procs), "\n----\n".join(err[-2500:] for _, err in results)
         # Both report; the two may share the work (one commits the target, the other the draft), so either may
@@ -415,14 +535,19 @@ def test_two_publishers_race_ten_times_one_publish_per_repo_and_two_reports(hub,
         statuses = sorted(out.strip().splitlines()[-1].split(":")[0] for out, _ in results)
         assert set(statuses) <= {"published", "up-to-date"} and "published" in statuses, (round_, results)
         api = Hub(hub.url, TOKEN).api
-        for repo in (draft_output_repo(recipe_for(namespace).publish, demo.DRAFT_REPO),
-                     target_output_repo(recipe_for(namespace).publish, demo.TARGET_REPO)):
+        for repo in (
+            draft_output_repo(recipe_for(namespace).publish, demo.DRAFT_REPO),
+            target_output_repo(recipe_for(namespace).publish, demo.TARGET_REPO),
+        ):
             bot_commits = [c for c in api.list_repo_commits(repo) if "dflash-bot" in c.title]
             assert len(bot_commits) == 1, (round_, [c.title for c in api.list_repo_commits(repo)])
             assert repo_state(hub, repo)[1]
-    record("concurrency", "two publishers of one build at once, 10 rounds (separate processes)",
-           "10 of 10: both exit 0 with a report; the loser of each commit race re-read the Hub and went on",
-           "one bot commit per repo, complete, every round")
+    record(
+        "concurrency",
+        "two publishers of one build at once, 10 rounds (separate processes)",
+        "10 of 10: both exit 0 with a report; the loser of each commit race re-read the Hub and went on",
+        "one bot commit per repo, complete, every round",
+    )
 
 
 def test_a_publisher_killed_between_the_target_and_the_draft_leaves_no_dangling_link(hub, bundle, tmp_path):
@@ -443,14 +568,17 @@ def test_a_publisher_killed_between_the_target_and_the_draft_leaves_no_dangling_
     command = [sys.executable, "-m", "bot.cli", "publish", "--recipe", str(recipe_file), "--bundle"]
     shutil.copytree(bundle, tmp_path / "first")
     hub.clear_requests()
-    hub.set_faults([{"method": "POST", "path": f"^/api/models/{draft_repo}/(preupload|commit)/", "delay": 20,
-                     "times": 1}])
-    proc = subprocess.Popen(command + [str(tmp_path / "first")], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    hub.set_faults(
+        [{"method": "POST", "path": f"^/api/models/{draft_repo}/(preupload|commit)/", "delay": 20, "times": 1}]
+    )
+    proc = subprocess.Popen(
+        [*command, str(tmp_path / "first")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and not any(draft_repo in r["path"] and r["method"] == "POST" and
-                                                      r.get("fault") for r in hub.requests()):
+        while time.monotonic() < deadline and not any(
+            draft_repo in r["path"] and r["method"] == "POST" and r.get("fault") for r in hub.requests()
+        ):
             time.sleep(0.2)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -463,16 +591,19 @@ def test_a_publisher_killed_between_the_target_and_the_draft_leaves_no_dangling_
     state_after_kill = repo_state(hub, target_repo)
     assert state_after_kill[1], state_after_kill
     shutil.copytree(bundle, tmp_path / "again")
-    done = subprocess.run(command + [str(tmp_path / "again")], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*command, str(tmp_path / "again")], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     target_card = Hub(hub.url, TOKEN).read_file(target_repo, "README.md").decode()
     assert draft_repo in target_card
     states = [repo_state(hub, repo) for repo in (draft_repo, target_repo)]
     assert all(whole for _, whole in states), states
-    record("concurrency", "publisher SIGKILLed while the draft commit was in flight (target committed)",
-           f"target card listed {'the draft (its commit landed)' if draft_exists else 'no draft'}: no dangling "
-           f"link; next run: {done.stdout.strip().splitlines()[-1][:80]}",
-           "; ".join(f"{r}: {s}" for r, (s, _) in zip((draft_repo, target_repo), states)))
+    record(
+        "concurrency",
+        "publisher SIGKILLed while the draft commit was in flight (target committed)",
+        f"target card listed {'the draft (its commit landed)' if draft_exists else 'no draft'}: no dangling "
+        f"link; next run: {done.stdout.strip().splitlines()[-1][:80]}",
+        "; ".join(f"{r}: {s}" for r, (s, _) in zip((draft_repo, target_repo), states, strict=True)),
+    )
 
 
 def test_actions_handoffs_that_are_not_the_planned_build_are_failures_and_the_rest_publishes(hub, bundle, tmp_path):
@@ -480,39 +611,72 @@ def test_actions_handoffs_that_are_not_the_planned_build_are_failures_and_the_re
     than its entry, a missing artifact, and a plan from another recipe. Each is a failure naming its cause,
     nothing is published from it, and the good bundle in the same run is published."""
     from bot.core.outcome import Outcome, Status
+    from bot.discover.candidates import Candidate
     from bot.plan.planner import BuildJob
     from bot.run.fanout import JobError, MatrixEntry, MatrixPlan, PlanReport, load_plan, publish_run
-    from bot.run.handoff import BuildOutcomeFile, OutcomeRecord, artifact_name
+    from bot.run.handoff import BuildOutcomeFile, artifact_name
 
     recipe = recipe_for("rel-handoff")
     built = Bundle.read(bundle).record
 
     def job(namespace: str, revision: str | None = None) -> BuildJob:
-        return BuildJob(source=demo.DRAFT_REPO, revision=revision or built.source.revision,
-                        target=demo.TARGET_REPO, target_revision=built.target.revision, kind="dflash",
-                        format="stateful", target_model_type="qwen3", target_is_vlm=False, draft_bytes=1,
-                        target_bytes=1, profile="default", draft_files=(), target_files=(), download_bytes=2,
-                        reasons=("new",), draft_repo=f"{namespace}/Draft-int4-ov", target_repo=f"{namespace}/Target-int4-ov")
+        candidate = Candidate(
+            repo_id=demo.DRAFT_REPO,
+            revision=revision or built.source.revision,
+            kind="dflash",
+            draft_format="stateful",
+            target_repo=demo.TARGET_REPO,
+            target_revision=built.target.revision,
+            target_model_type="qwen3",
+            target_is_vlm=False,
+            draft_bytes=1,
+            target_bytes=1,
+            profile="default",
+            download_bytes=2,
+        )
+        return BuildJob(
+            candidate=candidate,
+            reasons=("new",),
+            draft_repo=f"{namespace}/Draft-int4-ov",
+            target_repo=f"{namespace}/Target-int4-ov",
+        )
 
-    cases = {"good": job("rel-handoff"), "truncated": job("rel-handoff-trunc"),
-             "other-revision": job("rel-handoff-rev", "c" * 40), "missing": job("rel-handoff-miss")}
+    cases = {
+        "good": job("rel-handoff"),
+        "truncated": job("rel-handoff-trunc"),
+        "other-revision": job("rel-handoff-rev", "c" * 40),
+        "missing": job("rel-handoff-miss"),
+    }
     bundles = tmp_path / "bundles"
     entries = []
     for index, (name, planned_job) in enumerate(cases.items()):
         artifact = f"{artifact_name(demo.TARGET_REPO)}-{index + 1}"
-        entries.append(MatrixEntry(jobs=[planned_job], name=name, artifact=artifact, runner="standard",
-                                   runs_on="ubuntu-latest", peak_bytes=1))
+        entries.append(
+            MatrixEntry(
+                jobs=[planned_job],
+                name=name,
+                artifact=artifact,
+                runner="standard",
+                runs_on="ubuntu-latest",
+                peak_bytes=1,
+            )
+        )
         if name == "missing":
             continue
         folder = bundles / artifact / artifact_name(demo.DRAFT_REPO)
         shutil.copytree(bundle, folder)
         outcome = Outcome(demo.DRAFT_REPO, planned_job.revision, Status.BUILT, "", [])
-        (folder / "build-outcome.json").write_text(BuildOutcomeFile(
-            job=planned_job, outcome=OutcomeRecord.of(outcome)).model_dump_json())
+        (folder / "build-outcome.json").write_text(BuildOutcomeFile(job=planned_job, outcome=outcome).model_dump_json())
         if name == "truncated":
             (folder / "draft" / "openvino_model.bin").unlink()
-    planned = MatrixPlan(recipe=recipe.name, recipe_fingerprint=recipe.fingerprint(), dry_run=False, entries=entries,
-                         card_refresh=[], report=PlanReport(outcomes=[], hub_requests=0, deferred=[]))
+    planned = MatrixPlan(
+        recipe=recipe.name,
+        recipe_fingerprint=recipe.fingerprint(),
+        dry_run=False,
+        entries=entries,
+        card_refresh=[],
+        report=PlanReport(outcomes=[], hub_requests=0, deferred=[]),
+    )
     report = publish_run(Hub(hub.url, TOKEN), recipe, bundles, planned)
     statuses = sorted((o.status, o.reason.split(":")[0][:40]) for o in report.outcomes)
     published = [o for o in report.outcomes if o.status == "published"]
@@ -525,25 +689,42 @@ def test_actions_handoffs_that_are_not_the_planned_build_are_failures_and_the_re
         assert not api.repo_exists(f"{namespace}/Draft-int4-ov") and not api.repo_exists(f"{namespace}/Target-int4-ov")
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(planned.model_dump_json())
-    with pytest.raises(JobError, match="another recipe|not from"):
+    with pytest.raises(JobError, match=r"another recipe|not from"):
         load_plan(plan_file, recipe_for("rel-other").model_copy(update={"name": "other"}))
-    for case, reason in (("a truncated bundle artifact (an IR file missing)", "incomplete"),
-                         ("a bundle whose record names another revision than its matrix entry", "planned revisions"),
-                         ("a matrix entry whose build job left no artifact", "left no bundle")):
-        record("hostile", f"Actions hand-off: {case}",
-               f"failed: {next(r for r in failed if reason in r)[:110]}; the good bundle of the same run published",
-               "nothing published from it")
-    record("hostile", "Actions hand-off: a plan record made from another recipe",
-           "refused before anything is published (JobError naming both recipes)", "unchanged")
+    for case, reason in (
+        ("a truncated bundle artifact (an IR file missing)", "incomplete"),
+        ("a bundle whose record names another revision than its matrix entry", "planned revisions"),
+        ("a matrix entry whose build job left no artifact", "left no bundle"),
+    ):
+        record(
+            "hostile",
+            f"Actions hand-off: {case}",
+            f"failed: {next(r for r in failed if reason in r)[:110]}; the good bundle of the same run published",
+            "nothing published from it",
+        )
+    record(
+        "hostile",
+        "Actions hand-off: a plan record made from another recipe",
+        "refused before anything is published (JobError naming both recipes)",
+        "unchanged",
+    )
 
 
 def test_build_processes_refuse_to_run_with_a_token_in_reach():
     env = {**os.environ, "HF_TOKEN": CANARY}
-    done = subprocess.run([sys.executable, "-m", "bot.sandbox.child", "validate", "--help"], env=env, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.sandbox.child", "bot.build.validate", "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 70 and "HF_TOKEN" in done.stderr and CANARY not in done.stderr
-    record("security", "a checkpoint-loading process started with a token in its environment",
-           "refused to start (exit 70), naming the variable, not its value", "unchanged")
+    record(
+        "security",
+        "a checkpoint-loading process started with a token in its environment",
+        "refused to start (exit 70), naming the variable, not its value",
+        "unchanged",
+    )
 
 
 def test_canary_token_never_leaks_and_no_code_or_pickle_is_fetched(hub, tmp_path):
@@ -554,28 +735,64 @@ def test_canary_token_never_leaks_and_no_code_or_pickle_is_fetched(hub, tmp_path
         def __reduce__(self):
             return (Path.touch, (marker,))
 
-    _seed_hostile(hub, tmp_path, "z-lab/Qwen3-Tiny-DFlash-pickled",
-                  {"pytorch_model.bin": pickle.dumps(Exploit()), "dflash.py": b"raise SystemExit('ran')"})
+    _seed_hostile(
+        hub,
+        tmp_path,
+        "z-lab/Qwen3-Tiny-DFlash-pickled",
+        {"pytorch_model.bin": pickle.dumps(Exploit()), "dflash.py": b"raise SystemExit('ran')"},
+    )
     recipe_file = tmp_path / "recipe.yaml"
     import yaml
 
     recipe_file.write_text(yaml.safe_dump(json.loads(recipe_for("rel-canary").model_dump_json())))
     summary, output = tmp_path / "summary.md", tmp_path / "output.txt"
-    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": CANARY, "GITHUB_ACTIONS": "true",
-           "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output)}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": hub.url,
+        "HF_TOKEN": CANARY,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_OUTPUT": str(output),
+    }
     hub.clear_requests()
-    done = subprocess.run([sys.executable, "-m", "bot.cli", "run", "--recipe", str(recipe_file), "--only",
-                           "z-lab/Qwen3-Tiny-DFlash-pickled", "--report", str(tmp_path / "report.json"), "--work",
-                           str(tmp_path / "w")], env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "run",
+            "--recipe",
+            str(recipe_file),
+            "--only",
+            "z-lab/Qwen3-Tiny-DFlash-pickled",
+            "--report",
+            str(tmp_path / "report.json"),
+            "--work",
+            str(tmp_path / "w"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["outcomes"][0]["status"] == "published", report
     assert not marker.exists()
     fetched = [r["path"] for r in hub.requests() if r["method"] in ("GET", "HEAD") and "/resolve/" in r["path"]]
-    assert fetched and not [p for p in fetched if p.endswith((".py", ".bin", ".pt", ".pkl"))
-                            and "/z-lab/" in p or p.startswith("/z-lab/") and p.endswith((".py", ".bin"))]
-    published = Path(Hub(hub.url, TOKEN).api.snapshot_download(
-        draft_output_repo(recipe_for("rel-canary").publish, "z-lab/Qwen3-Tiny-DFlash-pickled"), local_dir=tmp_path / "pub"))
+    assert fetched and not [
+        p
+        for p in fetched
+        if (p.endswith((".py", ".bin", ".pt", ".pkl")) and "/z-lab/" in p)
+        or (p.startswith("/z-lab/") and p.endswith((".py", ".bin")))
+    ]
+    published = Path(
+        Hub(hub.url, TOKEN).api.snapshot_download(
+            draft_output_repo(recipe_for("rel-canary").publish, "z-lab/Qwen3-Tiny-DFlash-pickled"),
+            local_dir=tmp_path / "pub",
+        )
+    )
+
     # `::add-mask::VALUE` is the command that tells the Actions runner to mask VALUE; the runner consumes it and
     # it never reaches the displayed log, so it is the one place the value may appear.
     def shown(text: str) -> str:
@@ -586,6 +803,10 @@ def test_canary_token_never_leaks_and_no_code_or_pickle_is_fetched(hub, tmp_path
     texts += [p.read_text(errors="replace") for p in published.rglob("*") if p.is_file() and ".cache" not in p.parts]
     assert not [line for t in texts for line in t.splitlines() if CANARY in line]
     assert find_local_paths(published, local_path_markers(tmp_path)) == []
-    record("security", "canary token in the environment of a full run; a pickle exploit and a .py in the source",
-           "published; the canary appears in no log, report, summary, card or file; no .py or pickle fetched; "
-           "nothing unpickled; no local path in published files", "complete")
+    record(
+        "security",
+        "canary token in the environment of a full run; a pickle exploit and a .py in the source",
+        "published; the canary appears in no log, report, summary, card or file; no .py or pickle fetched; "
+        "nothing unpickled; no local path in published files",
+        "complete",
+    )

@@ -16,21 +16,12 @@ import warnings
 import pytest
 import yaml
 
-from bot.core.profiles import REPO_ROOT, load_profiles
+from bot.core.profiles import PROFILES_FILE, load_profiles
 from bot.core.recipe import DEFAULT_RECIPE
 from bot.run import upstream
+from tests.conftest import HUB_TOKEN as TOKEN
 from tests.reliability_rows import record
 from tests.test_check_ir import DAMAGES, damaged
-
-TOKEN = "hf_reliability_cli"
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    from hubserver import LocalHub
-
-    with LocalHub(tmp_path_factory.mktemp("rel-cli-hub") / "data", user="maintainer", token=TOKEN) as server:
-        yield server
 
 
 def hub_state(hub) -> str:
@@ -49,7 +40,7 @@ def bot_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 def test_toolchain_check_finds_newer_releases_whatever_pip_quiet_says(tmp_path, monkeypatch):
     """`PIP_QUIET=1` silences `pip index versions`; the check read nothing and said "no newer release"."""
-    text = (REPO_ROOT / "toolchains" / "profiles.yaml").read_text()
+    text = PROFILES_FILE.read_text()
     assert "transformers==5.5.4" in text
     profiles = tmp_path / "profiles.yaml"
     profiles.write_text(text.replace("transformers==5.5.4", "transformers==5.5.0"))  # the index has 5.5.4
@@ -58,9 +49,13 @@ def test_toolchain_check_finds_newer_releases_whatever_pip_quiet_says(tmp_path, 
     gemma4 = next(p for p in report.proposals if p.profile == "gemma4")
     assert report.newer and gemma4.changes.get("transformers") == ("5.5.0", "5.5.4"), gemma4
     assert (report.status, report.exit_code) == ("newer release, candidate not tried", 1)
-    record("hostile", "toolchain check with PIP_QUIET=1 in the environment, a profile pinned at transformers "
-           "5.5.0 while the index has 5.5.4", f"{report.status} (exit {report.exit_code}): gemma4 transformers "
-           f"{' -> '.join(gemma4.changes['transformers'])}", "unchanged (asks the package index only)")
+    record(
+        "hostile",
+        "toolchain check with PIP_QUIET=1 in the environment, a profile pinned at transformers "
+        "5.5.0 while the index has 5.5.4",
+        f"{report.status} (exit {report.exit_code}): gemma4 transformers {' -> '.join(gemma4.changes['transformers'])}",
+        "unchanged (asks the package index only)",
+    )
 
 
 INSPECTED = {
@@ -90,8 +85,12 @@ def test_inspect_on_a_damaged_ir_folder_reports_failed_checks(name, tmp_path_fac
     failed = [r for r in json.loads(done.stdout)["rules"] if r["passed"] is False]
     assert done.returncode == 1 and rule in [r["rule"] for r in failed], done.stdout
     detail = failed[0]["detail"].replace(str(folder), "the folder")
-    record("hostile", f"`inspect` on a real IR folder: {INSPECTED[name]}", f"exit {done.returncode}, failed check "
-           f"{failed[0]['rule']}: {detail[:110]}", hub_state(hub))
+    record(
+        "hostile",
+        f"`inspect` on a real IR folder: {INSPECTED[name]}",
+        f"exit {done.returncode}, failed check {failed[0]['rule']}: {detail[:110]}",
+        hub_state(hub),
+    )
 
 
 ODD = {
@@ -114,16 +113,31 @@ def test_an_odd_recipe_value_is_refused_with_a_report(case, tmp_path, hub):
                    env={"HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN})  # fmt: skip
     (outcome,) = json.loads(report.read_text())["outcomes"]
     assert done.returncode == 4 and f"{section}.{key}" in outcome["reason"] and outcome["status"] == "failed"
-    record("hostile", f"recipe value {case}", f"refused before any Hub call (exit {done.returncode}); report: "
-           f"{outcome['reason'].split(': ', 1)[-1][:110]}", hub_state(hub))
+    record(
+        "hostile",
+        f"recipe value {case}",
+        f"refused before any Hub call (exit {done.returncode}); report: {outcome['reason'].split(': ', 1)[-1][:110]}",
+        hub_state(hub),
+    )
 
 
-@pytest.mark.parametrize("args", [["--only", "https://huggingface.co/z-lab/Qwen3-8B-DFlash-b16"],
-                                  ["--no-such-option"], ["--recipe", "/no/such/recipe.yaml"]], ids=str)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--only", "https://huggingface.co/z-lab/Qwen3-8B-DFlash-b16"],
+        ["--no-such-option"],
+        ["--recipe", "/no/such/recipe.yaml"],
+    ],
+    ids=str,
+)
 def test_a_malformed_option_is_refused_with_a_report(args, tmp_path, hub):
     report = tmp_path / "report.json"
     done = bot_cli("run", *args, "--report", str(report), env={"HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN})
     (outcome,) = json.loads(report.read_text())["outcomes"]
     assert done.returncode == 2 and outcome["stage"] == "usage" and outcome["status"] == "failed", outcome
-    record("hostile", f"`run {' '.join(args)} --report`", f"refused (exit {done.returncode}); report written: "
-           f"{outcome['reason'][:110]}", hub_state(hub))
+    record(
+        "hostile",
+        f"`run {' '.join(args)} --report`",
+        f"refused (exit {done.returncode}); report written: {outcome['reason'][:110]}",
+        hub_state(hub),
+    )

@@ -22,12 +22,13 @@ from bot.hub import Hub
 from bot.plan.planner import draft_output_repo, target_output_repo
 from bot.run import demo
 from bot.sandbox.telemetry import SWITCHES
+from hubserver import LocalHub
+from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
 from tests.reliability_rows import record
 from tests.test_egress import outside_loopback
 
 ROOT = Path(__file__).resolve().parent.parent
-TOKEN = "hf_egress_write"
 ROUNDS = 3
 ROUND_TIMEOUT_S = 1200  # generous (two builds on 2 shared cores beside a busy loop), but finite: a hang fails
 DEMO_TIMEOUT_S = 1800
@@ -44,8 +45,9 @@ def laptop_env(tmp_path: Path) -> dict[str, str]:
 
 def run_bounded(command: list[str], env: dict[str, str], timeout: float, what: str) -> subprocess.CompletedProcess:
     """Run `command` in its own process group; past `timeout`, stop it (SIGTERM, then SIGKILL) and fail the test."""
-    proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -75,8 +77,22 @@ def test_the_offline_demo_connects_to_nothing_but_the_local_hub(tmp_path):
         pytest.skip("strace is not installed here (`make test` installs it with apt-get)")
     env = laptop_env(tmp_path)
     trace = tmp_path / "strace.log"
-    command = [strace, "-f", "--seccomp-bpf", "-qq", "-e", "trace=connect,sendto,sendmsg,sendmmsg,openat",
-               "-e", "signal=none", "-o", str(trace), sys.executable, "-m", "bot.cli", "demo"]
+    command = [
+        strace,
+        "-f",
+        "--seccomp-bpf",
+        "-qq",
+        "-e",
+        "trace=connect,sendto,sendmsg,sendmmsg,openat",
+        "-e",
+        "signal=none",
+        "-o",
+        str(trace),
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "demo",
+    ]
     started = time.monotonic()
     done = run_bounded(command, env, DEMO_TIMEOUT_S, "dflash-bot demo under strace")
     took = time.monotonic() - started
@@ -86,32 +102,45 @@ def test_the_offline_demo_connects_to_nothing_but_the_local_hub(tmp_path):
     assert hub_connects, "strace saw no connection to the local hub: it traced nothing"
     flagged = outside_loopback(text)
     consent = Path(env["HOME"]) / "intel"
-    record("security", "offline demo (`dflash-bot demo`) under `strace -f` with CI unset, no telemetry switch in "
-           "the environment and a fresh HOME (OpenVINO telemetry would send)",
-           f"{hub_connects} connections, all to the local hub on loopback; {len(flagged)} outside loopback or name "
-           f"lookups; OpenVINO telemetry state in HOME: {'written' if consent.exists() else 'none'} ({took:.0f}s)",
-           "demo pair published, exit 0", consistent=not flagged and not consent.exists())
+    record(
+        "security",
+        "offline demo (`dflash-bot demo`) under `strace -f` with CI unset, no telemetry switch in "
+        "the environment and a fresh HOME (OpenVINO telemetry would send)",
+        f"{hub_connects} connections, all to the local hub on loopback; {len(flagged)} outside loopback or name "
+        f"lookups; OpenVINO telemetry state in HOME: {'written' if consent.exists() else 'none'} ({took:.0f}s)",
+        "demo pair published, exit 0",
+        consistent=not flagged and not consent.exists(),
+    )
     assert flagged == [], "\n".join(flagged[:20])
     assert not consent.exists(), sorted(p.name for p in consent.rglob("*"))
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    """A local hub holding the smallest pair that passes both gates (the shallow oracle pair)."""
-    from hubserver import LocalHub
-
-    root = tmp_path_factory.mktemp("egress-hub")
+def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
+    """The shared local Hub (conftest) holding the smallest pair that passes both gates (the shallow oracle pair)."""
     pair = (demo.SeededRepo(demo.TARGET_REPO, "oracle", "target"), demo.SeededRepo(demo.DRAFT_REPO, "oracle", "draft"))
-    with LocalHub(root / "data", user="maintainer", token=TOKEN) as server:
-        demo.seed(server.url, TOKEN, root / "seed", pair)
-        yield server
+    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"), pair)
+    return hub
 
 
 def start_run(recipe_file: Path, tmp_path: Path, name: str, env: dict[str, str]) -> subprocess.Popen:
-    command = [sys.executable, "-m", "bot.cli", "run", "--recipe", str(recipe_file), "--only", demo.DRAFT_REPO,
-               "--report", str(tmp_path / f"{name}.json"), "--work", str(tmp_path / f"work-{name}")]
-    return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "run",
+        "--recipe",
+        str(recipe_file),
+        "--only",
+        demo.DRAFT_REPO,
+        "--report",
+        str(tmp_path / f"{name}.json"),
+        "--work",
+        str(tmp_path / f"work-{name}"),
+    ]
+    return subprocess.Popen(
+        command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
 
 
 def wait_round(procs: list[subprocess.Popen], deadline: float) -> list[tuple[int | None, str]]:
@@ -143,22 +172,36 @@ def test_two_runs_at_once_under_cpu_contention_end_with_two_reports_three_times_
         procs = [start_run(recipe_file, tmp_path, f"r{index}-{i}", env) for i in range(2)]
         results = wait_round(procs, started + ROUND_TIMEOUT_S)
         reports = [tmp_path / f"r{index}-{i}.json" for i in range(2)]
-        statuses = [next((o["status"] for o in json.loads(r.read_text())["outcomes"] if o["source"] ==
-                          demo.DRAFT_REPO), "no outcome") if r.exists() else "no report" for r in reports]
+        statuses = [
+            next(
+                (o["status"] for o in json.loads(r.read_text())["outcomes"] if o["source"] == demo.DRAFT_REPO),
+                "no outcome",
+            )
+            if r.exists()
+            else "no report"
+            for r in reports
+        ]
         rounds.append((recipe, results, statuses, time.monotonic() - started))
     api = Hub(hub.url, TOKEN).api
     commits = []
     for recipe, _, _, _ in rounds:
-        for repo in (draft_output_repo(recipe.publish, demo.DRAFT_REPO), target_output_repo(recipe.publish,
-                                                                                             demo.TARGET_REPO)):
-            commits.append(sum(1 for c in api.list_repo_commits(repo) if "dflash-bot" in c.title)
-                           if api.repo_exists(repo) else 0)
+        for repo in (
+            draft_output_repo(recipe.publish, demo.DRAFT_REPO),
+            target_output_repo(recipe.publish, demo.TARGET_REPO),
+        ):
+            commits.append(
+                sum(1 for c in api.list_repo_commits(repo) if "dflash-bot" in c.title) if api.repo_exists(repo) else 0
+            )
     both = sum(1 for _, _, statuses, _ in rounds if "no report" not in statuses)
     codes = [code for _, results, _, _ in rounds for code, _ in results]
-    record("concurrency", f"two `dflash-bot run` at once, each building (2 cores), CI unset and no telemetry "
-           f"switch set, {ROUNDS} rounds", f"two reports in {both} of {ROUNDS} rounds; exits {codes}; draft outcomes "
-           f"{[s for _, _, s, _ in rounds]}; slowest round {max(t for *_, t in rounds):.0f}s",
-           f"bot commits per published repo: {commits}", consistent=both == ROUNDS and set(commits) == {1})
+    record(
+        "concurrency",
+        f"two `dflash-bot run` at once, each building (2 cores), CI unset and no telemetry switch set, {ROUNDS} rounds",
+        f"two reports in {both} of {ROUNDS} rounds; exits {codes}; draft outcomes "
+        f"{[s for _, _, s, _ in rounds]}; slowest round {max(t for *_, t in rounds):.0f}s",
+        f"bot commits per published repo: {commits}",
+        consistent=both == ROUNDS and set(commits) == {1},
+    )
     for recipe, results, statuses, _ in rounds:
         assert [code for code, _ in results] == [0, 0], (recipe.publish.namespace, results)
         assert set(statuses) <= {"published", "up-to-date"} and "published" in statuses, statuses

@@ -21,10 +21,11 @@ from bot.hub import Hub
 from bot.run import demo
 from bot.run.pipeline import RunOptions, fetch_and_build, plan_run
 from bot.run.report import RunReport
+from hubserver import LocalHub
+from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
 from tests.reliability_rows import record
 
-TOKEN = "hf_reliability_network"
 FAST = HubSettings(connect_timeout_s=2, read_timeout_s=0.5, min_bytes_per_s=2000, download_attempts=2)
 BASE = fast_recipe(num_assistant_tokens=[3])
 RECIPE = BASE.model_copy(update={"hub": FAST, "publish": BASE.publish.model_copy(update={"namespace": "rel-net"})})
@@ -32,13 +33,10 @@ DRAFT_WEIGHTS = f"^/{demo.DRAFT_REPO}/resolve/[^/]+/model.safetensors$"
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    from hubserver import LocalHub
-
-    root = tmp_path_factory.mktemp("rel-net-hub")
-    with LocalHub(root / "data", user="maintainer", token=TOKEN) as server:
-        demo.seed(server.url, TOKEN, root / "seed", repos=demo.DEMO_REPOS[:2])  # the published pair
-        yield server
+def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
+    """The shared local Hub (conftest) with the demo's published pair."""
+    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"), repos=demo.DEMO_REPOS[:2])
+    return hub
 
 
 @pytest.fixture()
@@ -90,23 +88,33 @@ def test_corrupted_draft_weights_every_time_fail_the_build_naming_both_hashes(hu
     assert "model.safetensors" in outcome.reason and good in outcome.reason, outcome.reason
     assert len([r for r in hub.requests() if r.get("fault")]) == 2  # retried once, fresh, then never built
     state, whole = hub_state(hub, before)
-    record("fault", "corrupted bytes (same length and headers) for a draft's LFS weights, on every download",
-           f"{outcome.status} before any export: {outcome.reason[:320]}", state, whole)
+    record(
+        "fault",
+        "corrupted bytes (same length and headers) for a draft's LFS weights, on every download",
+        f"{outcome.status} before any export: {outcome.reason[:320]}",
+        state,
+        whole,
+    )
 
 
 def test_corrupted_bytes_once_are_healed_by_downloading_that_file_again(hub, tmp_path, under):
     job = planned_job(hub)
     before = repos(hub)
     under({"path": DRAFT_WEIGHTS, "corrupt": True})
-    download = reader(hub).download(job.source, job.revision, tmp_path / "draft", job.draft_files)
+    download = reader(hub).download(job.source, job.revision, tmp_path / "draft", job.candidate.draft_files)
     weights = download.files["model.safetensors"]
     fetched = [r for r in hub.requests() if r["path"].endswith("/model.safetensors")]
     assert len(fetched) == 2 and weights.sha256 == hashlib.sha256(
         (tmp_path / "draft" / "model.safetensors").read_bytes()).hexdigest()  # fmt: skip
     state, whole = hub_state(hub, before)
-    record("fault", "corrupted bytes for a draft's LFS weights, once",
-           f"hash mismatch caught, that file downloaded again ({len(fetched)} GETs); verified sha256 "
-           f"{weights.sha256[:12]}… recorded for the build", state, whole)
+    record(
+        "fault",
+        "corrupted bytes for a draft's LFS weights, once",
+        f"hash mismatch caught, that file downloaded again ({len(fetched)} GETs); verified sha256 "
+        f"{weights.sha256[:12]}… recorded for the build",
+        state,
+        whole,
+    )
 
 
 def test_a_hub_that_accepts_and_says_nothing_fails_the_source_within_the_timeouts(hub, under):
@@ -119,22 +127,32 @@ def test_a_hub_that_accepts_and_says_nothing_fails_the_source_within_the_timeout
     (outcome,) = [o for o in report.outcomes if o.source == demo.DRAFT_REPO]
     assert outcome.status == "failed" and took < 5, (outcome, took)  # a failure: tried again next run
     state, whole = hub_state(hub, before)
-    record("fault", "the Hub accepts the connection and says nothing (repo info, every time)",
-           f"{outcome.status} after {took:.1f} s (read timeout 0.5 s, 2 attempts; a failure, examined again next "
-           f"run): {outcome.reason[:120]}", state, whole)
+    record(
+        "fault",
+        "the Hub accepts the connection and says nothing (repo info, every time)",
+        f"{outcome.status} after {took:.1f} s (read timeout 0.5 s, 2 attempts; a failure, examined again next "
+        f"run): {outcome.reason[:120]}",
+        state,
+        whole,
+    )
 
 
 def test_a_download_that_stalls_part_way_resumes_from_the_byte_it_had(hub, tmp_path, under):
     job = planned_job(hub)
     before = repos(hub)
     under({"path": DRAFT_WEIGHTS, "stall": 5, "after_bytes": 200_000})
-    download = reader(hub).download(job.source, job.revision, tmp_path / "draft", job.draft_files)
+    download = reader(hub).download(job.source, job.revision, tmp_path / "draft", job.candidate.draft_files)
     gets = sorted((r for r in hub.requests() if r["path"].endswith("/model.safetensors")), key=lambda r: r["time"])
     size = download.files["model.safetensors"].size
     assert [r["bytes_out"] for r in gets] == [200_000, size - 200_000]
     state, whole = hub_state(hub, before)
-    record("fault", "a download that stalls after 200 kB (silence, then hang-up)",
-           f"resumed with a Range from byte 200000 ({gets[1]['bytes_out']} more bytes); hash verified", state, whole)
+    record(
+        "fault",
+        "a download that stalls after 200 kB (silence, then hang-up)",
+        f"resumed with a Range from byte 200000 ({gets[1]['bytes_out']} more bytes); hash verified",
+        state,
+        whole,
+    )
 
 
 def test_a_trickling_download_fails_naming_the_repo_file_and_bytes_received(hub, tmp_path, under):
@@ -143,13 +161,18 @@ def test_a_trickling_download_fails_naming_the_repo_file_and_bytes_received(hub,
     under({"path": DRAFT_WEIGHTS, "trickle": 0.1, "times": -1})
     started = time.monotonic()
     with pytest.raises(HubError) as caught:
-        reader(hub).download(job.source, job.revision, tmp_path / "draft", job.draft_files)
+        reader(hub).download(job.source, job.revision, tmp_path / "draft", job.candidate.draft_files)
     error, took = caught.value, time.monotonic() - started
     assert error.subject == demo.DRAFT_REPO and "model.safetensors" in error.message and took < 8, (error, took)
     assert "bytes received" in error.message
     state, whole = hub_state(hub, before)
-    record("fault", "a download answered one byte every 0.1 s",
-           f"stalled after {took:.1f} s: {error.one_line()[:200]}", state, whole)
+    record(
+        "fault",
+        "a download answered one byte every 0.1 s",
+        f"stalled after {took:.1f} s: {error.one_line()[:200]}",
+        state,
+        whole,
+    )
 
 
 def test_a_404_without_the_hubs_error_code_is_a_failure_not_a_remembered_skip(hub, under):
@@ -163,9 +186,13 @@ def test_a_404_without_the_hubs_error_code_is_a_failure_not_a_remembered_skip(hu
     _, jobs = plan_run(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), RunReport())
     assert [job.source for job in jobs] == [demo.DRAFT_REPO]  # the next run plans it
     state, whole = hub_state(hub, before)
-    record("fault", "404 without X-Error-Code (a proxy's or CDN's answer) on a draft's config.json",
-           f"{outcome.status} (retried next run, not remembered): {outcome.reason[:120]}; next run: planned",
-           state, whole)
+    record(
+        "fault",
+        "404 without X-Error-Code (a proxy's or CDN's answer) on a draft's config.json",
+        f"{outcome.status} (retried next run, not remembered): {outcome.reason[:120]}; next run: planned",
+        state,
+        whole,
+    )
 
 
 def test_a_plan_past_its_deadline_stops_at_its_next_request(hub, under):
@@ -176,5 +203,10 @@ def test_a_plan_past_its_deadline_stops_at_its_next_request(hub, under):
         plan_run(reader(hub), recipe, RunOptions(dry_run=True), RunReport())
     assert isinstance(caught.value, HubError) and "plan deadline" in caught.value.message, caught.value
     state, whole = hub_state(hub, before)
-    record("fault", "planning that outlives the recipe's plan deadline", f"stopped: {caught.value.one_line()}",
-           state, whole)
+    record(
+        "fault",
+        "planning that outlives the recipe's plan deadline",
+        f"stopped: {caught.value.one_line()}",
+        state,
+        whole,
+    )

@@ -16,8 +16,23 @@ from bot.status.page import md_text
 # What an attacker puts in a file name or card value to hide or reorder text: bidi override and isolates, marks,
 # zero-width space/joiners, word joiner, BOM, a terminal escape, a carriage return, a line separator, a tag char.
 HOSTILE = "gpj\u202e.exe\u2066x\u2069\u200f\u200b\u200c\u200d\u2060\ufeff\x1b[31m\r\u2028\U000e0041\u00ad\u034f"
-INVISIBLE = ["\u202e", "\u2066", "\u2069", "\u200f", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\x1b", "\r",
-             "\u2028", "\U000e0041", "\u00ad", "\u034f"]
+INVISIBLE = [
+    "\u202e",
+    "\u2066",
+    "\u2069",
+    "\u200f",
+    "\u200b",
+    "\u200c",
+    "\u200d",
+    "\u2060",
+    "\ufeff",
+    "\x1b",
+    "\r",
+    "\u2028",
+    "\U000e0041",
+    "\u00ad",
+    "\u034f",
+]
 
 
 def test_clean_removes_controls_bidi_and_zero_width() -> None:
@@ -28,25 +43,47 @@ def test_clean_removes_controls_bidi_and_zero_width() -> None:
     assert clean(None) == "" and clean(3.5) == "3.5"
 
 
-@pytest.mark.parametrize("render", [md_text, escape_markdown_html, lambda text: draft_note(PublishedPair(
-    draft_repo="OV/x-int4-ov", target_repo="OV/t-int4-ov", source_repo=text, target_source="Qwen/t",
-    accept_length=2.0, speedup=1.5, recommended_k=3))], ids=["status page", "card", "collection note"])
+@pytest.mark.parametrize(
+    "render",
+    [
+        md_text,
+        escape_markdown_html,
+        lambda text: draft_note(
+            PublishedPair(
+                draft_repo="OV/x-int4-ov",
+                target_repo="OV/t-int4-ov",
+                source_repo=text,
+                target_source="Qwen/t",
+                accept_length=2.0,
+                speedup=1.5,
+                recommended_k=3,
+            )
+        ),
+    ],
+    ids=["status page", "card", "collection note"],
+)
 def test_every_renderer_shows_visible_text_only(render) -> None:
     shown = render(f"weights {HOSTILE} here")
     assert not any(char in shown for char in INVISIBLE), ascii(shown)
 
 
 def test_collection_note_never_says_nan() -> None:
-    pair = PublishedPair(draft_repo="OV/x-int4-ov", target_repo="OV/t-int4-ov", source_repo="z-lab/x",
-                         target_source="Qwen/t", accept_length=float("nan"), speedup=float("inf"), recommended_k=3)
+    pair = PublishedPair(
+        draft_repo="OV/x-int4-ov",
+        target_repo="OV/t-int4-ov",
+        source_repo="z-lab/x",
+        target_source="Qwen/t",
+        accept_length=float("nan"),
+        speedup=float("inf"),
+        recommended_k=3,
+    )
     note = draft_note(pair)
     assert "nan" not in note.lower() and "inf" not in note.lower() and "n/a" in note
 
 
 def test_log_lines_are_visible_text_and_keep_their_line_breaks() -> None:
     formatter = CleanFormatter("%(message)s")
-    record = logging.LogRecord("dflash-bot", logging.WARNING, __file__, 1, "skipped %s:\n  %s", (HOSTILE, "next"),
-                               None)
+    record = logging.LogRecord("dflash-bot", logging.WARNING, __file__, 1, "skipped %s:\n  %s", (HOSTILE, "next"), None)
     line = formatter.format(record)
     assert not any(char in line for char in INVISIBLE), ascii(line)
     assert line == "skipped gpj.exex[31m :\n  next"

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.core.settings import Settings
 from bot.discover.fetch import safe_copy
 from bot.discover.sanitize import sanitize_folder, unsafe_path_reason
-from bot.sandbox.confinement import confinement, wanted_layers
+from bot.sandbox.confinement import confinement
 
 CANARY_TOKEN = "SECRETCANARYTOKEN"
 REPO = Path(__file__).resolve().parent.parent
@@ -32,9 +33,17 @@ def _hostile_target(tiny, root: Path) -> tuple[Path, Path]:
     secret = root / "outside" / "tokenizer.json"
     secret.parent.mkdir(parents=True)
     tokenizer = json.loads((target / "tokenizer.json").read_text())
-    tokenizer["added_tokens"].append({"id": len(tokenizer["model"]["vocab"]) + 64, "content": CANARY_TOKEN,
-                                      "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
-                                      "special": True})
+    tokenizer["added_tokens"].append(
+        {
+            "id": len(tokenizer["model"]["vocab"]) + 64,
+            "content": CANARY_TOKEN,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+    )
     secret.write_text(json.dumps(tokenizer))
     source = root / "source"
     shutil.copytree(target, source)
@@ -47,11 +56,13 @@ def _hostile_target(tiny, root: Path) -> tuple[Path, Path]:
 _EXPORT = textwrap.dedent("""
     import sys
     from pathlib import Path
+    import os
     from bot.build.export import TASK_LLM, ExportRequest, export_model
     from bot.core.recipe import load_recipe
+    from bot.core.settings import Settings
     copy, work = Path(sys.argv[1]), Path(sys.argv[2])
     export_model(ExportRequest("target", copy, work / "ir", TASK_LLM, False), load_recipe().export,
-                 log_dir=work / "logs", home=work / "hf")
+                 log_dir=work / "logs", home=work / "hf", layers=Settings.from_env(os.environ).sandbox_layers)
 """)
 
 
@@ -60,8 +71,19 @@ def _export_traced(copy: Path, work: Path, env: dict | None = None) -> list[str]
     command = [sys.executable, "-c", _EXPORT, str(copy), str(work)]
     trace = work / "strace.log"
     if shutil.which("strace"):
-        command = ["strace", "-f", "--seccomp-bpf", "-qq", "-e", "trace=open,openat,openat2", "-e", "signal=none", "-o", str(trace),
-                   *command]
+        command = [
+            "strace",
+            "-f",
+            "--seccomp-bpf",
+            "-qq",
+            "-e",
+            "trace=open,openat,openat2",
+            "-e",
+            "signal=none",
+            "-o",
+            str(trace),
+            *command,
+        ]
     result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
     return _joined(trace.read_text().splitlines()) if trace.exists() else []
@@ -107,13 +129,15 @@ def test_the_tokenizer_path_attack_builds_without_opening_the_outside_file(tiny,
     assert not [line for line in opens if str(secret.parent) in line]
     if opens:  # every file the export opened successfully is its input, its work folder, Python or the system
         allowed = _allowed_roots(work)
-        outside = {path for path in _opened_paths(opens)
-                   if not path.startswith(allowed) and path + "/" not in allowed}
+        outside = {path for path in _opened_paths(opens) if not path.startswith(allowed) and path + "/" not in allowed}
         assert not outside, sorted(outside)[:20]
         # Temp files, caches and OpenVINO's telemetry state all stay in the work folder (unshare writes its own
         # namespace's uid/gid maps).
-        written = {path for path in _opened_paths(opens, writes=True)
-                   if not path.startswith((str(work), "/dev/", "/proc/self/"))}
+        written = {
+            path
+            for path in _opened_paths(opens, writes=True)
+            if not path.startswith((str(work), "/dev/", "/proc/self/"))
+        }
         assert not written, sorted(written)[:20]
         assert (work / "hf" / "home" / "intel" / "openvino_telemetry").read_text() == "0"
     assert (work / "ir" / "openvino_tokenizer.xml").is_file()
@@ -138,10 +162,18 @@ def test_landlock_alone_stops_the_loader_from_reading_outside(tiny, tmp_path):
 
 
 def test_path_valued_fields_that_leave_the_folder_are_removed(tmp_path):
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_file": "/etc/passwd", "vocab_file": "../../secret", "merges_file": "merges.txt",
-        "name_or_path": "~/models/x", "chat_template": "{{ '/etc/passwd' }}",
-        "nested": {"spm_file": "C:\\\\secret", "extra_files": ["ok.txt", "https://evil.example/x"]}}))
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_file": "/etc/passwd",
+                "vocab_file": "../../secret",
+                "merges_file": "merges.txt",
+                "name_or_path": "~/models/x",
+                "chat_template": "{{ '/etc/passwd' }}",
+                "nested": {"spm_file": "C:\\\\secret", "extra_files": ["ok.txt", "https://evil.example/x"]},
+            }
+        )
+    )
     (tmp_path / "config.json").write_text(json.dumps({"_name_or_path": "/home/author/model", "hidden_size": 8}))
     removed = {str(field) for field in sanitize_folder(tmp_path)}
     assert removed == {
@@ -161,17 +193,32 @@ def test_path_valued_fields_that_leave_the_folder_are_removed(tmp_path):
 def test_a_weight_map_pointing_outside_is_refused(tmp_path):
     from bot.core.errors import Skip
 
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
-        {"weight_map": {"lm_head.weight": "../../../root/model.safetensors"}}))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"lm_head.weight": "../../../root/model.safetensors"}})
+    )
     with pytest.raises(Skip, match="shard that escapes the checkpoint folder"):
         sanitize_folder(tmp_path, subject="x/y")
 
 
 def _allowed_roots(work: Path) -> tuple[str, ...]:
     python = {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent), str(REPO)}
-    system = ("/usr/", "/lib", "/bin/", "/sbin/", "/proc/", "/sys/", "/dev/", "/etc/ld.so", "/etc/localtime",
-              "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/os-release", "/etc/timezone",
-              "/etc/mime.types")
+    system = (
+        "/usr/",
+        "/lib",
+        "/bin/",
+        "/sbin/",
+        "/proc/",
+        "/sys/",
+        "/dev/",
+        "/etc/ld.so",
+        "/etc/localtime",
+        "/etc/passwd",
+        "/etc/group",
+        "/etc/nsswitch.conf",
+        "/etc/os-release",
+        "/etc/timezone",
+        "/etc/mime.types",
+    )
     return (str(work), *sorted(python), *system)
 
 
@@ -184,7 +231,8 @@ def _opened_paths(lines: list[str], *, writes: bool = False) -> set[str]:
         if writes and not re.search(r"O_WRONLY|O_RDWR|O_CREAT", line):
             continue
         match = re.search(rf'open(?:at2?)?\((?:AT_FDCWD|\d+), "([^"]+)".*\) = {result}', line) or re.search(
-            rf'open\("([^"]+)".*\) = {result}', line)
+            rf'open\("([^"]+)".*\) = {result}', line
+        )
         if match and match.group(1).startswith("/"):
             paths.add(match.group(1))
     return paths
@@ -267,7 +315,9 @@ _BUILDER = textwrap.dedent(r"""
     import json, os, sys
     from pathlib import Path
     from huggingface_hub import get_token
+    from bot.core.settings import Settings
     from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
+    layers = Settings.from_env(os.environ).sandbox_layers  # a process of its own: DFLASH_BOT_SANDBOX from its env
     work, reversed_canary, top = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     canary = reversed_canary[::-1]
     own = open("/proc/self/environ", "rb").read()
@@ -277,13 +327,13 @@ _BUILDER = textwrap.dedent(r"""
     except OSError:
         view["holder_environ"] = False
     (work / "builder.json").write_text(json.dumps(view))
-    command = sandboxed("exec", reads=[], writes=[work / "probe"])
+    command = sandboxed("exec", reads=[], writes=[work / "probe"], layers=layers)
     env = untrusted_env(home=work / "probe" / "hf")
     probe = lambda: run_logged([*command, sys.executable, "-c", sys.argv[4], reversed_canary, top, *sys.argv[5:]],
                                log_path=work / "probe.log", timeout_s=120, env=env, what="probe")
     if (work / "with-sibling").exists():  # a group build: another child of the builder runs beside it
         import threading, time
-        sibling = sandboxed("exec", reads=[], writes=[work / "sibling"])
+        sibling = sandboxed("exec", reads=[], writes=[work / "sibling"], layers=layers)
         threading.Thread(target=run_logged, args=([*sibling, "sleep", "5"],), daemon=True,
                          kwargs=dict(log_path=work / "sibling.log", timeout_s=60, env=env, what="sibling")).start()
         time.sleep(0.5)
@@ -297,15 +347,17 @@ _BUILDER = textwrap.dedent(r"""
 _HOLDER = textwrap.dedent(r"""
     import json, os, subprocess, sys
     from pathlib import Path
+    from bot.core.settings import Settings
     from bot.sandbox.confinement import hold_write_token, start_builder
     work, builder_script, probe_script = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    layers = Settings.from_env(os.environ).sandbox_layers
     token = hold_write_token()
     scrubbed = token.encode() not in open("/proc/self/environ", "rb").read() and "HF_TOKEN" not in os.environ
     sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
                                env={**os.environ, "HF_TOKEN": token})
     try:
         builder = start_builder([sys.executable, "-c", builder_script, str(work), token[::-1], str(os.getpid()),
-                                 probe_script, str(os.getpid()), str(sibling.pid)])
+                                 probe_script, str(os.getpid()), str(sibling.pid)], layers=layers)
         code = builder.wait(timeout=300)
     finally:
         sibling.kill()
@@ -315,11 +367,14 @@ _HOLDER = textwrap.dedent(r"""
 
 
 def _layer_cases() -> list:
-    available = confinement({})
+    available = confinement()
     cases = []
     for layers in ("auto", "namespaces", "landlock"):
-        works = {"auto": available.name != "none", "namespaces": available.namespaces,
-                 "landlock": available.landlock_abi > 0}[layers]
+        works = {
+            "auto": available.name != "none",
+            "namespaces": available.namespaces,
+            "landlock": available.landlock_abi > 0,
+        }[layers]
         cases.append(pytest.param(layers, marks=pytest.mark.skipif(not works, reason=f"no {layers} here")))
     return cases
 
@@ -329,13 +384,22 @@ def _run_holder(tmp_path: Path, layers: str, *, with_sibling: bool = False) -> t
         (tmp_path / "with-sibling").touch()
     canary = "hf_canary" + os.urandom(12).hex()
     env = {**os.environ, "HF_TOKEN": canary, "DFLASH_BOT_SANDBOX": layers}
-    result = subprocess.run([sys.executable, "-c", _HOLDER, str(tmp_path), _BUILDER, _PROBE], env=env, cwd=REPO,
-                            capture_output=True, text=True, timeout=400)
+    result = subprocess.run(
+        [sys.executable, "-c", _HOLDER, str(tmp_path), _BUILDER, _PROBE],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     log = (tmp_path / "probe.log").read_text() if (tmp_path / "probe.log").exists() else ""
     assert result.returncode == 0, result.stderr[-3000:] + log[-2000:]
     probe = json.loads(log.strip().splitlines()[-1])
-    return (json.loads((tmp_path / "holder.json").read_text()), json.loads((tmp_path / "builder.json").read_text()),
-            probe)
+    return (
+        json.loads((tmp_path / "holder.json").read_text()),
+        json.loads((tmp_path / "builder.json").read_text()),
+        probe,
+    )
 
 
 @pytest.mark.parametrize("layers", _layer_cases())
@@ -345,7 +409,7 @@ def test_a_sandboxed_child_cannot_read_the_write_token_through_proc(tmp_path, la
     assert builder == {"env": False, "get_token": False, "holder_environ": False}
     assert probe["found"] == [], probe
     assert probe["checked"] > 0
-    if layers in ("auto", "namespaces") and confinement({}).namespaces:
+    if layers in ("auto", "namespaces") and confinement().namespaces:
         assert probe["pid"] == 1 and probe["visible"] <= 2, probe  # its own PID namespace: no ancestor in sight
     if layers == "landlock":
         assert probe["pid"] != 1 and probe["visible"] == 0, probe  # host PIDs, but /proc is closed to it
@@ -360,7 +424,7 @@ def test_a_child_beside_a_sibling_child_cannot_read_the_write_token_through_proc
     assert builder == {"env": False, "get_token": False, "holder_environ": False}
     assert probe["found"] == [], probe
     assert probe["checked"] > 0
-    if layers in ("auto", "namespaces") and confinement({}).namespaces:
+    if layers in ("auto", "namespaces") and confinement().namespaces:
         assert probe["pid"] == 1 and probe["visible"] <= 2, probe  # the sibling is in a namespace of its own
     if layers == "landlock":
         assert probe["visible"] == 0, probe  # /proc is closed to it but for its own entries
@@ -374,6 +438,7 @@ def test_without_confinement_the_probe_does_find_the_token(tmp_path):
 
 
 # ---- hostile cards through a real build ----
+
 
 def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_cards(tiny, tmp_path):
     """A real build of a pair whose draft card injects markup into `license` and whose target card is an alias
@@ -395,9 +460,12 @@ def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_car
     (draft / "README.md").write_text(f"---\n{INJECTED_LICENSE}---\n# Draft\n")
     (target / "README.md").write_text(ALIAS_BOMB)
     candidate = classify_folders(draft, target, fast_recipe())
-    (outcome,) = build_group(Checkout(target, "Qwen/Qwen3-Tiny", "1" * 40),
-                             [DraftBuild(candidate, Checkout(draft, "z-lab/Qwen3-Tiny-DFlash-b16", "2" * 40),
-                                         tmp_path / "bundle")], fast_recipe(), work=tmp_path)
+    (outcome,) = build_group(
+        Checkout(target, "Qwen/Qwen3-Tiny", "1" * 40),
+        [DraftBuild(candidate, Checkout(draft, "z-lab/Qwen3-Tiny-DFlash-b16", "2" * 40), tmp_path / "bundle")],
+        fast_recipe(),
+        work=tmp_path,
+    )
     assert outcome.bundle is not None, outcome.error and outcome.error.one_line()
     record = outcome.bundle.root / "openvino_export.json"
     assert record.stat().st_size < 64 * 1024
@@ -406,9 +474,11 @@ def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_car
     assert (provenance["target"]["license"], provenance["target"]["license_link"]) == (None, None)
     built = outcome.bundle.record
     repos = Repos(draft="bot/Qwen3-Tiny-DFlash-b16-int4-ov", target="bot/Qwen3-Tiny-int4-ov")
-    cards = [render_draft_card(built.published_as(repos, "fp")),
-             render_target_card(TargetRecord.from_build(built, [], "fp"), target_repo=repos.target)]
-    for text, base in zip(cards, ("z-lab/Qwen3-Tiny-DFlash-b16", "Qwen/Qwen3-Tiny")):
+    cards = [
+        render_draft_card(built.published_as(repos, "fp")),
+        render_target_card(TargetRecord.from_build(built, [], "fp"), target_repo=repos.target),
+    ]
+    for text, base in zip(cards, ("z-lab/Qwen3-Tiny-DFlash-b16", "Qwen/Qwen3-Tiny"), strict=True):
         assert len(text) < 64 * 1024
         for injected in ("Pwned", "onerror", "javascript:", "evil.example", "lol"):
             assert injected not in text
@@ -419,17 +489,18 @@ def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_car
 def test_builder_env_keeps_the_read_token_only_and_hides_a_stored_token():
     from bot.sandbox.confinement import builder_env
 
-    env = builder_env({"HF_TOKEN": "w", "HUGGING_FACE_HUB_TOKEN": "w", "GITHUB_TOKEN": "g", "HF_READ_TOKEN": "r",
-                       "PATH": "/bin"})
+    env = builder_env(
+        {"HF_TOKEN": "w", "HUGGING_FACE_HUB_TOKEN": "w", "GITHUB_TOKEN": "g", "HF_READ_TOKEN": "r", "PATH": "/bin"}
+    )
     assert env["HF_READ_TOKEN"] == "r" and env["PATH"] == "/bin"
     assert not {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GITHUB_TOKEN"} & set(env)
     assert env["HF_TOKEN_PATH"] == os.devnull
 
 
 def test_the_sandbox_setting_names_layers_and_the_fallback():
-    assert wanted_layers({}) == ("namespaces", "landlock")
-    assert wanted_layers({"DFLASH_BOT_SANDBOX": "none"}) == ()
+    assert Settings.from_env({}).sandbox_layers == ("namespaces", "landlock")
+    assert Settings.from_env({"DFLASH_BOT_SANDBOX": "none"}).sandbox_layers == ()
     with pytest.raises(ValueError, match="unknown layer 'bwrap'"):
-        wanted_layers({"DFLASH_BOT_SANDBOX": "bwrap"})
-    off = confinement({"DFLASH_BOT_SANDBOX": "none"})
+        Settings.from_env({"DFLASH_BOT_SANDBOX": "bwrap"})
+    off = confinement(Settings.from_env({"DFLASH_BOT_SANDBOX": "none"}).sandbox_layers)
     assert off.name == "none" and "no OS confinement" in off.describe() and "switched off" in off.detail

@@ -7,10 +7,15 @@ from bot.plan.sizing import choose_runner, estimate_build, estimate_schedule, lo
 
 GB = 10**9
 # A model with round numbers, so the expected figures can be worked out by hand.
-MODEL = SizingModel(draft_export_memory=LinearFit(a=1.0, b=1 * GB),
-                    target_export_memory=LinearFit(a=1.0, b=1 * GB), validate_memory=LinearFit(a=0.5, b=0),
-                    inspect_memory=LinearFit(a=0.25, b=0), ir_bytes=LinearFit(a=0.25, b=0),
-                    export_scratch_disk=LinearFit(a=0.0, b=0), quality_memory=LinearFit(a=0.0, b=0))
+MODEL = SizingModel(
+    draft_export_memory=LinearFit(a=1.0, b=1 * GB),
+    target_export_memory=LinearFit(a=1.0, b=1 * GB),
+    validate_memory=LinearFit(a=0.5, b=0),
+    inspect_memory=LinearFit(a=0.25, b=0),
+    ir_bytes=LinearFit(a=0.25, b=0),
+    export_scratch_disk=LinearFit(a=0.0, b=0),
+    quality_memory=LinearFit(a=0.0, b=0),
+)
 
 # Safetensors bytes of the real checkpoints (shapes from tinymodels.shapes, which reproduce the Hub's sizes).
 QWEN3_4B = 8_044_936_192
@@ -22,8 +27,9 @@ QWEN3_5_4B = 9_300_000_000
 
 
 def runner(memory_gb: float, disk_gb: float, name: str = "r") -> RunnerClass:
-    return RunnerClass(name=name, max_memory_bytes=int(memory_gb * GB), max_disk_bytes=int(disk_gb * GB),
-                       runs_on="ubuntu-latest")
+    return RunnerClass(
+        name=name, max_memory_bytes=int(memory_gb * GB), max_disk_bytes=int(disk_gb * GB), runs_on="ubuntu-latest"
+    )
 
 
 def test_exports_run_in_parallel_only_when_both_fit_together():
@@ -39,13 +45,18 @@ def test_exports_run_in_parallel_only_when_both_fit_together():
 def test_the_quality_step_runs_after_the_exports_and_a_reused_target_has_none():
     with_quality = MODEL.model_copy(update={"quality_memory": LinearFit(a=0.0, b=6 * GB)})
     # exports 2 + 5 GB side by side; the quality step (6 GB) runs after them, alone
-    assert estimate_schedule(1 * GB, 4 * GB, with_quality, parallel_exports=True,
-                             remove_sources=False).peak_memory_bytes == 7 * GB
-    assert estimate_schedule(1 * GB, 4 * GB, with_quality, parallel_exports=False,
-                             remove_sources=False).peak_memory_bytes == 6 * GB
+    assert (
+        estimate_schedule(1 * GB, 4 * GB, with_quality, parallel_exports=True, remove_sources=False).peak_memory_bytes
+        == 7 * GB
+    )
+    assert (
+        estimate_schedule(1 * GB, 4 * GB, with_quality, parallel_exports=False, remove_sources=False).peak_memory_bytes
+        == 6 * GB
+    )
     # a reused target: no target export, no quality step; the draft export 2 GB, validation 2.5 GB
-    reused = estimate_schedule(1 * GB, 4 * GB, with_quality, parallel_exports=True, remove_sources=False,
-                               target_reused=True)
+    reused = estimate_schedule(
+        1 * GB, 4 * GB, with_quality, parallel_exports=True, remove_sources=False, target_reused=True
+    )
     assert reused.peak_memory_bytes == 2.5 * GB
 
 
@@ -123,7 +134,8 @@ def test_a_local_hub_seeded_with_a_real_qwen3_4b_pair_gets_a_matrix_entry_on_sta
     (job,) = entry.jobs
     assert (job.source, job.target) == ("z-lab/Qwen3-4B-DFlash-b16", "Qwen/Qwen3-4B")
     # The files' sizes: the tensors' bytes plus each shard's safetensors header.
-    assert 0 < job.draft_bytes - QWEN3_4B_DFLASH < 10**5 and 0 < job.target_bytes - QWEN3_4B < 10**6
+    assert 0 < job.candidate.draft_bytes - QWEN3_4B_DFLASH < 10**5
+    assert 0 < job.candidate.target_bytes - QWEN3_4B < 10**6
     assert entry.runner == "standard" and entry.parallel_exports
     assert entry.peak_bytes <= 15 * GB and entry.peak_disk_bytes <= 30 * GB
 
@@ -146,14 +158,20 @@ def test_an_8b_pair_is_skipped_with_the_peaks_and_the_class_to_add():
     assert "largest runner class 'standard'" in reason
     assert "add a class to the recipe's runners.classes with max_memory_bytes >=" in reason
     # The class the reason proposes takes the build.
-    proposed = runners.model_copy(update={"classes": [*runners.classes, runner(
-        -(-estimate.peak_memory_bytes // GB), -(-estimate.peak_disk_bytes // GB) + 1, "large")]})
+    proposed = runners.model_copy(
+        update={
+            "classes": [
+                *runners.classes,
+                runner(-(-estimate.peak_memory_bytes // GB), -(-estimate.peak_disk_bytes // GB) + 1, "large"),
+            ]
+        }
+    )
     assert choose_runner(QWEN3_8B_DFLASH, QWEN3_8B, proposed)[0].name == "large"
 
 
 def test_this_machine_as_a_runner_class(tmp_path):
     here = local_runner(tmp_path)
-    assert here.name == "local" and 0 < here.max_memory_bytes and 0 < here.max_disk_bytes
+    assert here.name == "local" and here.max_memory_bytes > 0 and here.max_disk_bytes > 0
 
 
 def test_a_reused_target_leaves_the_draft_export_and_genai_as_the_peak():
@@ -168,5 +186,7 @@ def test_a_reused_target_leaves_the_draft_export_and_genai_as_the_peak():
     assert reused.peak_memory_bytes == max(peaks.draft_export_memory, peaks.validate_memory) < full.peak_memory_bytes
     assert reused.peak_disk_bytes < full.peak_disk_bytes / 2  # no bf16 target, no temporary IR
     chosen, eight_b, reason = choose_runner(QWEN3_8B_DFLASH, QWEN3_8B, runners, target_reused=True)
-    assert chosen is None and eight_b.peak_memory_bytes == stage_peaks(
-        QWEN3_8B_DFLASH, QWEN3_8B, runners.sizing).validate_memory, reason
+    assert (
+        chosen is None
+        and eight_b.peak_memory_bytes == stage_peaks(QWEN3_8B_DFLASH, QWEN3_8B, runners.sizing).validate_memory
+    ), reason

@@ -17,21 +17,27 @@ from hubserver.metadata import parse_front_matter
 from tests.conftest import fast_recipe
 
 REPO = "z-lab/Qwen3-8B-DFlash-b16"
-INJECTED_LICENSE = ('license: "mit\\n\\n# Pwned <img src=x onerror=alert(1)> [click](https://evil.example)"\n'
-                    "license_link: javascript:alert(1)\n")
+INJECTED_LICENSE = (
+    'license: "mit\\n\\n# Pwned <img src=x onerror=alert(1)> [click](https://evil.example)"\n'
+    "license_link: javascript:alert(1)\n"
+)
 # 428 bytes of YAML that expand into millions of strings once serialised (the bomb).
-ALIAS_BOMB = ("---\nlicense: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
-              "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-              "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
-              "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
-              "license_link: [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n---\n# Card\n")
+ALIAS_BOMB = (
+    '---\nlicense: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+    "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+    "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
+    "license_link: [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n---\n# Card\n"
+)
 # Front matter the two parsers once disagreed on; `base_model` is what the Hub shows for each (None: no metadata).
 TRICKY = {
     "trailing space after the opening fence": ("--- \nbase_model: evil/Target\n---\nbody\n", None),
     "comment of dashes": ("---\n# ------\nbase_model: Qwen/Qwen3-8B\n---\nbody\n", "Qwen/Qwen3-8B"),
     "dashes inside a value": ("---\nbase_model: Qwen/Qwen3-8B\ndescription: a --- b\n---\n", "Qwen/Qwen3-8B"),
-    "a rule in the body": ("---\nbase_model: Qwen/Qwen3-4B\n---\ntext\n---\nbase_model: evil/X\n---\n",
-                           "Qwen/Qwen3-4B"),
+    "a rule in the body": (
+        "---\nbase_model: Qwen/Qwen3-4B\n---\ntext\n---\nbase_model: evil/X\n---\n",
+        "Qwen/Qwen3-4B",
+    ),
     "CRLF line ends": ("---\r\nbase_model: Qwen/Qwen3-1.7B\r\n---\r\nbody\r\n", "Qwen/Qwen3-1.7B"),
     "leading blank line": ("\n---\nbase_model: Qwen/Qwen3-8B\n---\n", "Qwen/Qwen3-8B"),
     "list of base models": ("---\nbase_model:\n- Qwen/Qwen3-8B\n- other/Model\n---\n", "Qwen/Qwen3-8B"),
@@ -57,38 +63,46 @@ def test_alias_bomb_is_refused_quickly_and_leaves_nothing():
         refuse_unsafe_yaml("a: &x 1\nb: *x\n")
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("license: 2024-01-01", None),  # YAML makes it a date
-    ("license: apache-2.0", "apache-2.0"),
-    ("license: Apache 2.0", None),
-    ("license: [mit, apache-2.0]", None),
-    ("license: other\nlicense_name: qwen-research", "other"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("license: 2024-01-01", None),  # YAML makes it a date
+        ("license: apache-2.0", "apache-2.0"),
+        ("license: Apache 2.0", None),
+        ("license: [mit, apache-2.0]", None),
+        ("license: other\nlicense_name: qwen-research", "other"),
+    ],
+)
 def test_license_must_be_an_id_from_the_hubs_list(text, expected):
     assert read_source_card(f"---\n{text}\n---\n", repo_id=REPO).license == expected
 
 
 def test_license_name_is_kept_only_as_a_slug_beside_other():
-    assert read_source_card("---\nlicense: other\nlicense_name: qwen-research\n---\n", repo_id=REPO
-                            ).license_name == "qwen-research"
-    assert read_source_card("---\nlicense: other\nlicense_name: \"a <b>\"\n---\n", repo_id=REPO).license_name is None
+    assert (
+        read_source_card("---\nlicense: other\nlicense_name: qwen-research\n---\n", repo_id=REPO).license_name
+        == "qwen-research"
+    )
+    assert read_source_card('---\nlicense: other\nlicense_name: "a <b>"\n---\n', repo_id=REPO).license_name is None
     assert read_source_card("---\nlicense: mit\nlicense_name: x\n---\n", repo_id=REPO).license_name is None
 
 
-@pytest.mark.parametrize("link, expected", [
-    (f"https://huggingface.co/{REPO}/blob/main/LICENSE", f"https://huggingface.co/{REPO}/blob/main/LICENSE"),
-    ("LICENSE", f"https://huggingface.co/{REPO}/blob/main/LICENSE"),
-    ("https://www.apache.org/licenses/LICENSE-2.0", "https://www.apache.org/licenses/LICENSE-2.0"),
-    ("https://huggingface.co/evil/repo/blob/main/LICENSE", None),  # another repo
-    (f"http://huggingface.co/{REPO}/blob/main/LICENSE", None),  # not https
-    ("https://evil.example/LICENSE", None),
-    (f"https://huggingface.co/{REPO}/blob/main/LICENSE)<img src=x onerror=alert(1)>", None),
-    ("https://user:pw@www.apache.org/licenses/", None),
-    (f"https://huggingface.co/{REPO}/../../evil/x", None),
-    ("../LICENSE", None),
-])
+@pytest.mark.parametrize(
+    "link, expected",
+    [
+        (f"https://huggingface.co/{REPO}/blob/main/LICENSE", f"https://huggingface.co/{REPO}/blob/main/LICENSE"),
+        ("LICENSE", f"https://huggingface.co/{REPO}/blob/main/LICENSE"),
+        ("https://www.apache.org/licenses/LICENSE-2.0", "https://www.apache.org/licenses/LICENSE-2.0"),
+        ("https://huggingface.co/evil/repo/blob/main/LICENSE", None),  # another repo
+        (f"http://huggingface.co/{REPO}/blob/main/LICENSE", None),  # not https
+        ("https://evil.example/LICENSE", None),
+        (f"https://huggingface.co/{REPO}/blob/main/LICENSE)<img src=x onerror=alert(1)>", None),
+        ("https://user:pw@www.apache.org/licenses/", None),
+        (f"https://huggingface.co/{REPO}/../../evil/x", None),
+        ("../LICENSE", None),
+    ],
+)
 def test_license_link_is_https_on_the_source_repo_or_a_license_host(link, expected):
-    card = read_source_card(f"---\nlicense: mit\nlicense_link: \"{link}\"\n---\n", repo_id=REPO)
+    card = read_source_card(f'---\nlicense: mit\nlicense_link: "{link}"\n---\n', repo_id=REPO)
     assert card.license_link == expected
     assert (expected is None) == bool(card.notes)
 
@@ -103,7 +117,7 @@ def test_oversized_readme_and_metadata_are_ignored_with_a_note():
     huge = b"---\nlicense: mit\n---\n" + b"x" * (2 * 1024 * 1024)
     card = read_source_card(huge, repo_id=REPO)
     assert card.license is None and card.text == "" and "over the" in card.notes[0]
-    big_block = "---\nlicense: mit\npad: \"" + "x" * (70 * 1024) + "\"\n---\n"
+    big_block = '---\nlicense: mit\npad: "' + "x" * (70 * 1024) + '"\n---\n'
     assert "over the" in read_source_card(big_block, repo_id=REPO).notes[0]
 
 
@@ -135,8 +149,9 @@ def test_a_dash_comment_resolves_the_target_the_hub_shows_not_the_repo_name():
 
 def test_the_hubs_card_data_wins_over_our_own_parse():
     readme = b"---\nbase_model: Qwen/Qwen3-4B\nlicense: mit\n---\n"
-    card = read_source_card(readme, repo_id=REPO, hub_card_data={"base_model": "Qwen/Qwen3-8B",
-                                                                   "license": "apache-2.0"})
+    card = read_source_card(
+        readme, repo_id=REPO, hub_card_data={"base_model": "Qwen/Qwen3-8B", "license": "apache-2.0"}
+    )
     assert card.base_models == ("Qwen/Qwen3-8B",) and card.license == "apache-2.0" and card.metadata_from == "hub"
     hostile = read_source_card(readme, repo_id=REPO, hub_card_data={"license": "mit\n# x", "base_model": "../x"})
     assert hostile.license is None and hostile.base_models == () and len(hostile.notes) == 2
@@ -149,8 +164,13 @@ def test_our_metadata_round_trips_through_huggingface_hubs_parser():
     card = read_source_card(f"---\n{INJECTED_LICENSE}base_model: Qwen/Qwen3-8B\n---\n".encode(), repo_id=REPO)
     good = read_source_card(b"---\nlicense: apache-2.0\nlicense_link: LICENSE\n---\n", repo_id=REPO)
     for source in (card, good):
-        data = ModelCardData(base_model=REPO, base_model_relation="quantized", license=source.license,
-                             license_link=source.license_link, library_name="openvino")
+        data = ModelCardData(
+            base_model=REPO,
+            base_model_relation="quantized",
+            license=source.license,
+            license_link=source.license_link,
+            library_name="openvino",
+        )
         parsed = ModelCard(f"---\n{data.to_yaml()}\n---\n\n# Card\n").data.to_dict()
         assert parsed == {key: value for key, value in data.to_dict().items() if value is not None}
     assert "onerror" not in ModelCardData(license=card.license, license_link=card.license_link).to_yaml()
@@ -167,8 +187,9 @@ def test_an_oversized_published_record_is_rebuilt_not_skipped_forever(tmp_path):
         api = HfApi(endpoint=server.url, token="hf_write")
         api.create_repo("maintainer/stuck-int4-ov")
         (tmp_path / PROVENANCE_FILE).write_bytes(b'{"pad": "' + b"x" * (5 * 1024 * 1024) + b'"}')
-        api.upload_file(path_or_fileobj=tmp_path / PROVENANCE_FILE, path_in_repo=PROVENANCE_FILE,
-                        repo_id="maintainer/stuck-int4-ov")
+        api.upload_file(
+            path_or_fileobj=tmp_path / PROVENANCE_FILE, path_in_repo=PROVENANCE_FILE, repo_id="maintainer/stuck-int4-ov"
+        )
         assert Hub(server.url, "hf_write").draft_record("maintainer/stuck-int4-ov") is None
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from huggingface_hub import HfApi
 from typer.testing import CliRunner
 
+from bot.core.errors import Failure, Fault, HubError, InfrastructureFailure, Skip, Stage
+from bot.core.outcome import Outcome
 from bot.core.toolchain import Toolchain
 from bot.hub import Hub
 from bot.status.memory import (
@@ -26,22 +27,21 @@ from bot.status.memory import (
     needs_recheck,
     problem_entry,
     published_entry,
-    read_status,
     recipe_memory_fingerprint,
     stale_published,
     toolchain_fingerprint,
     with_repo_shas,
-    write_status,
 )
-from bot.status.page import md_text, render_files, render_readme, renderer_fingerprint
-from bot.status.read import MAX_STATUS_BYTES, StatusRead, agrees, foreign_repos, load_status, vetted
+from bot.status.page import md_text, render_files, render_readme, renderer_fingerprint, write_status
+from bot.status.read import MAX_STATUS_BYTES, StatusRead, agrees, foreign_repos, load_status, read_status, vetted
+from bot.status.step import Memory, entries_for
 from hubserver import LocalHub
+from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
 
 # huggingface_hub's own LFS upload passes a file object as `data=`, which httpx deprecates; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
-TOKEN = "hf_status_main"
 NS = "OV"
 STATUS_REPO = f"{NS}/dflash-bot-status"
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
@@ -49,55 +49,168 @@ DRAFT, TARGET = f"{NS}/Qwen3-Tiny-DFlash-b16-int4-ov", f"{NS}/Qwen3-Tiny-int4-ov
 
 
 def published(**changes) -> StatusEntry:
-    entry = StatusEntry(source="z-lab/Qwen3-Tiny-DFlash-b16", revision="a" * 40, status="published", kind="dflash",
-                        target="Qwen/Qwen3-Tiny", target_revision="b" * 40, draft_repo=DRAFT, target_repo=TARGET,
-                        repo_shas={DRAFT: "1" * 40, TARGET: "2" * 40}, accept_length=4.0, speedup=1.8,
-                        recommended_k=3, profile="default", toolchain_fingerprint="tc", recipe_fingerprint="rc",
-                        card_fingerprint="card", last_built=NOW, last_checked=NOW)
+    entry = StatusEntry(
+        source="z-lab/Qwen3-Tiny-DFlash-b16",
+        revision="a" * 40,
+        status="published",
+        kind="dflash",
+        target="Qwen/Qwen3-Tiny",
+        target_revision="b" * 40,
+        draft_repo=DRAFT,
+        target_repo=TARGET,
+        repo_shas={DRAFT: "1" * 40, TARGET: "2" * 40},
+        accept_length=4.0,
+        speedup=1.8,
+        recommended_k=3,
+        profile="default",
+        toolchain_fingerprint="tc",
+        recipe_fingerprint="rc",
+        card_fingerprint="card",
+        last_built=NOW,
+        last_checked=NOW,
+    )
     return entry.model_copy(update=changes)
 
 
 def skipped(**changes) -> StatusEntry:
-    entry = problem_entry("z-lab/Broken-DFlash", "c" * 40, "skipped", "target_layer_ids do not fit the target",
-                          stage="classify", toolchain_fp="tc", recipe_fp="rc", now=NOW)
+    entry = problem_entry(
+        "z-lab/Broken-DFlash",
+        "c" * 40,
+        "skipped",
+        "target_layer_ids do not fit the target",
+        stage="classify",
+        toolchain_fp="tc",
+        recipe_fp="rc",
+        now=NOW,
+    )
     return entry.model_copy(update=changes)
 
 
 def status_of(*entries: StatusEntry, **changes) -> StatusFile:
-    return StatusFile(recipe="dflash", namespace=NS, entries=tuple(sorted(entries, key=lambda e: e.source)),
-                      **changes)
+    return StatusFile(recipe="dflash", namespace=NS, entries=tuple(sorted(entries, key=lambda e: e.source)), **changes)
 
 
 # ---- memory rules ----
 
-@pytest.mark.parametrize(("entry", "kwargs", "expected"), [
-    (None, {}, True),                                                     # never seen
-    (skipped(), {}, False),                                               # same everything: remembered
-    (skipped(), {"recheck": True}, True),                                 # --recheck
-    (skipped(), {"revision": "d" * 40}, True),                            # new source revision
-    (skipped(), {"toolchain_fp": "tc2"}, True),                           # toolchain changed
-    (skipped(), {"recipe_fp": "rc2"}, True),                              # recipe changed
-    (skipped(), {"recheck_after": dt.timedelta(days=7)}, False),          # younger than recheck_after
-    (skipped(), {"recheck_after": dt.timedelta(days=7), "now": NOW + dt.timedelta(days=7)}, True),  # aged out
-    (skipped(status="failed"), {}, False),                                # failures are remembered too
-    (skipped(status="failed", stage="download"), {}, True),               # ...but not a failed Hub call
-    (skipped(stage="read"), {}, False),                                   # a gated/missing skip is remembered
-    (skipped(stage="publish"), {}, True),                                 # "no write token" is not the source's
-    (published(revision="c" * 40), {}, False),                            # published and current
-    (published(revision="c" * 40), {"card_fp": "card"}, False),
-    (published(revision="c" * 40), {"card_fp": "card2"}, True),           # card template changed
-    (published(revision="c" * 40), {"recheck_after": dt.timedelta(days=7)}, False),  # young publish: remembered
-    (published(revision="c" * 40), {"recheck_after": dt.timedelta(0)}, True),  # aged: its target may have moved
-    # Forged or damaged memory: nothing could confirm a publish without repos, and no age makes a future check due.
-    (published(revision="c" * 40, draft_repo=None, target_repo=None, repo_shas={}), {}, True),
-    (published(revision="c" * 40, draft_repo=None, target_repo=None, repo_shas={},
-               last_checked=NOW + dt.timedelta(days=3650)), {"recheck_after": dt.timedelta(days=7)}, True),
-    (skipped(last_checked=NOW + dt.timedelta(days=3650)), {"recheck_after": dt.timedelta(days=7)}, True),
-])
+
+@pytest.mark.parametrize(
+    ("entry", "kwargs", "expected"),
+    [
+        (None, {}, True),  # never seen
+        (skipped(), {}, False),  # same everything: remembered
+        (skipped(), {"recheck": True}, True),  # --recheck
+        (skipped(), {"revision": "d" * 40}, True),  # new source revision
+        (skipped(), {"toolchain_fp": "tc2"}, True),  # toolchain changed
+        (skipped(), {"recipe_fp": "rc2"}, True),  # recipe changed
+        (skipped(), {"recheck_after": dt.timedelta(days=7)}, False),  # younger than recheck_after
+        (skipped(), {"recheck_after": dt.timedelta(days=7), "now": NOW + dt.timedelta(days=7)}, True),  # aged out
+        (skipped(status="failed"), {}, False),  # failures are remembered too
+        (skipped(status="failed", stage="download"), {}, True),  # ...but not a failed Hub call
+        (skipped(stage="read"), {}, False),  # a gated/missing skip is remembered
+        (skipped(stage="publish"), {}, True),  # "no write token" is not the source's
+        (published(revision="c" * 40), {}, False),  # published and current
+        (published(revision="c" * 40), {"card_fp": "card"}, False),
+        (published(revision="c" * 40), {"card_fp": "card2"}, True),  # card template changed
+        (published(revision="c" * 40), {"recheck_after": dt.timedelta(days=7)}, False),  # young publish: remembered
+        (published(revision="c" * 40), {"recheck_after": dt.timedelta(0)}, True),  # aged: its target may have moved
+        # Forged or damaged memory: nothing could confirm a publish without repos, and no age makes a future check due.
+        (published(revision="c" * 40, draft_repo=None, target_repo=None, repo_shas={}), {}, True),
+        (
+            published(
+                revision="c" * 40,
+                draft_repo=None,
+                target_repo=None,
+                repo_shas={},
+                last_checked=NOW + dt.timedelta(days=3650),
+            ),
+            {"recheck_after": dt.timedelta(days=7)},
+            True,
+        ),
+        (skipped(last_checked=NOW + dt.timedelta(days=3650)), {"recheck_after": dt.timedelta(days=7)}, True),
+    ],
+)
 def test_needs_recheck_truth_table(entry, kwargs, expected) -> None:
-    arguments = {"revision": "c" * 40, "toolchain_fp": "tc", "recipe_fp": "rc", "now": NOW, "recheck_after": None,
-                 "recheck": False, **kwargs}
+    arguments = {
+        "revision": "c" * 40,
+        "toolchain_fp": "tc",
+        "recipe_fp": "rc",
+        "now": NOW,
+        "recheck_after": None,
+        "recheck": False,
+        **kwargs,
+    }
     assert needs_recheck(entry, **arguments) is expected
+
+
+def examined_again(outcome: Outcome) -> bool:
+    """Whether the run after the one that recorded `outcome` examines the source again, nothing else changed."""
+    memory = Memory(
+        status=None,
+        namespace_listing={},
+        stale=frozenset(),
+        toolchain_fp="tc",
+        recipe_fp="rc",
+        card_fp=None,
+        now=NOW,
+        recheck_after=None,
+    )
+    (entry,) = entries_for(memory, [outcome], {})
+    return needs_recheck(
+        entry, revision=outcome.revision, toolchain_fp="tc", recipe_fp="rc", now=NOW, recheck_after=None, recheck=False
+    )
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        InfrastructureFailure("export-draft stopped: the bot is stopping (SIGTERM)", stage=Stage.EXPORT_DRAFT),
+        InfrastructureFailure("export needs 9 GB free, only 1 GB available", stage=Stage.EXPORT_TARGET),
+        HubError("Hub answered 503 (after 5 attempts)", status=503, stage=Stage.CLASSIFY),
+    ],
+    ids=["killed-export", "disk", "hub-outage"],
+)
+def test_an_infrastructure_failure_is_never_remembered_as_the_sources(error) -> None:
+    """Our side's failure says nothing about the source, whatever step it stopped: examined again next run."""
+    source, revision = "z-lab/Broken-DFlash", "c" * 40
+    assert examined_again(Outcome.of_error(source, revision, error))
+    assert not examined_again(Outcome.of_error(source, revision, Failure("export crashed", stage=error.stage)))
+
+
+@pytest.mark.parametrize("stage", list(Stage), ids=str)
+def test_what_the_memory_keeps_is_decided_by_the_stage_it_happened_in(stage) -> None:
+    """Each stage, a new one included, is decided by the `Fault` it declares (`Stage`), not by a list of names."""
+    source, revision = "z-lab/Broken-DFlash", "c" * 40
+    assert examined_again(Outcome.of_error(source, revision, Failure("broke", stage=stage))) is (
+        stage.fault is not Fault.SOURCE
+    )
+    assert examined_again(Outcome.of_error(source, revision, Skip("not ours", stage=stage))) is (
+        stage.fault is Fault.OUTPUT
+    )
+
+
+def test_the_stages_decide_as_the_memory_always_did_and_an_unknown_one_is_examined() -> None:
+    source_stages = {stage for stage in Stage if stage.fault is Fault.SOURCE}
+    assert {Stage.CLASSIFY, Stage.EXPORT_DRAFT, Stage.VALIDATE, Stage.QUALITY} <= source_stages
+    assert not {Stage.DOWNLOAD, Stage.WHOAMI, Stage.SANDBOX, Stage.TOOLCHAIN, Stage.PUBLISH} & source_stages
+    # A label a newer bot wrote: its failure cannot be known to be the source's; a skip still is.
+    assert needs_recheck(
+        skipped(status="failed", stage="a-newer-stage"),
+        revision="c" * 40,
+        toolchain_fp="tc",
+        recipe_fp="rc",
+        now=NOW,
+        recheck_after=None,
+        recheck=False,
+    )
+    assert not needs_recheck(
+        skipped(stage="a-newer-stage"),
+        revision="c" * 40,
+        toolchain_fp="tc",
+        recipe_fp="rc",
+        now=NOW,
+        recheck_after=None,
+        recheck=False,
+    )
 
 
 def test_stale_published_finds_edited_and_deleted_repos() -> None:
@@ -127,14 +240,35 @@ def test_entries_from_a_build_record_and_problems() -> None:
     from tests.records import build_record
 
     built = build_record(speedups=(1.2, 1.9))
-    entry = published_entry(built, draft_repo="OV/X-DFlash-int4-ov", target_repo="OV/X-int4-ov",
-                            toolchain_fp="tc", recipe_fp="rc", card_fp="card", now=NOW)
+    entry = published_entry(
+        built,
+        draft_repo="OV/X-DFlash-int4-ov",
+        target_repo="OV/X-int4-ov",
+        toolchain_fp="tc",
+        recipe_fp="rc",
+        card_fp="card",
+        now=NOW,
+    )
     assert (entry.source, entry.status, entry.speedup, entry.recommended_k, entry.profile) == (
-        "z-lab/Qwen3-Tiny-DFlash-b16", "published", 1.9, 7, "default")
+        "z-lab/Qwen3-Tiny-DFlash-b16",
+        "published",
+        1.9,
+        7,
+        "default",
+    )
     assert entry.last_built == dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
     assert entry.pair() is not None and entry.pair().target_source == "Qwen/Qwen3-Tiny"
-    failed = problem_entry(entry.source, "n" * 40, "failed", "export crashed", stage="export", toolchain_fp="tc",
-                           recipe_fp="rc", now=NOW, previous=entry)
+    failed = problem_entry(
+        entry.source,
+        "n" * 40,
+        "failed",
+        "export crashed",
+        stage="export",
+        toolchain_fp="tc",
+        recipe_fp="rc",
+        now=NOW,
+        previous=entry,
+    )
     # The last good build stays published: same repos and figures, now marked failed with the reason.
     assert failed.status == "failed" and failed.repos == entry.repos and failed.pair() == entry.pair()
     assert failed.last_built == entry.last_built and failed.revision == "n" * 40
@@ -151,11 +285,13 @@ def test_merged_keeps_watched_sources_and_updates() -> None:
     assert merged(previous, [], recipe="dflash", namespace=NS, watched=None) == previous
     assert not collection_needs_sync(previous, previous)
     assert collection_needs_sync(None, previous)
-    assert collection_needs_sync(previous, status_of(published(speedup=2.0), collection_url="http://h/c",
-                                                     collection_title="T"))
+    assert collection_needs_sync(
+        previous, status_of(published(speedup=2.0), collection_url="http://h/c", collection_title="T")
+    )
 
 
 # ---- rendering ----
+
 
 def test_page_escapes_source_derived_text() -> None:
     hostile = skipped(source="evil/x", reason="bad | <img src=x onerror=alert(1)> [click](javascript:alert(1))\nrow")
@@ -182,10 +318,11 @@ def test_rendered_files_are_deterministic() -> None:
 
 # ---- the Hub ----
 
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
-    with LocalHub(tmp_path_factory.mktemp("hub"), "maintainer", TOKEN) as hub:
-        yield hub
+def server(hub: LocalHub) -> LocalHub:
+    """The shared local Hub (conftest), empty."""
+    return hub
 
 
 def _requests(server: LocalHub) -> list[dict]:
@@ -225,8 +362,11 @@ def test_write_and_read_status_only_when_changed(server: LocalHub) -> None:
 def test_read_status_rejects_damaged_or_newer_files(server: LocalHub) -> None:
     api = HfApi(endpoint=server.url, token=TOKEN)
     reader = Hub(server.url, TOKEN)
-    for repo, content in (("OV/damaged-status", b"{not json"), ("OV/newer-status", b'{"schema_version": 99}'),
-                          ("OV/wrong-status", b'{"schema_version": 1, "entries": 3}')):
+    for repo, content in (
+        ("OV/damaged-status", b"{not json"),
+        ("OV/newer-status", b'{"schema_version": 99}'),
+        ("OV/wrong-status", b'{"schema_version": 1, "entries": 3}'),
+    ):
         api.create_repo(repo, repo_type="dataset")
         api.upload_file(path_or_fileobj=content, path_in_repo=STATUS_JSON, repo_id=repo, repo_type="dataset")
         assert read_status(reader, repo) is None
@@ -255,10 +395,21 @@ def test_status_step_with_only_skips_makes_no_collection(server: LocalHub) -> No
 
     writer = Hub(server.url, TOKEN)
     recipe = fast_recipe()
-    recipe = recipe.model_copy(update={"publish": recipe.publish.model_copy(update={
-        "namespace": "OnlySkips", "status_repo": "{namespace}/status"})})
-    memory = Memory(status=None, namespace_listing={}, stale=frozenset(), toolchain_fp="tc", recipe_fp="rc",
-                    card_fp=None, now=NOW, recheck_after=None)
+    recipe = recipe.model_copy(
+        update={
+            "publish": recipe.publish.model_copy(update={"namespace": "OnlySkips", "status_repo": "{namespace}/status"})
+        }
+    )
+    memory = Memory(
+        status=None,
+        namespace_listing={},
+        stale=frozenset(),
+        toolchain_fp="tc",
+        recipe_fp="rc",
+        card_fp=None,
+        now=NOW,
+        recheck_after=None,
+    )
     result = publish_status(writer, recipe, memory, [skipped()], watched=None, committed=False)
     assert result.commit is not None and result.collection is None and result.collection_url is None
     assert list(HfApi(endpoint=server.url, token=TOKEN).list_collections(owner="OnlySkips")) == []
@@ -267,6 +418,7 @@ def test_status_step_with_only_skips_makes_no_collection(server: LocalHub) -> No
 
 
 # ---- damaged, forged and foreign memory (issue 21) ----
+
 
 def _entry_json(**changes) -> dict:
     return {**published(revision="c" * 40).model_dump(mode="json"), **changes}
@@ -279,8 +431,9 @@ def _upload(server: LocalHub, repo: str, content: bytes) -> None:
 
 
 def _file(*entries: dict, **header) -> bytes:
-    return json.dumps({"schema_version": 1, "recipe": "dflash", "namespace": NS, "entries": list(entries),
-                       **header}).encode()
+    return json.dumps(
+        {"schema_version": 1, "recipe": "dflash", "namespace": NS, "entries": list(entries), **header}
+    ).encode()
 
 
 def test_invalid_entries_are_dropped_and_the_rest_is_kept(server: LocalHub) -> None:
@@ -298,13 +451,16 @@ def test_invalid_entries_are_dropped_and_the_rest_is_kept(server: LocalHub) -> N
     assert any("NaN-DFlash" in p and "finite" in p for p in read.problems), read.problems
 
 
-@pytest.mark.parametrize(("case", "content"), [
-    ("nested 100 000 deep", b'{"schema_version": 1, "entries": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
-    ("nested in a header field", _file(recipe=[[[["x"]]]])),
-    ("over the size limit", b'{"pad": "' + b"x" * (MAX_STATUS_BYTES + 1) + b'"}'),
-    ("not UTF-8", b"\xff\xfe{"),
-    ("entries not a list", _file(entries={"a": 1})),
-])
+@pytest.mark.parametrize(
+    ("case", "content"),
+    [
+        ("nested 100 000 deep", b'{"schema_version": 1, "entries": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+        ("nested in a header field", _file(recipe=[[[["x"]]]])),
+        ("over the size limit", b'{"pad": "' + b"x" * (MAX_STATUS_BYTES + 1) + b'"}'),
+        ("not UTF-8", b"\xff\xfe{"),
+        ("entries not a list", _file(entries={"a": 1})),
+    ],
+)
 def test_unusable_files_are_none_never_an_exception(server: LocalHub, case: str, content: bytes) -> None:
     repo = "OV/broken-" + re.sub(r"[^a-z0-9]+", "-", case)
     _upload(server, repo, content)
@@ -313,12 +469,16 @@ def test_unusable_files_are_none_never_an_exception(server: LocalHub, case: str,
     assert read_status(Hub(server.url, TOKEN), repo) is None
 
 
-def test_status_command_on_a_damaged_file_prints_what_is_valid(server: LocalHub,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_command_on_a_damaged_file_prints_what_is_valid(
+    server: LocalHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from bot.cli import app
 
-    _upload(server, "OV/naive-status", _file(_entry_json(), _entry_json(source="z-lab/Naive-DFlash",
-                                                                          last_checked="2026-11-30T12:00:00")))
+    _upload(
+        server,
+        "OV/naive-status",
+        _file(_entry_json(), _entry_json(source="z-lab/Naive-DFlash", last_checked="2026-11-30T12:00:00")),
+    )
     _upload(server, "OV/deep-status", b"[" * 100_000 + b"]" * 100_000)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     runner = CliRunner()
@@ -331,26 +491,38 @@ def test_status_command_on_a_damaged_file_prints_what_is_valid(server: LocalHub,
 
 def _recipe(namespace: str = NS, name: str = "dflash"):
     recipe = fast_recipe()
-    return recipe.model_copy(update={"name": name,
-                                     "publish": recipe.publish.model_copy(update={"namespace": namespace})})
+    return recipe.model_copy(
+        update={"name": name, "publish": recipe.publish.model_copy(update={"namespace": namespace})}
+    )
 
 
 def test_entries_may_only_name_the_recipes_own_repos() -> None:
     recipe = _recipe()
     own = published(revision="c" * 40)
     assert foreign_repos(own, recipe.publish) is None  # DRAFT/TARGET are what naming gives its source and target
-    victim = own.model_copy(update={"source": "z-lab/Other-DFlash", "draft_repo": "victim/Other-int4-ov",
-                                    "target_repo": "victim/Qwen3-Tiny-int4-ov",
-                                    "repo_shas": {"victim/Other-int4-ov": "1" * 40}})
+    victim = own.model_copy(
+        update={
+            "source": "z-lab/Other-DFlash",
+            "draft_repo": "victim/Other-int4-ov",
+            "target_repo": "victim/Qwen3-Tiny-int4-ov",
+            "repo_shas": {"victim/Other-int4-ov": "1" * 40},
+        }
+    )
     assert "victim/Other-int4-ov" in foreign_repos(victim, recipe.publish)
     swapped = own.model_copy(update={"source": "z-lab/Another-DFlash"})  # our repo, under another source's name
     assert "does not publish for it" in foreign_repos(swapped, recipe.publish)
     extra = own.model_copy(update={"repo_shas": {**own.repo_shas, f"{NS}/x": "3" * 40}})
     assert "does not name" in foreign_repos(extra, recipe.publish)
-    failed = problem_entry(victim.source, "d" * 40, "failed", "export", toolchain_fp="tc", recipe_fp="rc", now=NOW,
-                           previous=victim)  # a failure carrying the foreign pair over
-    status = status_of(own, victim, failed.model_copy(update={"source": "z-lab/Third-DFlash"}),
-                       collection_url="https://evil.example/phish", collection_title="T")
+    failed = problem_entry(
+        victim.source, "d" * 40, "failed", "export", toolchain_fp="tc", recipe_fp="rc", now=NOW, previous=victim
+    )  # a failure carrying the foreign pair over
+    status = status_of(
+        own,
+        victim,
+        failed.model_copy(update={"source": "z-lab/Third-DFlash"}),
+        collection_url="https://evil.example/phish",
+        collection_title="T",
+    )
     read = vetted(StatusRead(status), recipe)
     assert [e.source for e in read.status.entries] == [own.source] and read.repaired
     assert read.status.collection_url is None and read.status.published_pairs() == [own.pair()]
@@ -362,8 +534,16 @@ def test_a_remembered_publish_must_agree_with_the_record() -> None:
     from tests.records import build_record
 
     built = build_record(speedups=(1.2, 1.9))
-    honest = published_entry(built, draft_repo=DRAFT, target_repo=TARGET, toolchain_fp="tc", recipe_fp="rc",
-                             card_fp="card", now=NOW, repo_shas={DRAFT: "1" * 40, TARGET: "2" * 40})
+    honest = published_entry(
+        built,
+        draft_repo=DRAFT,
+        target_repo=TARGET,
+        toolchain_fp="tc",
+        recipe_fp="rc",
+        card_fp="card",
+        now=NOW,
+        repo_shas={DRAFT: "1" * 40, TARGET: "2" * 40},
+    )
     assert agrees(honest, built)
     assert not agrees(honest, None)
     assert not agrees(honest.model_copy(update={"speedup": 9.9}), built)  # made-up figures
@@ -379,8 +559,9 @@ def test_non_finite_figures_become_null_and_the_file_is_strict_json() -> None:
     for run in data["validation"]["runs"]:
         run["speedup"] = float("inf")
     built = build_record().model_validate(data)
-    entry = published_entry(built, draft_repo=DRAFT, target_repo=TARGET, toolchain_fp="tc", recipe_fp="rc",
-                            card_fp=None, now=NOW)
+    entry = published_entry(
+        built, draft_repo=DRAFT, target_repo=TARGET, toolchain_fp="tc", recipe_fp="rc", card_fp=None, now=NOW
+    )
     assert entry.accept_length is None and entry.speedup is None and entry.pair() is None
     text = status_of(entry).to_json_bytes()
 
@@ -396,8 +577,14 @@ def test_problem_reasons_are_visible_text() -> None:
     hostile = "weights only in pickle (a\u202egnp.bin\u200b\x1b[31m)"
     entry = problem_entry("z-lab/X-DFlash", "c" * 40, "skipped", hostile, toolchain_fp="tc", recipe_fp="rc", now=NOW)
     assert entry.reason == "weights only in pickle (agnp.bin[31m)"
-    assert len(problem_entry("z-lab/X-DFlash", None, "failed", "x" * 5000, toolchain_fp="tc", recipe_fp="rc",
-                             now=NOW).reason) == MAX_REASON_CHARS
+    assert (
+        len(
+            problem_entry(
+                "z-lab/X-DFlash", None, "failed", "x" * 5000, toolchain_fp="tc", recipe_fp="rc", now=NOW
+            ).reason
+        )
+        == MAX_REASON_CHARS
+    )
 
 
 def test_a_repaired_file_is_written_back(server: LocalHub) -> None:
@@ -405,9 +592,21 @@ def test_a_repaired_file_is_written_back(server: LocalHub) -> None:
 
     recipe = _recipe("Repair")
     repo = recipe.status_repo_id
-    _upload(server, repo, _file(_entry_json(source="z-lab/Naive-DFlash", last_checked="2026-11-30T12:00:00",
-                                            draft_repo=None, target_repo=None, repo_shas={}),
-                                namespace="Repair", **{"collection_title": None}))
+    _upload(
+        server,
+        repo,
+        _file(
+            _entry_json(
+                source="z-lab/Naive-DFlash",
+                last_checked="2026-11-30T12:00:00",
+                draft_repo=None,
+                target_repo=None,
+                repo_shas={},
+            ),
+            namespace="Repair",
+            **{"collection_title": None},
+        ),
+    )
     memory = load_memory(Hub(server.url, TOKEN), recipe, toolchain_fp="tc", now=NOW)
     assert memory.repaired and memory.status is not None and memory.status.entries == ()
     result = publish_status(Hub(server.url, TOKEN), recipe, memory, [], watched=None, committed=False)
@@ -431,9 +630,16 @@ def test_status_repo_and_collection_are_per_recipe_by_default(tmp_path) -> None:
     assert len(repos) == len(titles) == len(names)
     assert all(len(title) <= 60 for title in titles)
     # An explicit setting still wins (two recipes share a status repo only when told to).
-    told = first.model_copy(update={"publish": first.publish.model_copy(update={
-        "status_repo": "{namespace}/{recipe}-memory", "collection": first.publish.collection.model_copy(
-            update={"title": "Mine"})})})
+    told = first.model_copy(
+        update={
+            "publish": first.publish.model_copy(
+                update={
+                    "status_repo": "{namespace}/{recipe}-memory",
+                    "collection": first.publish.collection.model_copy(update={"title": "Mine"}),
+                }
+            )
+        }
+    )
     assert told.status_repo_id == "Shared/dflash-memory" and told.collection_title == "Mine"
     path = tmp_path / "bad.yaml"
     text = (Path(__file__).resolve().parent.parent / "workflows" / "dflash.yaml").read_text()

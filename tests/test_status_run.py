@@ -15,12 +15,14 @@ from bot.plan import planner as plan
 from bot.publish.charts import ACCEPTANCE_CHART, acceptance_png
 from bot.run import demo
 from bot.run.pipeline import RunOptions, run
-from bot.status.memory import CHART, README, STATUS_JSON, read_status
+from bot.status.memory import CHART, README, STATUS_JSON
+from bot.status.read import read_status
+from hubserver import LocalHub
+from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
-TOKEN = "hf_status_run_token"
 RECIPE = fast_recipe()
 DRAFT_OUT = plan.draft_output_repo(RECIPE.publish, demo.DRAFT_REPO)
 TARGET_OUT = plan.target_output_repo(RECIPE.publish, demo.TARGET_REPO)
@@ -28,13 +30,10 @@ STATUS_REPO = RECIPE.status_repo_id
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from hubserver import LocalHub
-
-    root = tmp_path_factory.mktemp("hub")
-    with LocalHub(root / "data", user="maintainer", token=TOKEN) as hub:
-        demo.seed(hub.url, TOKEN, root / "seed")
-        yield hub
+def server(hub: LocalHub, tmp_path_factory) -> LocalHub:
+    """The shared local Hub (conftest) with the demo's repos."""
+    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"))
+    return hub
 
 
 def listing_pages(server) -> int:
@@ -80,8 +79,9 @@ def test_first_run_leaves_collection_status_repo_and_chart(server, first) -> Non
     assert entry.accept_length == published.validation.accept_length >= RECIPE.validation.min_accept_length
 
 
-def test_noop_run_costs_listing_pages_plus_two_plus_one_per_publish_and_commits_nothing(server, first,
-                                                                                       tmp_path) -> None:
+def test_noop_run_costs_listing_pages_plus_two_plus_one_per_publish_and_commits_nothing(
+    server, first, tmp_path
+) -> None:
     report = again(server, tmp_path)
     # Who the write token belongs to is asked once per run for the published repos' authorship, not by the memory.
     requests = [r for r in server.requests() if r["path"] != "/api/whoami-v2"]
@@ -129,8 +129,9 @@ def test_a_forged_publish_entry_is_checked_against_the_record(server, first, tmp
     entry = next(e for e in data["entries"] if e["source"] == demo.DRAFT_REPO)
     real = (entry["accept_length"], entry["speedup"])
     entry.update(accept_length=42.0, speedup=99.0)
-    api.upload_file(path_or_fileobj=json.dumps(data).encode(), path_in_repo=STATUS_JSON, repo_id=STATUS_REPO,
-                    repo_type="dataset")
+    api.upload_file(
+        path_or_fileobj=json.dumps(data).encode(), path_in_repo=STATUS_JSON, repo_id=STATUS_REPO, repo_type="dataset"
+    )
     report = again(server, tmp_path)
     assert {o.source: o.status for o in report.outcomes}[demo.DRAFT_REPO] == "up-to-date"
     assert report.commits == [] and report.status_commit is not None  # no model rebuilt; the memory repaired

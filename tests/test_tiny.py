@@ -242,7 +242,7 @@ def test_broken_truncated_keeps_header_but_loses_data(pairs):
         header.keys()
         == json.loads((pairs["dflash"].draft / "model.safetensors").read_bytes()[8 : 8 + header_size]).keys()
     )
-    with pytest.raises(Exception, match="incomplete metadata|file not fully covered"):
+    with pytest.raises(Exception, match=r"incomplete metadata|file not fully covered"):
         safe_open(path, framework="pt")
 
 
@@ -305,8 +305,10 @@ def test_dflash_target_generates_the_demo_text(pairs):
     assert tokenizer.decode(output[0, prompt["input_ids"].shape[1] :]) == (PREDICTED_WORD + FOLLOWER_WORD) * 3
 
 
-@pytest.mark.parametrize(("kind", "quiet"), [("dflash", True), ("oracle", True), ("random", False),
-                                             ("dflash-deep", True), ("oracle-deep", True)])
+@pytest.mark.parametrize(
+    ("kind", "quiet"),
+    [("dflash", True), ("oracle", True), ("random", False), ("dflash-deep", True), ("oracle-deep", True)],
+)
 def test_agreeing_drafts_propose_the_predicted_word(pairs, kind, quiet):
     """Quiet layers make the draft's output the normalised mask embedding, which GenAI scores with the
     target's lm_head; that proposal must be the predicted word for dflash and oracle, at every position."""

@@ -49,7 +49,7 @@ def _index_versions(text: str) -> list[str]:
 TRANSFORMERS_VERSIONS = _index_versions((DATA / "index-versions-transformers.txt").read_text())
 
 # optimum-intel's model_configs.py as a release after PR #2096 could have it: Qwen3.5 needs transformers >= 5.15.
-FUTURE_MODEL_CONFIGS = '''
+FUTURE_MODEL_CONFIGS = """
 class TextDecoderOnnxConfig: ...
 
 @register_in_tasks_manager("qwen3", *["text-generation", "text-generation-with-past"])
@@ -66,20 +66,34 @@ class Qwen3_5MoeOpenVINOConfig(Qwen3_5OpenVINOConfig): ...
 @register_in_tasks_manager("gemma4", *["image-text-to-text"])
 class Gemma4OpenVINOConfig(TextDecoderOnnxConfig):
     MIN_TRANSFORMERS_VERSION = "5.5"
-'''
-FUTURE_STACK = {"optimum-intel": "2.3.0", "optimum": "2.4.0", "openvino": "2026.5.0",
-                "openvino-tokenizers": "2026.5.0.0", "openvino-genai": "2026.5.0.0", "nncf": "3.5.0",
-                "transformers": "5.24.0", "torch": "2.13.0+cpu", "huggingface-hub": "1.21.0", "tokenizers": "0.23.0",
-                "numpy": "2.4.6", "safetensors": "0.8.0", "einops": "0.8.2", "diffusers": "0.39.0",
-                "pydantic": "2.14.4", "pyyaml": "6.0.4"}
+"""
+FUTURE_STACK = {
+    "optimum-intel": "2.3.0",
+    "optimum": "2.4.0",
+    "openvino": "2026.5.0",
+    "openvino-tokenizers": "2026.5.0.0",
+    "openvino-genai": "2026.5.0.0",
+    "nncf": "3.5.0",
+    "transformers": "5.24.0",
+    "torch": "2.13.0+cpu",
+    "huggingface-hub": "1.21.0",
+    "tokenizers": "0.23.0",
+    "numpy": "2.4.6",
+    "safetensors": "0.8.0",
+    "einops": "0.8.2",
+    "diffusers": "0.39.0",
+    "pydantic": "2.14.4",
+    "pyyaml": "6.0.4",
+}
 
 
 class RecordedIndex:
     """Answers recorded from the index: the first resolution is the unpinned stack; later ones (a profile with
     its stack pinned) keep every `name==version` they are given and fill the rest from `stack`."""
 
-    def __init__(self, stack_report: dict, model_configs: Path, transformers: list[str], *,
-                 refuse_pinned: set[str] = frozenset()):
+    def __init__(
+        self, stack_report: dict, model_configs: Path, transformers: list[str], *, refuse_pinned: set[str] = frozenset()
+    ):
         self.stack_report, self.configs, self.transformers = stack_report, model_configs, transformers
         self.refuse_pinned = refuse_pinned
         self.calls: list[list[str]] = []
@@ -110,8 +124,10 @@ class RecordedIndex:
 
 
 def _report(versions: dict[str, str], optimum_requires: tuple[str, ...]) -> dict:
-    install = [{"metadata": {"name": n, "version": v, "requires_dist": list(optimum_requires) if n == "optimum-intel"
-                             else []}} for n, v in versions.items()]
+    install = [
+        {"metadata": {"name": n, "version": v, "requires_dist": list(optimum_requires) if n == "optimum-intel" else []}}
+        for n, v in versions.items()
+    ]
     return {"version": "1", "install": install}
 
 
@@ -147,12 +163,28 @@ def test_transformers_range_joins_bounds_and_declared_range():
 
 
 def test_pip_runs_without_the_variables_that_change_its_answers_or_output():
-    env = pip_environment({"PIP_QUIET": "1", "PIP_VERBOSE": "3", "PIP_NO_DEPS": "1", "PIP_PRE": "1",
-                           "PIP_REQUIREMENT": "evil.txt", "PIP_PYTHON": "/usr/bin/python3", "pip_quiet": "2",
-                           "PIP_INDEX_URL": "https://mirror.example/simple", "PIP_FIND_LINKS": "/wheels",
-                           "PIP_CONSTRAINT": "c.txt", "PATH": "/usr/bin"})
-    assert env == {"PIP_INDEX_URL": "https://mirror.example/simple", "PIP_FIND_LINKS": "/wheels",
-                   "PIP_CONSTRAINT": "c.txt", "PATH": "/usr/bin", "PIP_NO_INPUT": "1"}
+    env = pip_environment(
+        {
+            "PIP_QUIET": "1",
+            "PIP_VERBOSE": "3",
+            "PIP_NO_DEPS": "1",
+            "PIP_PRE": "1",
+            "PIP_REQUIREMENT": "evil.txt",
+            "PIP_PYTHON": "/usr/bin/python3",
+            "pip_quiet": "2",
+            "PIP_INDEX_URL": "https://mirror.example/simple",
+            "PIP_FIND_LINKS": "/wheels",
+            "PIP_CONSTRAINT": "c.txt",
+            "PATH": "/usr/bin",
+        }
+    )
+    assert env == {
+        "PIP_INDEX_URL": "https://mirror.example/simple",
+        "PIP_FIND_LINKS": "/wheels",
+        "PIP_CONSTRAINT": "c.txt",
+        "PATH": "/usr/bin",
+        "PIP_NO_INPUT": "1",
+    }
 
 
 def test_the_real_index_is_read_whatever_pip_quiet_says(monkeypatch, tmp_path):
@@ -241,14 +273,22 @@ def test_a_profile_no_release_fits_gets_no_candidate(tmp_path):
 
 def _future_report(tmp_path, *, passed: bool) -> CheckReport:
     (tmp_path / "model_configs.py").write_text(FUTURE_MODEL_CONFIGS)
-    index = RecordedIndex(_report(FUTURE_STACK, ("transformers<5.25,>=5.10",)), tmp_path / "model_configs.py",
-                          TRANSFORMERS_VERSIONS)
+    index = RecordedIndex(
+        _report(FUTURE_STACK, ("transformers<5.25,>=5.10",)), tmp_path / "model_configs.py", TRANSFORMERS_VERSIONS
+    )
     proposals = propose(load_profiles(), index, work=tmp_path)
     current = Probe(Toolchain({"optimum-intel": "2.2.0"}, frozenset({CAPABILITY_DFLASH})))
-    probe = Probe(Toolchain({"optimum-intel": "2.3.0"}, frozenset({CAPABILITY_DFLASH, "dflash-per-row"})),
-                  {"qwen3_5": "transformers >=5.15.0"})
-    pair = PairResult(passed, lossless=True, accept_lengths={3: 4.0 if passed else 1.0}, draft_format="per-row",
-                      reason=None if passed else "oracle accept length {3: 1.0} instead of k + 1")
+    probe = Probe(
+        Toolchain({"optimum-intel": "2.3.0"}, frozenset({CAPABILITY_DFLASH, "dflash-per-row"})),
+        {"qwen3_5": "transformers >=5.15.0"},
+    )
+    pair = PairResult(
+        passed,
+        lossless=True,
+        accept_lengths={3: 4.0 if passed else 1.0},
+        draft_format="per-row",
+        reason=None if passed else "oracle accept length {3: 1.0} instead of k + 1",
+    )
     problems = () if passed else (f"tiny oracle pair: {pair.reason}",)
     results = [CandidateResult(p.profile, "/envs/x", probe, pair, problems) for p in proposals if p.changes]
     return CheckReport(proposals, current, results)
@@ -298,18 +338,23 @@ def test_probe_runs_in_an_environments_python():
 
 def test_try_candidate_probes_and_runs_the_oracle_pair_in_the_candidates_environment(tmp_path, repo_root):
     """try_candidate end to end, except the pip install: the candidate's cached environment is prepared as a
-    launcher of this environment's python (what `ensure_environment` would have left after building it)."""
+    wrapper script of this environment's python (what `ensure_environment` would have left after building it)."""
     from bot.core.profiles import environment_python
 
     profiles = load_profiles()
     default = profiles.get("default")
     pins = {name: default.pin(name) for name in (r.partition("==")[0] for r in default.requirements)}
     proposal = upstream.ProfileProposal("default", default.model_types, pins, dict(pins), ">=5.2.0,<=5.2.99")
-    candidate = upstream.Profile(name="candidate-default", description="", requirements=tuple(
-        f"{n}=={v}" for n, v in pins.items()), torch=default.torch, uninstall=default.uninstall)
+    candidate = upstream.Profile(
+        name="candidate-default",
+        description="",
+        requirements=tuple(f"{n}=={v}" for n, v in pins.items()),
+        torch=default.torch,
+        uninstall=default.uninstall,
+    )
     python = environment_python(candidate, tmp_path / "envs")
     python.parent.mkdir(parents=True)
-    python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
     (python.parent.parent / ".dflash-bot-profile.json").write_text("{}")
 
@@ -324,8 +369,9 @@ def test_try_candidate_probes_and_runs_the_oracle_pair_in_the_candidates_environ
 
 def test_a_newer_release_not_tried_is_no_pass(tmp_path):
     (tmp_path / "model_configs.py").write_text(FUTURE_MODEL_CONFIGS)
-    index = RecordedIndex(_report(FUTURE_STACK, ("transformers<5.25,>=5.10",)), tmp_path / "model_configs.py",
-                          TRANSFORMERS_VERSIONS)
+    index = RecordedIndex(
+        _report(FUTURE_STACK, ("transformers<5.25,>=5.10",)), tmp_path / "model_configs.py", TRANSFORMERS_VERSIONS
+    )
     report = upstream.check(load_profiles(), index, build=False)
     assert report.newer and not report.passed
     assert (report.status, report.exit_code) == ("newer release, candidate not tried", 1)

@@ -50,8 +50,9 @@ def test_an_open_gate_runs_the_child(tmp_path):
 
     support = RuntimeSupport(True, "test", "open")
     with pytest.raises(Failure, match="GenAI per-row validation"):
-        validate_per_row_pair(tmp_path / "no-target", tmp_path / "no-draft", fast_recipe().validation,
-                              work=tmp_path, support=support)
+        validate_per_row_pair(
+            tmp_path / "no-target", tmp_path / "no-draft", fast_recipe().validation, work=tmp_path, support=support
+        )
     log = (tmp_path / "validate-per-row.log").read_text()
     assert "sandbox: no Hub token in this process" in log  # it ran behind the credential check, and GenAI failed
     assert "bot/build/validate_per_row.py" in log
@@ -66,18 +67,18 @@ def test_concurrent_requests_on_genai_2026_4_hit_the_single_request_limit(built)
         report = run_concurrent(bundle.target_dir, bundle.draft_dir, settings, requests=3)
         assert report.requests == 3 and report.lossless
         return
-    with pytest.raises(RuntimeError, match="only one active request|batch size 1 only"):
+    with pytest.raises(RuntimeError, match=r"only one active request|batch size 1 only"):
         run_concurrent(bundle.target_dir, bundle.draft_dir, settings, requests=3)
 
 
 def test_support_is_detected_in_another_environments_python(tmp_path):
-    """A launcher stands in for a profile environment's python; the detection runs in that process."""
+    """A wrapper script stands in for a profile environment's python; the detection runs in that process."""
     import sys
 
     from bot.build.validate_per_row import per_row_support_in
 
     python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
     found = per_row_support_in(str(python))
     assert found == per_row_support()

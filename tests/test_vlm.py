@@ -42,17 +42,27 @@ def test_tiny_qwen3_5_checkout_is_a_vlm_with_hybrid_attention(tiny):
     assert config["model_type"] == "qwen3_5" and config["text_config"]["model_type"] == "qwen3_5_text"
     text, vision = config["text_config"], config["vision_config"]
     assert text["layer_types"] == ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + [
-        "full_attention"]
+        "full_attention"
+    ]
     assert text["hidden_size"] % 128 == 0 and text["intermediate_size"] % 128 == 0
     assert vision["out_hidden_size"] == text["hidden_size"]
-    for name in ("preprocessor_config.json", "video_preprocessor_config.json", "chat_template.jinja",
-                 "tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+    for name in (
+        "preprocessor_config.json",
+        "video_preprocessor_config.json",
+        "chat_template.jinja",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+    ):
         assert (pair.target / name).is_file(), name
     vocab = read_json(pair.target / "tokenizer.json")["added_tokens"]
     ids = {token["content"]: token["id"] for token in vocab}
-    assert {config["image_token_id"], config["video_token_id"], config["vision_start_token_id"],
-            config["vision_end_token_id"]} == {ids["<|image_pad|>"], ids["<|video_pad|>"], ids["<|vision_start|>"],
-                                               ids["<|vision_end|>"]}
+    assert {
+        config["image_token_id"],
+        config["video_token_id"],
+        config["vision_start_token_id"],
+        config["vision_end_token_id"],
+    } == {ids["<|image_pad|>"], ids["<|video_pad|>"], ids["<|vision_start|>"], ids["<|vision_end|>"]}
     draft = read_json(pair.draft / "config.json")
     taps = draft["dflash_config"]["target_layer_ids"]
     assert {text["layer_types"][i] for i in taps} == {"linear_attention", "full_attention"}
@@ -66,8 +76,10 @@ def test_processor_loads_the_checkout_tokens(tiny):
 
     tokenizer = AutoTokenizer.from_pretrained(tiny("oracle-qwen3_5").target)
     chat = tokenizer.apply_chat_template(
-        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "hi"}]}], tokenize=False,
-        add_generation_prompt=True)
+        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "hi"}]}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     assert chat == "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>hi<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -96,7 +108,10 @@ def test_qwen3_5_pair_builds_and_validates(built_vlm, tiny):
 
 
 def test_oracle_qwen3_5_accepts_k_plus_one_up_to_k15(built_vlm):
-    runs = {r["num_assistant_tokens"]: r for r in built_vlm("oracle-qwen3_5").bundle.record.model_dump(mode="json", by_alias=True)["validation"]["runs"]}
+    runs = {
+        r["num_assistant_tokens"]: r
+        for r in built_vlm("oracle-qwen3_5").bundle.record.model_dump(mode="json", by_alias=True)["validation"]["runs"]
+    }
     for k in SWEEP:
         assert runs[k]["accept_length"] == pytest.approx(k + 1)
 
@@ -116,9 +131,15 @@ def test_bundle_keeps_the_source_processor_configs_and_no_local_path(built_vlm, 
     source = tiny("oracle-qwen3_5").target
     for name in ("preprocessor_config.json", "video_preprocessor_config.json"):
         assert (bundle.target_dir / name).read_bytes() == (source / name).read_bytes()
-    for name in ("openvino_language_model.xml", "openvino_text_embeddings_model.xml",
-                 "openvino_vision_embeddings_model.xml", "openvino_vision_embeddings_merger_model.xml",
-                 "openvino_tokenizer.xml", "openvino_detokenizer.xml", "config.json"):
+    for name in (
+        "openvino_language_model.xml",
+        "openvino_text_embeddings_model.xml",
+        "openvino_vision_embeddings_model.xml",
+        "openvino_vision_embeddings_merger_model.xml",
+        "openvino_tokenizer.xml",
+        "openvino_detokenizer.xml",
+        "config.json",
+    ):
         assert (bundle.target_dir / name).is_file(), name
     assert find_local_paths(bundle.root, local_path_markers(source.parent, bundle.root)) == []
 
@@ -139,8 +160,12 @@ spec = g.VLMPipeline(t, "CPU", draft_model=g.draft_model(d, "CPU"), scheduler_co
 assert str(spec) == str(plain) and str(plain).strip(), (str(spec), str(plain))
 print("same")
 """
-    done = subprocess.run([sys.executable, "-c", script, str(bundle.target_dir), str(bundle.draft_dir)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(bundle.target_dir), str(bundle.draft_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "same" in done.stdout
 
@@ -162,8 +187,9 @@ def test_cards_show_vlm_usage_and_the_profile(built_vlm):
 def test_qwen3_5_target_under_wrong_transformers_is_a_skip_naming_the_versions(tiny):
     pair = tiny("oracle-qwen3_5")
     current = detect()
-    gemma4 = Toolchain(versions={**current.versions, "transformers": "5.5.4"}, capabilities=current.capabilities,
-                       profile="gemma4")
+    gemma4 = Toolchain(
+        versions={**current.versions, "transformers": "5.5.4"}, capabilities=current.capabilities, profile="gemma4"
+    )
     with pytest.raises(Skip) as raised:
         classify_folders(pair.draft, pair.target, fast_recipe(), toolchain=gemma4)
     message = raised.value.message
@@ -182,8 +208,9 @@ def test_constructed_qwen3_5_targets_generate_the_known_text(tiny, kind, pattern
     target = tiny(kind).target
     tokenizer = AutoTokenizer.from_pretrained(target)
     model = AutoModelForImageTextToText.from_pretrained(target, dtype=torch.float32)
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Hello"}], add_generation_prompt=True,
-                                           return_tensors="pt", return_dict=True)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Hello"}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     output = model.generate(**prompt, max_new_tokens=6, do_sample=False)
     words = {"P": PREDICTED_WORD, "F": FOLLOWER_WORD}
-    assert tokenizer.decode(output[0, prompt["input_ids"].shape[1]:]) == "".join(words[c] for c in pattern) * 3
+    assert tokenizer.decode(output[0, prompt["input_ids"].shape[1] :]) == "".join(words[c] for c in pattern) * 3

@@ -5,10 +5,25 @@ from __future__ import annotations
 from bot.build.weight_formats import FormatResult, choose_draft_format
 
 
-def result(fmt: str, speedup: float, *, size: int, lossless: bool = True, accepted: bool = True,
-           k: int = 3, accept: float = 2.0) -> FormatResult:
-    return FormatResult(weight_format=fmt, lossless=lossless, acceptance_passed=accepted, accept_length=accept,
-                        num_assistant_tokens=k, speedup=speedup, ir_bytes=size)
+def result(
+    fmt: str,
+    speedup: float,
+    *,
+    size: int,
+    lossless: bool = True,
+    accepted: bool = True,
+    k: int = 3,
+    accept: float = 2.0,
+) -> FormatResult:
+    return FormatResult(
+        weight_format=fmt,
+        lossless=lossless,
+        acceptance_passed=accepted,
+        accept_length=accept,
+        num_assistant_tokens=k,
+        speedup=speedup,
+        ir_bytes=size,
+    )
 
 
 def test_the_best_speedup_wins():
@@ -37,14 +52,16 @@ def test_a_format_that_passed_the_acceptance_gate_comes_first():
 
 
 def test_no_lossless_format_means_no_choice():
-    choice = choose_draft_format([result("int4", 1.3, size=100, lossless=False),
-                                  result("int8", 1.1, size=180, lossless=False)])
+    choice = choose_draft_format(
+        [result("int4", 1.3, size=100, lossless=False), result("int8", 1.1, size=180, lossless=False)]
+    )
     assert choice.chosen is None and "no draft format passed the lossless gate (int4, int8)" in choice.reason
 
 
 def test_when_none_is_accepted_the_fastest_lossless_one_is_named():
-    choice = choose_draft_format([result("int4", 0.9, size=100, accepted=False),
-                                  result("int8", 0.7, size=180, accepted=False)])
+    choice = choose_draft_format(
+        [result("int4", 0.9, size=100, accepted=False), result("int8", 0.7, size=180, accepted=False)]
+    )
     assert choice.chosen == "int4" and "no format passed the acceptance gate" in choice.reason
 
 
@@ -78,5 +95,9 @@ def test_a_format_that_failed_is_named_in_the_card_with_its_reason_not_left_out(
     assert "| int4 | yes | 2.00 | 3 | 1.40× | 100.0 MiB | **published** |" in text
     assert f"| int8 | failed: {killed.reason} | | | | | |" in text
     # A record written before failed formats were listed renders as before.
-    older = {k: v for k, v in choose_draft_format([result("int4", 1.4, size=1 << 20)]).as_provenance().items() if k != "failed"}
+    older = {
+        k: v
+        for k, v in choose_draft_format([result("int4", 1.4, size=1 << 20)]).as_provenance().items()
+        if k != "failed"
+    }
     assert "exported in 1 weight format(s)" in env.get_template("_draft_formats.md.j2").render(formats=older)

@@ -20,6 +20,7 @@ import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import cast
 
 from tinymodels import layouts, qwen3_5
 from tinymodels.tokenizer import FOLLOWER_WORD, PREDICTED_WORD, build_tokenizer, vocab_of
@@ -218,7 +219,7 @@ def make_tiny(kind: str, out: Path, *, target_repo: str | None = None, seed: int
         tokenizer = qwen3_5.tokenizer()
         vocab = vocab_of(tokenizer)
         target = qwen3_5.target_checkpoint(
-            spec.target,
+            cast("qwen3_5.Qwen3_5Behaviour", spec.target),  # the family says which behaviours apply
             tokenizer,
             vocab,
             target_repo=target_repo,
@@ -230,7 +231,7 @@ def make_tiny(kind: str, out: Path, *, target_repo: str | None = None, seed: int
         tokenizer = build_tokenizer()
         vocab = vocab_of(tokenizer)
         target = layouts.target_checkpoint(
-            spec.target,
+            cast(TargetBehaviour, spec.target),
             vocab,
             target_repo=target_repo,
             seed=seed,

@@ -99,9 +99,16 @@ def target_checkpoint(
     )
 
 
-def dflash_draft(context: BuildContext, *, quiet: bool = True, dims: Dims = DRAFT_DIMS,
-                 target_layer_ids: tuple[int, ...] = TARGET_LAYER_IDS, num_target_layers: int = TARGET_DIMS.layers,
-                 name_suffix: str = "-DFlash-b16", extra_config: dict | None = None) -> Checkpoint:
+def dflash_draft(
+    context: BuildContext,
+    *,
+    quiet: bool = True,
+    dims: Dims = DRAFT_DIMS,
+    target_layer_ids: tuple[int, ...] = TARGET_LAYER_IDS,
+    num_target_layers: int = TARGET_DIMS.layers,
+    name_suffix: str = "-DFlash-b16",
+    extra_config: dict | None = None,
+) -> Checkpoint:
     """A DFlash draft as z-lab publishes it: no embedding, no lm_head, remote-code auto_map.
 
     Args:
@@ -113,16 +120,20 @@ def dflash_draft(context: BuildContext, *, quiet: bool = True, dims: Dims = DRAF
         name_suffix: appended to the target's name for the card title, as z-lab names its repos.
         extra_config: config fields of another target family (say, its rope_theta).
     """
-    config = _qwen3_config(dims, context.vocab, context.transformers_version) | {
-        "architectures": ["DFlashDraftModel"],
-        "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
-        "block_size": 16,
-        "dflash_config": {"mask_token_id": context.vocab.mask, "target_layer_ids": list(target_layer_ids)},
-        "dtype": "bfloat16",
-        "layer_types": ["full_attention"] * dims.layers,
-        "num_target_layers": num_target_layers,
-        "tie_word_embeddings": True,
-    } | (extra_config or {})
+    config = (
+        _qwen3_config(dims, context.vocab, context.transformers_version)
+        | {
+            "architectures": ["DFlashDraftModel"],
+            "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
+            "block_size": 16,
+            "dflash_config": {"mask_token_id": context.vocab.mask, "target_layer_ids": list(target_layer_ids)},
+            "dtype": "bfloat16",
+            "layer_types": ["full_attention"] * dims.layers,
+            "num_target_layers": num_target_layers,
+            "tie_word_embeddings": True,
+        }
+        | (extra_config or {})
+    )
     return Checkpoint(
         config=config,
         weights=draft_trunk(dims, context.rng, quiet=quiet, taps=len(target_layer_ids)),

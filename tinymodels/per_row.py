@@ -118,8 +118,9 @@ class PerRowDraft(nn.Module):
         self.fc = nn.Linear(h * len(spec.target_layer_ids), h, bias=False)
         self.hidden_norm = nn.Parameter(torch.ones(h))
         self.norm = nn.Parameter(torch.ones(h))
-        self.layers = nn.ModuleList(_Layer(spec, detour="sdpa-layer" in defects and i == 0)
-                                    for i in range(len(spec.layer_types)))
+        self.layers = nn.ModuleList(
+            _Layer(spec, detour="sdpa-layer" in defects and i == 0) for i in range(len(spec.layer_types))
+        )
 
     def _masks(self, position_ids, token_type_ids, past_length):
         """(full mask, sliding mask): additive float masks [batch, 1, rows, past + rows] (0 allowed, -inf not).
@@ -181,8 +182,9 @@ def per_row_module(spec: PerRowSpec, *, defects: frozenset[str] = frozenset(), s
     return PerRowDraft(spec, defects=frozenset(defects)).eval()
 
 
-def write_per_row_ir(out: Path, *, spec: PerRowSpec | None = None, defects: frozenset[str] | set[str] = frozenset(),
-                     seed: int = 0) -> Path:
+def write_per_row_ir(
+    out: Path, *, spec: PerRowSpec | None = None, defects: frozenset[str] | set[str] = frozenset(), seed: int = 0
+) -> Path:
     """Convert the tiny per-row draft to `out/openvino_model.xml/.bin` with its DFlash rt_info.
 
     Args:
@@ -215,21 +217,26 @@ def write_per_row_ir(out: Path, *, spec: PerRowSpec | None = None, defects: froz
     }
     past_names = [f"past_key_values.{i}.{kv}" for i in range(len(spec.layer_types)) for kv in ("key", "value")]
     past = [torch.randn(1, spec.num_heads, past_len, spec.head_dim) for _ in past_names]
-    inputs = {**example, **dict(zip(past_names, past))}
-    shapes = {"inputs_embeds": [-1, -1, spec.hidden_size], "hidden_states": [-1, -1, spec.hidden_size * taps],
-              "position_ids": [-1, -1], "token_type_ids": [-1, -1],
-              **{name: [-1, spec.num_heads, -1, spec.head_dim] for name in past_names}}
+    inputs = {**example, **dict(zip(past_names, past, strict=True))}
+    shapes = {
+        "inputs_embeds": [-1, -1, spec.hidden_size],
+        "hidden_states": [-1, -1, spec.hidden_size * taps],
+        "position_ids": [-1, -1],
+        "token_type_ids": [-1, -1],
+        **{name: [-1, spec.num_heads, -1, spec.head_dim] for name in past_names},
+    }
     with torch.no_grad():
-        model = ov.convert_model(module, example_input=tuple(inputs.values()),
-                                 input=[ov.PartialShape(shape) for shape in shapes.values()])
-    for port, name in zip(model.inputs, inputs):
+        model = ov.convert_model(
+            module, example_input=tuple(inputs.values()), input=[ov.PartialShape(shape) for shape in shapes.values()]
+        )
+    for port, name in zip(model.inputs, inputs, strict=True):
         port.get_tensor().set_names({name})
     present_names = [name.replace("past_key_values", "present") for name in past_names]
-    for port, name in zip(model.outputs, ["last_hidden_state", *present_names]):
+    for port, name in zip(model.outputs, ["last_hidden_state", *present_names], strict=True):
         port.get_tensor().set_names({name})
     if "no-token-type-ids" in defects:
         model = _token_types_from_attention_mask(model)
-    apply_make_stateful_transformation(model, dict(zip(past_names, present_names)))
+    apply_make_stateful_transformation(model, dict(zip(past_names, present_names, strict=True)))
     _reorder_cache_by_beam_idx(model)
     model.set_rt_info("True", "dflash_mode")
     model.set_rt_info(str(spec.mask_token_id), ["dflash", "mask_token_id"])

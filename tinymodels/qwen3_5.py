@@ -62,8 +62,9 @@ CHAT_TEMPLATE = (
 # multiples of 128 so every int4-compressed linear has whole 128-wide groups.
 TEXT_LAYERS = 8
 FULL_ATTENTION_INTERVAL = 4
-LAYER_TYPES = tuple("full_attention" if (i + 1) % FULL_ATTENTION_INTERVAL == 0 else "linear_attention"
-                    for i in range(TEXT_LAYERS))
+LAYER_TYPES = tuple(
+    "full_attention" if (i + 1) % FULL_ATTENTION_INTERVAL == 0 else "linear_attention" for i in range(TEXT_LAYERS)
+)
 # Two linear-attention layers and one full-attention layer: the draft reads both kinds of hidden state.
 DRAFT_TARGET_LAYER_IDS = (1, 3, 5)
 _HIDDEN = 128
@@ -75,15 +76,17 @@ _PARTIAL_PULL = 0.02
 _RANDOM_HEAD_GAIN = 20.0
 # Chat prompts whose greedy states set the `partial` target's direction: the default recipe's and a few more.
 _PROBE_PROMPTS = (
-    "Explain speculative decoding in one paragraph.", "Write a short poem about the sea.",
-    "List three prime numbers and say why they are prime.", "What is OpenVINO?", "Hello",
+    "Explain speculative decoding in one paragraph.",
+    "Write a short poem about the sea.",
+    "List three prime numbers and say why they are prime.",
+    "What is OpenVINO?",
+    "Hello",
 )
 
 
 def tokenizer():
     """A fresh Qwen3.5-style tokenizer (same BPE as the Qwen3 one, plus the vision special tokens)."""
-    return build_tokenizer(SPECIAL_TOKENS, additional_special_tokens=SPECIAL_TOKENS[1:],
-                           chat_template=CHAT_TEMPLATE)
+    return build_tokenizer(SPECIAL_TOKENS, additional_special_tokens=SPECIAL_TOKENS[1:], chat_template=CHAT_TEMPLATE)
 
 
 def _model_config(ids: dict[str, int], vocab: Vocab):
@@ -107,9 +110,13 @@ def _model_config(ids: dict[str, int], vocab: Vocab):
         "num_position_embeddings": 2304,
     }  # fmt: skip
     config = Qwen3_5Config(
-        text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=False,
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
     )
     config.architectures = ["Qwen3_5ForConditionalGeneration"]
     return config
@@ -119,8 +126,16 @@ def special_ids(tok) -> dict[str, int]:
     return {token: tok.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
 
 
-def target_checkpoint(behaviour: Qwen3_5Behaviour, tok, vocab: Vocab, *, target_repo: str, seed: int,
-                      rng: torch.Generator, transformers_version: str) -> Checkpoint:
+def target_checkpoint(
+    behaviour: Qwen3_5Behaviour,
+    tok,
+    vocab: Vocab,
+    *,
+    target_repo: str,
+    seed: int,
+    rng: torch.Generator,
+    transformers_version: str,
+) -> Checkpoint:
     """A Qwen3.5 checkout as the Qwen org ships it: config with text/vision sub-configs, processor configs."""
     from transformers.models.qwen3_5 import Qwen3_5ForConditionalGeneration
 
@@ -131,9 +146,13 @@ def target_checkpoint(behaviour: Qwen3_5Behaviour, tok, vocab: Vocab, *, target_
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=rng)))
         model = Qwen3_5ForConditionalGeneration(model_config).float().eval()
     weights = {name: tensor.detach().clone().float() for name, tensor in model.state_dict().items()}
-    probes = [tok.encode(tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                 add_generation_prompt=True), add_special_tokens=False)
-              for text in _PROBE_PROMPTS]
+    probes = [
+        tok.encode(
+            tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True),
+            add_special_tokens=False,
+        )
+        for text in _PROBE_PROMPTS
+    ]
     weights |= _text_weights(behaviour, model, vocab, rng, probes)
     model_config.dtype = torch.bfloat16  # as written: the checkpoint is saved in bf16
     config = json.loads(model_config.to_json_string(use_diff=False))
@@ -141,20 +160,21 @@ def target_checkpoint(behaviour: Qwen3_5Behaviour, tok, vocab: Vocab, *, target_
     readme = _card(
         {"license": "apache-2.0", "library_name": "transformers", "pipeline_tag": "image-text-to-text"},
         title=_repo_name(target_repo),
-        body=f"Tiny generated Qwen3.5 vision-language model ({behaviour} text weights, seed {seed}) for offline "
-        "tests.",
+        body=f"Tiny generated Qwen3.5 vision-language model ({behaviour} text weights, seed {seed}) for offline tests.",
     )
     generation_config = {
         "bos_token_id": vocab.endoftext, "do_sample": True, "eos_token_id": [vocab.im_end, vocab.endoftext],
         "pad_token_id": vocab.endoftext, "temperature": 0.6, "top_k": 20, "top_p": 0.95,
         "transformers_version": transformers_version,
     }  # fmt: skip
-    return Checkpoint(config=config, weights=weights, readme=readme, generation_config=generation_config,
-                      files=_processor_files())
+    return Checkpoint(
+        config=config, weights=weights, readme=readme, generation_config=generation_config, files=_processor_files()
+    )
 
 
-def _text_weights(behaviour: Qwen3_5Behaviour, model, vocab: Vocab, rng: torch.Generator,
-                  probes: list[list[int]]) -> dict[str, torch.Tensor]:
+def _text_weights(
+    behaviour: Qwen3_5Behaviour, model, vocab: Vocab, rng: torch.Generator, probes: list[list[int]]
+) -> dict[str, torch.Tensor]:
     """The text model's constructed tensors (everything else keeps the random initialisation)."""
     prefix = "model.language_model."
     weights = model.state_dict()
@@ -173,16 +193,22 @@ def _text_weights(behaviour: Qwen3_5Behaviour, model, vocab: Vocab, rng: torch.G
         embed = normal(rng, VOCAB_SIZE, _HIDDEN, std=INIT_STD)
         head = normal(rng, VOCAB_SIZE, _HIDDEN, std=INIT_STD * _RANDOM_HEAD_GAIN)
         # Special and unused ids never win: a generated <|image_pad|> would read as a vision placeholder.
-        head[vocab.endoftext:] = normal(rng, VOCAB_SIZE - vocab.endoftext, _HIDDEN, std=INIT_STD)
+        head[vocab.endoftext :] = normal(rng, VOCAB_SIZE - vocab.endoftext, _HIDDEN, std=INIT_STD)
         with torch.no_grad():
             model.model.language_model.embed_tokens.weight.copy_(embed)
             model.lm_head.weight.copy_(head)
             # The mean direction of the states greedy decoding visits (not of random inputs: greedy settles).
             states = []
             for probe in probes:
-                run = model.generate(torch.tensor([probe]), attention_mask=torch.ones(1, len(probe), dtype=torch.long),
-                                     max_new_tokens=32, do_sample=False, output_hidden_states=True,
-                                     return_dict_in_generate=True, pad_token_id=vocab.endoftext)
+                run = model.generate(
+                    torch.tensor([probe]),
+                    attention_mask=torch.ones(1, len(probe), dtype=torch.long),
+                    max_new_tokens=32,
+                    do_sample=False,
+                    output_hidden_states=True,
+                    return_dict_in_generate=True,
+                    pad_token_id=vocab.endoftext,
+                )
                 states += [step[-1][0, -1] for step in run.hidden_states]
         final = torch.stack(states)
         final = final / final.norm(dim=-1, keepdim=True)
@@ -220,5 +246,10 @@ def _processor_files() -> dict[str, str]:
 
 def dflash_draft(context: BuildContext) -> Checkpoint:
     """A z-lab-style DFlash draft for a Qwen3.5 target: a Qwen3 trunk that taps linear and full layers."""
-    return layouts.dflash_draft(context, target_layer_ids=DRAFT_TARGET_LAYER_IDS, num_target_layers=TEXT_LAYERS,
-                                name_suffix="-DFlash", extra_config={"rope_theta": 10000000})
+    return layouts.dflash_draft(
+        context,
+        target_layer_ids=DRAFT_TARGET_LAYER_IDS,
+        num_target_layers=TEXT_LAYERS,
+        name_suffix="-DFlash",
+        extra_config={"rope_theta": 10000000},
+    )

@@ -65,20 +65,47 @@ class Shape:
         return tuple(1 + i * step for i in range(DRAFT_TAPS))
 
 
-SHAPES: Mapping[str, Shape] = MappingProxyType({
-    "qwen3-0.6b": Shape("qwen3-0.6b", "Qwen/Qwen3-0.6B", "qwen3",
-                        Dims(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=3072), True),
-    "qwen3-1.7b": Shape("qwen3-1.7b", "Qwen/Qwen3-1.7B", "qwen3",
-                        Dims(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=6144), True),
-    "qwen3-4b": Shape("qwen3-4b", "Qwen/Qwen3-4B", "qwen3",
-                      Dims(hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=9728), True),
-    "qwen3-8b": Shape("qwen3-8b", "Qwen/Qwen3-8B", "qwen3",
-                      Dims(hidden=4096, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=12288), False),
-    # Text sizes of Qwen3.5-0.8B (24 layers, hidden 1024, MLP 3584, 8/2 heads of 256); the linear-attention head
-    # counts and the vision tower are transformers' defaults scaled to that width, so its bytes are approximate.
-    "qwen3.5-0.8b": Shape("qwen3.5-0.8b", "Qwen/Qwen3.5-0.8B", "qwen3_5",
-                          Dims(hidden=1024, layers=24, heads=8, kv_heads=2, head_dim=256, intermediate=3584), True),
-})
+SHAPES: Mapping[str, Shape] = MappingProxyType(
+    {
+        "qwen3-0.6b": Shape(
+            "qwen3-0.6b",
+            "Qwen/Qwen3-0.6B",
+            "qwen3",
+            Dims(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=3072),
+            True,
+        ),
+        "qwen3-1.7b": Shape(
+            "qwen3-1.7b",
+            "Qwen/Qwen3-1.7B",
+            "qwen3",
+            Dims(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=6144),
+            True,
+        ),
+        "qwen3-4b": Shape(
+            "qwen3-4b",
+            "Qwen/Qwen3-4B",
+            "qwen3",
+            Dims(hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=9728),
+            True,
+        ),
+        "qwen3-8b": Shape(
+            "qwen3-8b",
+            "Qwen/Qwen3-8B",
+            "qwen3",
+            Dims(hidden=4096, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=12288),
+            False,
+        ),
+        # Text sizes of Qwen3.5-0.8B (24 layers, hidden 1024, MLP 3584, 8/2 heads of 256); the linear-attention head
+        # counts and the vision tower are transformers' defaults scaled to that width, so its bytes are approximate.
+        "qwen3.5-0.8b": Shape(
+            "qwen3.5-0.8b",
+            "Qwen/Qwen3.5-0.8B",
+            "qwen3_5",
+            Dims(hidden=1024, layers=24, heads=8, kv_heads=2, head_dim=256, intermediate=3584),
+            True,
+        ),
+    }
+)
 """Every shape `make_shape` writes; the 8B shape is for sizing (16 GB of weights), not for this machine."""
 
 
@@ -122,15 +149,30 @@ def make_shape(name: str | Shape, out: Path, *, seed: int = 0, sparse: bool = Fa
     vocab = vocab_of(tokenizer)
     dirs.target.mkdir(parents=True, exist_ok=True)
     _write_json(dirs.target / "config.json", target_config)
-    _write_json(dirs.target / "generation_config.json", {
-        "bos_token_id": vocab.endoftext, "do_sample": True, "eos_token_id": [vocab.im_end, vocab.endoftext],
-        "pad_token_id": vocab.endoftext, "temperature": 0.6, "top_k": 20, "top_p": 0.95,
-        "transformers_version": version})
-    (dirs.target / "README.md").write_text(layouts._card(
-        {"license": "apache-2.0", "library_name": "transformers",
-         "pipeline_tag": "image-text-to-text" if shape.family == "qwen3_5" else "text-generation"},
-        title=layouts._repo_name(shape.target_repo),
-        body=f"Random-weight checkpoint with the shape of {shape.target_repo} (seed {seed}), for scale benchmarks."))
+    _write_json(
+        dirs.target / "generation_config.json",
+        {
+            "bos_token_id": vocab.endoftext,
+            "do_sample": True,
+            "eos_token_id": [vocab.im_end, vocab.endoftext],
+            "pad_token_id": vocab.endoftext,
+            "temperature": 0.6,
+            "top_k": 20,
+            "top_p": 0.95,
+            "transformers_version": version,
+        },
+    )
+    (dirs.target / "README.md").write_text(
+        layouts._card(
+            {
+                "license": "apache-2.0",
+                "library_name": "transformers",
+                "pipeline_tag": "image-text-to-text" if shape.family == "qwen3_5" else "text-generation",
+            },
+            title=layouts._repo_name(shape.target_repo),
+            body=f"Random-weight checkpoint with the shape of {shape.target_repo} (seed {seed}), for scale benchmarks.",
+        )
+    )
     if shape.family == "qwen3_5":
         for file_name, text in qwen3_5._processor_files().items():
             (dirs.target / file_name).write_text(text)
@@ -155,14 +197,26 @@ def make_shape(name: str | Shape, out: Path, *, seed: int = 0, sparse: bool = Fa
     }
     dirs.draft.mkdir(parents=True, exist_ok=True)
     _write_json(dirs.draft / "config.json", draft_config)
-    _write_json(dirs.draft / "generation_config.json", {
-        "bos_token_id": vocab.endoftext, "eos_token_id": vocab.im_end, "transformers_version": version})
-    (dirs.draft / "README.md").write_text(layouts._card(
-        {"license": "mit", "library_name": "transformers", "pipeline_tag": "text-generation",
-         "tags": ["dflash", "speculative-decoding", "block-diffusion", "draft-model", "qwen3"]},
-        title=f"{layouts._repo_name(shape.target_repo)}-DFlash-b16",
-        body=(f"Random-weight DFlash drafter with the shape of z-lab's drafts (seed {seed}), for scale benchmarks.\n\n"
-              f"This drafter must be used in conjunction with the target model {shape.target_repo}.")))
+    _write_json(
+        dirs.draft / "generation_config.json",
+        {"bos_token_id": vocab.endoftext, "eos_token_id": vocab.im_end, "transformers_version": version},
+    )
+    (dirs.draft / "README.md").write_text(
+        layouts._card(
+            {
+                "license": "mit",
+                "library_name": "transformers",
+                "pipeline_tag": "text-generation",
+                "tags": ["dflash", "speculative-decoding", "block-diffusion", "draft-model", "qwen3"],
+            },
+            title=f"{layouts._repo_name(shape.target_repo)}-DFlash-b16",
+            body=(
+                f"Random-weight DFlash drafter with the shape of z-lab's drafts (seed {seed}), "
+                "for scale benchmarks.\n\n"
+                f"This drafter must be used in conjunction with the target model {shape.target_repo}."
+            ),
+        )
+    )
     (dirs.draft / "dflash.py").write_text(layouts._code_stub("DFlashDraftModel"))
     write_weights(dirs.draft, draft_shapes(shape), stream=1)
     return dirs
@@ -216,8 +270,9 @@ def target_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
     return _state_shapes(model_class, config, tied=shape.tied)
 
 
-def write_random_weights(directory: Path, tensor_shapes: Mapping[str, tuple[int, ...]], *, seed: int,
-                         stream: int) -> None:
+def write_random_weights(
+    directory: Path, tensor_shapes: Mapping[str, tuple[int, ...]], *, seed: int, stream: int
+) -> None:
     """Write bf16 random tensors (norms: ones) as Hub-style shards, one shard in memory at a time.
 
     One shard is ``model.safetensors``; more are ``model-0000i-of-0000n.safetensors`` plus
@@ -226,8 +281,9 @@ def write_random_weights(directory: Path, tensor_shapes: Mapping[str, tuple[int,
     rng = generator(seed, stream=stream)
 
     def write_shard(path: Path, names: list[str]) -> None:
-        save_file({name: _random_tensor(name, tensor_shapes[name], rng) for name in names}, path,
-                  metadata={"format": "pt"})
+        save_file(
+            {name: _random_tensor(name, tensor_shapes[name], rng) for name in names}, path, metadata={"format": "pt"}
+        )
 
     _write_shards(directory, tensor_shapes, write_shard)
 
@@ -242,8 +298,11 @@ def write_sparse_weights(directory: Path, tensor_shapes: Mapping[str, tuple[int,
         offset = 0
         for name in names:
             nbytes = checkpoint_bytes({name: tensor_shapes[name]})
-            header[name] = {"dtype": "BF16", "shape": list(tensor_shapes[name]),
-                            "data_offsets": [offset, offset + nbytes]}
+            header[name] = {
+                "dtype": "BF16",
+                "shape": list(tensor_shapes[name]),
+                "data_offsets": [offset, offset + nbytes],
+            }
             offset += nbytes
         encoded = json.dumps(header, separators=(",", ":")).encode()
         encoded += b" " * (-len(encoded) % 8)  # the format pads the header to 8 bytes
@@ -254,8 +313,9 @@ def write_sparse_weights(directory: Path, tensor_shapes: Mapping[str, tuple[int,
     _write_shards(directory, tensor_shapes, write_shard)
 
 
-def _write_shards(directory: Path, tensor_shapes: Mapping[str, tuple[int, ...]],
-                  write_shard: Callable[[Path, list[str]], None]) -> None:
+def _write_shards(
+    directory: Path, tensor_shapes: Mapping[str, tuple[int, ...]], write_shard: Callable[[Path, list[str]], None]
+) -> None:
     shards = list(_plan_shards(tensor_shapes))
     weight_map: dict[str, str] = {}
     for index, names in enumerate(shards, start=1):
@@ -263,9 +323,13 @@ def _write_shards(directory: Path, tensor_shapes: Mapping[str, tuple[int, ...]],
         write_shard(directory / file_name, names)
         weight_map |= dict.fromkeys(names, file_name)
     if len(shards) > 1:
-        _write_json(directory / "model.safetensors.index.json",
-                    {"metadata": {"total_size": checkpoint_bytes(tensor_shapes)},
-                     "weight_map": dict(sorted(weight_map.items()))})
+        _write_json(
+            directory / "model.safetensors.index.json",
+            {
+                "metadata": {"total_size": checkpoint_bytes(tensor_shapes)},
+                "weight_map": dict(sorted(weight_map.items())),
+            },
+        )
 
 
 def _plan_shards(tensor_shapes: Mapping[str, tuple[int, ...]]) -> Iterator[list[str]]:
@@ -289,7 +353,7 @@ def _random_tensor(name: str, dims: tuple[int, ...], rng: torch.Generator) -> to
     flat = out.view(-1)
     chunk = 1 << 24  # float32 scratch of 64 MB at a time
     for start in range(0, flat.numel(), chunk):
-        part = flat[start:start + chunk]
+        part = flat[start : start + chunk]
         part.copy_(torch.randn(part.numel(), generator=rng) * INIT_STD)
     return out
 
@@ -309,8 +373,11 @@ def _qwen3_target(shape: Shape, version: str):
 
     vocab = vocab_of(build_tokenizer())
     raw = layouts._qwen3_config(shape.dims, vocab, version) | {
-        "architectures": ["Qwen3ForCausalLM"], "max_position_embeddings": 40960,
-        "tie_word_embeddings": shape.tied, "torch_dtype": "bfloat16", "vocab_size": QWEN3_VOCAB,
+        "architectures": ["Qwen3ForCausalLM"],
+        "max_position_embeddings": 40960,
+        "tie_word_embeddings": shape.tied,
+        "torch_dtype": "bfloat16",
+        "vocab_size": QWEN3_VOCAB,
     }
     config = Qwen3Config(**{k: v for k, v in raw.items() if k not in ("architectures", "transformers_version")})
     return raw, lambda _: Qwen3ForCausalLM(config)
@@ -339,9 +406,13 @@ def _qwen3_5_target(shape: Shape, tokenizer, version: str):
         "num_position_embeddings": 2304,
     }  # fmt: skip
     config = Qwen3_5Config(
-        text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=shape.tied,
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=shape.tied,
     )
     config.architectures = ["Qwen3_5ForConditionalGeneration"]
     config.dtype = torch.bfloat16

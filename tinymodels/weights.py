@@ -60,8 +60,9 @@ def normal(rng: torch.Generator, *shape: int, std: float) -> torch.Tensor:
     return torch.randn(shape, generator=rng) * std
 
 
-def target_weights(behaviour: TargetBehaviour, vocab: Vocab, rng: torch.Generator,
-                   dims: Dims = TARGET_DIMS) -> dict[str, torch.Tensor]:
+def target_weights(
+    behaviour: TargetBehaviour, vocab: Vocab, rng: torch.Generator, dims: Dims = TARGET_DIMS
+) -> dict[str, torch.Tensor]:
     """A Qwen3ForCausalLM state dict (float32; the writer casts to bf16) with the decoder sizes `dims`."""
     quiet = behaviour != "random"
     weights: dict[str, torch.Tensor] = {}
@@ -78,8 +79,9 @@ def target_weights(behaviour: TargetBehaviour, vocab: Vocab, rng: torch.Generato
     return weights
 
 
-def bigram_tables(vocab: Vocab, rng: torch.Generator, *, bigram: bool, hidden: int = TARGET_DIMS.hidden
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def bigram_tables(
+    vocab: Vocab, rng: torch.Generator, *, bigram: bool, hidden: int = TARGET_DIMS.hidden
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Embedding and lm_head of a model whose next token depends only on its current token.
 
     With quiet layers the final hidden state is the normalised embedding of the current token. Every
@@ -107,8 +109,9 @@ def bigram_tables(vocab: Vocab, rng: torch.Generator, *, bigram: bool, hidden: i
     return embed, head
 
 
-def draft_trunk(dims: Dims, rng: torch.Generator, *, quiet: bool, taps: int = len(TARGET_LAYER_IDS)
-                ) -> dict[str, torch.Tensor]:
+def draft_trunk(
+    dims: Dims, rng: torch.Generator, *, quiet: bool, taps: int = len(TARGET_LAYER_IDS)
+) -> dict[str, torch.Tensor]:
     """Keys every block-diffusion draft shares: decoder layers, final norm, and the target-feature fuser.
 
     `taps` is the number of target layers the draft reads (the fuser `fc` takes their concatenation).

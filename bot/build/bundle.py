@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.core.errors import Failure
-from bot.core.hashes import HubHash, hash_file, read_manifest
+from bot.core.errors import Failure, Stage
+from bot.core.hashes import hash_file, read_manifest
 from bot.core.record import PROVENANCE_FILE, BuildFiles, BuildRecord, FileDigest, FileList, read_bundle_record, write
 from bot.discover.fetch import is_allowed
 
@@ -88,26 +87,34 @@ class Bundle:
         return cls(root=root, draft_dir=root / "draft", target_dir=root / "target", record=read_bundle_record(root))
 
 
-def write_bundle(
+@dataclass(frozen=True)
+class StagedBundle:
+    """A bundle's repo folders, written and hashed; its record comes last (`seal_bundle`), once everything it says
+    is known."""
+
+    root: Path
+    draft_dir: Path
+    target_dir: Path
+    files: BuildFiles
+
+
+def stage_bundle(
     out: Path,
     draft_ir: Path,
     target_ir: Path,
     draft_source: Path,
     target_source: Path,
-    built: BuildRecord,
-    scratch: Path,
-    *environments: Path,
+    *,
     sources: tuple[FileList, FileList] = ({}, {}),
-) -> Bundle:
-    """Write `out/draft`, `out/target` and the record (with every file's hash); refuse a bundle that holds a file
-    no step of the bot wrote or would publish a local path.
+) -> StagedBundle:
+    """Write `out/draft` and `out/target` and hash every file; refuse an export folder holding a file no step of
+    the bot wrote.
 
     Args:
         sources: the draft's and the target's source files (`source_files`), listed in the record.
 
     Raises:
-        Failure: an export folder holds a file the exporter does not write, or a file of the bundle names the
-            bot's work folder or Python environment.
+        Failure: an export folder holds a file the exporter does not write.
     """
     if out.exists():
         shutil.rmtree(out)
@@ -119,10 +126,26 @@ def write_bundle(
     files = BuildFiles(
         draft=digests(draft_dir), target=digests(target_dir), draft_source=sources[0], target_source=sources[1]
     )
-    built = built.model_copy(update={"files": files})
-    write(built, out)
-    assert_no_local_paths(out, scratch, *environments)
-    return Bundle(root=out, draft_dir=draft_dir, target_dir=target_dir, record=built)
+    return StagedBundle(root=out, draft_dir=draft_dir, target_dir=target_dir, files=files)
+
+
+def seal_bundle(staged: StagedBundle, built: BuildRecord, *work_dirs: Path) -> Bundle:
+    """Write the bundle's record (the one time `openvino_export.json` is written) and refuse a bundle that would
+    publish a path of this machine.
+
+    Args:
+        built: the record, listing `staged.files`.
+        work_dirs: the build's work folder and the environments its children ran in.
+
+    Raises:
+        Failure: the record does not list the staged files, or a file of the bundle names a work folder or
+            Python environment.
+    """
+    if built.files != staged.files:
+        raise Failure("the build record does not list the files of its bundle", stage=Stage.BUNDLE)
+    write(built, staged.root)
+    assert_no_local_paths(staged.root, *work_dirs)
+    return Bundle(root=staged.root, draft_dir=staged.draft_dir, target_dir=staged.target_dir, record=built)
 
 
 def check_export_output(ir_dir: Path, role: str) -> None:
@@ -141,7 +164,7 @@ def check_export_output(ir_dir: Path, role: str) -> None:
         raise Failure(
             f"the {role} export folder holds files no step of the bot writes: {', '.join(unexpected[:10])}; "
             "not bundled",
-            stage="bundle",
+            stage=Stage.BUNDLE,
         )
 
 
@@ -199,26 +222,6 @@ def source_files(folder: Path) -> FileList:
         }
 
 
-def differs_from_record(listed: Mapping[str, HubHash], files: FileList, rendered: tuple[str, ...]) -> str | None:
-    """Why the files a published repo holds are not the ones its record lists (None: they are), from the hashes
-    the Hub lists (an LFS file's sha256 and size, a regular file's git blob id): a repo edited outside the bot."""
-    for name, recorded in sorted(files.items()):
-        hub = listed.get(name)
-        if hub is None:
-            return f"{name} is missing"
-        same = (
-            hub.sha256 == recorded.sha256 and hub.size == recorded.size
-            if hub.sha256
-            else hub.blob_id is not None and hub.blob_id == recorded.git_blob_id
-        )
-        if not same:
-            return f"{name} differs from its record"
-    extra = sorted(set(listed) - set(files) - set(rendered))
-    if extra:
-        return f"it holds files its record does not list ({', '.join(extra[:5])})"
-    return None
-
-
 def check_folder(folder: Path, listed: FileList, rendered: tuple[str, ...], what: str) -> None:
     """Hold a repo folder to its record before it is committed: exactly the listed files, each with its listed
     hash and size, plus the files publish renders from the record (card, record, chart).
@@ -240,7 +243,9 @@ def check_folder(folder: Path, listed: FileList, rendered: tuple[str, ...], what
         *([f"changed: {'; '.join(changed[:5])}"] if changed else []),
     ]
     if problems:
-        raise Failure(f"{what} does not match its build record ({'; '.join(problems)}): not published", stage="publish")
+        raise Failure(
+            f"{what} does not match its build record ({'; '.join(problems)}): not published", stage=Stage.PUBLISH
+        )
 
 
 def _forget_source_paths(quantization: object) -> None:
@@ -278,7 +283,16 @@ def assert_no_local_paths(root: Path, *work_dirs: Path) -> None:
     """Raises Failure naming the file when any bundle file leaks a local path."""
     leaks = find_local_paths(root, local_path_markers(*work_dirs))
     if leaks:
-        raise Failure(f"bundle would publish local paths: {'; '.join(leaks[:5])}", stage="bundle")
+        raise Failure(f"bundle would publish local paths: {'; '.join(leaks[:5])}", stage=Stage.BUNDLE)
 
 
-__all__ = ["PROVENANCE_FILE", "Bundle", "assert_no_local_paths", "check_folder", "source_files", "write_bundle"]
+__all__ = [
+    "PROVENANCE_FILE",
+    "Bundle",
+    "StagedBundle",
+    "assert_no_local_paths",
+    "check_folder",
+    "seal_bundle",
+    "source_files",
+    "stage_bundle",
+]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bot.core.profiles import child_env
 from bot.core.recipe import ExportSettings
+from bot.core.settings import SANDBOX_LAYERS
 from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
 
 TASK_LLM = "text-generation-with-past"
@@ -48,6 +49,8 @@ class ExportResult:
     seconds: float
     log: Path
     peak_rss_bytes: int = 0  # of the exporter's whole process tree
+    peak_anon_bytes: int = 0  # its anonymous memory plus swap (what the memory guard compares with the budget)
+    peak_file_bytes: int = 0  # its file-backed pages (the mapped checkpoint, which the kernel can drop)
 
 
 def optimum_cli_args(
@@ -92,6 +95,7 @@ def export_model(
     python: str | None = None,
     memory_budget_bytes: int | None = None,
     quantization: Sequence[str] | None = None,
+    layers: Sequence[str] = SANDBOX_LAYERS,
 ) -> ExportResult:
     """Run one export in an untrusted-input subprocess.
 
@@ -99,14 +103,15 @@ def export_model(
     `python` is the interpreter of the job's toolchain profile (None: this environment's).
     `memory_budget_bytes` stops the export when its process tree outgrows it (the runner class's memory).
     `quantization` replaces the recipe's compression flags (see `optimum_cli_args`).
+    `layers` are the OS confinement layers the child may use (`Settings.sandbox_layers`).
 
     Raises:
         Failure: optimum-cli failed, ran past the recipe's `export.timeout_s`, or went over the memory budget.
     """
     started = time.monotonic()
     log = log_dir / f"export-{request.name_or_role}.log"
-    command, env = export_command(request, settings, home=home, python=python, quantization=quantization)
-    peak = run_logged(
+    command, env = export_command(request, settings, home=home, python=python, quantization=quantization, layers=layers)
+    peaks = run_logged(
         command,
         log_path=log,
         timeout_s=settings.timeout_s,
@@ -115,7 +120,13 @@ def export_model(
         memory_budget_bytes=memory_budget_bytes,
     )
     return ExportResult(
-        role=request.role, ir_dir=request.output, seconds=time.monotonic() - started, log=log, peak_rss_bytes=peak
+        role=request.role,
+        ir_dir=request.output,
+        seconds=time.monotonic() - started,
+        log=log,
+        peak_rss_bytes=peaks.rss_bytes,
+        peak_anon_bytes=peaks.anon_bytes,
+        peak_file_bytes=peaks.file_bytes,
     )
 
 
@@ -126,6 +137,7 @@ def export_command(
     home: Path,
     python: str | None = None,
     quantization: Sequence[str] | None = None,
+    layers: Sequence[str] = SANDBOX_LAYERS,
 ) -> tuple[list[str], dict[str, str]]:
     """The sandboxed optimum-cli command of one export and its environment.
 
@@ -133,5 +145,5 @@ def export_command(
     else: optimum-cli stages the IR under TMPDIR before moving it into the output, so no other child may write
     there (a shared TMPDIR let one export plant files in another's IR).
     """
-    command = sandboxed("optimum-cli", python, reads=[request.source], writes=[request.output, home])
+    command = sandboxed("optimum-cli", python, reads=[request.source], writes=[request.output, home], layers=layers)
     return command + optimum_cli_args(request, settings, quantization), child_env(untrusted_env(home=home), python)

@@ -9,23 +9,20 @@ types) is an answer, not a crash: each is a failed check with its reason.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bot.build.check_ir import (
-    DraftLayout,
-    RuleResult,
+from bot.build.ir_read import (
     check_layers_from_sdpa,
-    check_per_row,
     hidden_state_layers,
-    is_per_row,
     paged_attention_check,
     port_names,
     read_dflash_rt_info,
     read_rt_info,
 )
+from bot.build.per_row_rules import DraftLayout, check_per_row, is_per_row
 from bot.core.errors import Failure
+from bot.core.record import RuleResult
 
 IR_FILES = ("openvino_model.xml", "openvino_language_model.xml")
 # OpenVINO prefixes its messages with the C++ source line that raised them; the reason is the text after it.
@@ -54,7 +51,9 @@ def inspect_folder(ir_dir: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"path": str(path or ir_dir), "role": "unknown", "format": None}
     record |= {"inputs": [], "outputs": [], "dflash_rt_info": {}}
     if model is None:
-        return _finish(record, [(unreadable or RuleResult("ir_files", False, "no model read"), True)])
+        return _finish(
+            record, [(unreadable or RuleResult(rule="ir_files", passed=False, detail="no model read"), True)]
+        )
     assert path is not None
     inputs, rt_info = port_names(model.inputs), read_rt_info(model)
     record |= {
@@ -74,24 +73,36 @@ def inspect_folder(ir_dir: Path) -> dict[str, Any]:
             record |= {"role": "draft", "format": "stateful", "paged_attention_ready": False}
             rules = _stateful_rules(path, model, inputs, rt_info)
     except RuntimeError as exc:  # read, but OpenVINO's passes could not process it
-        rules = [(RuleResult("openvino", False, f"OpenVINO could not process the model: {_reason(exc)}"), True)]
+        rules = [
+            (
+                RuleResult(
+                    rule="openvino", passed=False, detail=f"OpenVINO could not process the model: {_reason(exc)}"
+                ),
+                True,
+            )
+        ]
     return _finish(record, rules)
 
 
 def _read_model(ir_dir: Path) -> tuple[Path | None, Any, RuleResult | None]:
     """(the .xml, the model, None), or the failed `ir_files` rule saying why no model could be read."""
+    # openvino: a second to import; only the processes that read an IR need it
     import openvino as ov
 
     path = next((ir_dir / name for name in IR_FILES if (ir_dir / name).is_file()), None)
     if path is None:
-        return None, None, RuleResult("ir_files", False, f"{ir_dir} holds no {' or '.join(IR_FILES)}")
+        return (
+            None,
+            None,
+            RuleResult(rule="ir_files", passed=False, detail=f"{ir_dir} holds no {' or '.join(IR_FILES)}"),
+        )
     weights = path.with_suffix(".bin")
     try:
         return path, ov.Core().read_model(path), None
     except RuntimeError as exc:
         missing = "" if weights.is_file() else f"{weights.name} is missing; "
         detail = f"{missing}OpenVINO cannot read {path.name}: {_reason(exc)}"
-        return path, None, RuleResult("ir_files", False, detail)
+        return path, None, RuleResult(rule="ir_files", passed=False, detail=detail)
 
 
 def _reason(exc: Exception, limit: int = 400) -> str:
@@ -105,11 +116,13 @@ def _target_rules(path: Path, model, rt_info: dict) -> Rules:
     check = paged_attention_check(path, check_layers_from_sdpa(model))
     try:
         hidden_state_layers(rt_info)
-        hidden = RuleResult("hidden_states_decoder_layers", True, str(rt_info["hidden_states_decoder_layers"]))
+        hidden = RuleResult(
+            rule="hidden_states_decoder_layers", passed=True, detail=str(rt_info["hidden_states_decoder_layers"])
+        )
     except Failure as failure:
-        hidden = RuleResult("hidden_states_decoder_layers", False, failure.message)
+        hidden = RuleResult(rule="hidden_states_decoder_layers", passed=False, detail=failure.message)
     detail = check.reason or f"{check.paged_attention_ops} PagedAttention ops, no state left"
-    return [(RuleResult("paged_attention", check.ready, detail), True), (hidden, True)]
+    return [(RuleResult(rule="paged_attention", passed=check.ready, detail=detail), True), (hidden, True)]
 
 
 def _per_row_rules(path: Path, ir_dir: Path) -> tuple[Rules, dict[str, Any]]:
@@ -118,7 +131,7 @@ def _per_row_rules(path: Path, ir_dir: Path) -> tuple[Rules, dict[str, Any]]:
         layout = DraftLayout.read(ir_dir)
     except Failure as failure:
         layout = None
-        rules.append((RuleResult("config", False, failure.message), True))
+        rules.append((RuleResult(rule="config", passed=False, detail=failure.message), True))
     report = check_per_row(path, layout)
     rules += [(rule, True) for rule in report.rules]
     return rules, {"paged_attention_ready": report.passed, "layer_windows": list(report.layer_windows)}
@@ -135,21 +148,21 @@ def _stateful_rules(path: Path, model, inputs: tuple[str, ...], rt_info: dict) -
     )
     variables = len(model.get_variables())
     return [
-        (RuleResult("signature", stateful, signature), True),
+        (RuleResult(rule="signature", passed=stateful, detail=signature), True),
         (
             RuleResult(
-                "rt_info",
-                not problems,
-                "; ".join(problems) or "dflash_mode, dflash/mask_token_id, dflash/target_layer_ids",
+                rule="rt_info",
+                passed=not problems,
+                detail="; ".join(problems) or "dflash_mode, dflash/mask_token_id, dflash/target_layer_ids",
             ),
             True,
         ),
-        (RuleResult("kv_cache_state", bool(variables), f"{variables} variables"), True),
-        (RuleResult("paged_attention", check.ready, check.reason or "converted"), False),
+        (RuleResult(rule="kv_cache_state", passed=bool(variables), detail=f"{variables} variables"), True),
+        (RuleResult(rule="paged_attention", passed=check.ready, detail=check.reason or "converted"), False),
     ]
 
 
 def _finish(record: dict[str, Any], rules: Rules) -> dict[str, Any]:
-    record["rules"] = [asdict(rule) | {"required": required} for rule, required in rules]
+    record["rules"] = [rule.model_dump() | {"required": required} for rule, required in rules]
     record["passed"] = not any(rule.passed is False for rule, required in rules if required)
     return record

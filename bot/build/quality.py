@@ -21,9 +21,9 @@ prompts (chat template applied, as GenAI does):
 
 The IR runs with the exact CPU properties of the lossless gate (f32 inference, no dynamic quantization), so the
 figures measure the weight compression rather than the CPU's runtime precision. Everything that reads the
-checkpoint runs in a token-free child process (`python -m bot.sandbox.child quality ...`), started after the exports:
-the original (f32 up to `DEFAULT_MAX_F32_BYTES`, else its checkpoint dtype) and then the int4 IR, one at a time, so
-the peak is the larger of the two (8 GB of bf16 for a 4B target, below its export's peak).
+checkpoint runs in a token-free child process (`python -m bot.sandbox.child bot.build.quality ...`), started after
+the exports: the original (f32 up to `DEFAULT_MAX_F32_BYTES`, else its checkpoint dtype) and then the int4 IR, one at
+a time, so the peak is the larger of the two (8 GB of bf16 for a 4B target, below its export's peak).
 """
 
 from __future__ import annotations
@@ -32,29 +32,16 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from difflib import SequenceMatcher
 from pathlib import Path
 
+from bot.build.quality_models import EXACT_PROPERTIES, IrModel, Reference, prompt_ids
 from bot.core.profiles import child_env
+from bot.core.settings import SANDBOX_LAYERS
+from bot.plan.sizing import DEFAULT_MAX_F32_BYTES
 from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
-
-# The reference runs in f32 when its f32 weights fit this many bytes (about 1.5B parameters), else in the
-# checkpoint's dtype: a 4B target in f32 (16 GB) would not fit the 16 GB runner class.
-DEFAULT_MAX_F32_BYTES = 6 * 10**9
-
-
-def runs_in_f32(weight_bytes: int, element_bytes: int, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> bool:
-    """Whether the original is loaded in f32: its weights (`element_bytes` each on disk) fit `max_f32_bytes` as f32."""
-    return weight_bytes * 4 / element_bytes <= max_f32_bytes
-
-
-def reference_memory_bytes(target_bytes: int, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> int:
-    """What the original occupies while the quality step runs, for a target of `target_bytes` of 2-byte weights
-    (what sizing reads; the step itself applies `runs_in_f32` to the checkpoint's dtype): an f32 copy beside the
-    mapped checkpoint (3 × its bytes), or, when the f32 copy would not fit `max_f32_bytes`, the mapped weights."""
-    return 3 * target_bytes if runs_in_f32(target_bytes, 2, max_f32_bytes) else target_bytes
-
 
 METHOD = (
     "teacher-forced over the prompt + the original's greedy continuation (chat template applied); "
@@ -180,6 +167,7 @@ def measure_quality(
     timeout_s: float = 1800,
     max_f32_bytes: int = DEFAULT_MAX_F32_BYTES,
     memory_budget_bytes: int | None = None,
+    layers: Sequence[str] = SANDBOX_LAYERS,
 ) -> QualityReport:
     """Measure the int4 target IR against its original checkpoint in a time-limited child without Hub credentials.
 
@@ -193,6 +181,7 @@ def measure_quality(
         timeout_s: wall-clock limit of the child.
         max_f32_bytes: run the reference in f32 when its f32 weights fit this many bytes, else in its dtype.
         memory_budget_bytes: stop the child when its process tree outgrows this (the runner class's memory).
+        layers: the OS confinement layers the child may use (`Settings.sandbox_layers`).
 
     Returns:
         The report; `measured` is False with a reason for a target the measurement does not cover (VLM IRs).
@@ -201,36 +190,25 @@ def measure_quality(
         Failure: the child failed (its last error line) or ran past `timeout_s`.
     """
     if not (ir_dir / "openvino_model.xml").is_file():
-        language = ir_dir / "openvino_language_model.xml"
         return QualityReport.not_measured(
             "VLM target (openvino_language_model.xml): the text model takes inputs_embeds from a separate "
             "embeddings IR, which this measurement does not drive yet"
-            if language.is_file()
+            if (ir_dir / "openvino_language_model.xml").is_file()
             else "the target IR has no openvino_model.xml"
         )
     out = work / "quality.json"
-    home = work / "hf-home"  # its own HOME, TMPDIR and HF cache, inside its own work folder
-    cmd = [
-        *sandboxed("quality", python, reads=[source_dir, ir_dir], writes=[work]),
-        "--source",
-        str(source_dir),
-        "--ir",
-        str(ir_dir),
-        "--prompts",
-        json.dumps(list(prompts)),
-        "--max-new-tokens",
-        str(max_new_tokens),
-        "--max-f32-bytes",
-        str(max_f32_bytes),
-        "--out",
-        str(out),
-    ]
+    child_args = {"--source": source_dir, "--ir": ir_dir, "--prompts": json.dumps(list(prompts))}
+    child_args |= {"--max-new-tokens": max_new_tokens, "--max-f32-bytes": max_f32_bytes, "--out": out}
     started = time.monotonic()
     run_logged(
-        cmd,
+        [
+            *sandboxed("bot.build.quality", python, reads=[source_dir, ir_dir], writes=[work], layers=layers),
+            *(str(part) for pair in child_args.items() for part in pair),
+        ],
         log_path=work / "quality.log",
         timeout_s=timeout_s,
-        env=child_env(untrusted_env(home=home), python),
+        # its own HOME, TMPDIR and HF cache, inside its own work folder
+        env=child_env(untrusted_env(home=work / "hf-home"), python),
         what="quality measurement",
         memory_budget_bytes=memory_budget_bytes,
     )
@@ -263,6 +241,7 @@ def divergence(reference: list[int], candidate: list[int]) -> tuple[int, int, fl
 
 def compare_logits(reference_logits, candidate_logits) -> tuple[float, float]:
     """(top-1 agreement, mean KL(reference ‖ candidate)) over positions of two [positions, vocab] arrays."""
+    # numpy: only the measuring child needs it
     import numpy as np
 
     ref = np.asarray(reference_logits, dtype=np.float64)
@@ -276,214 +255,35 @@ def compare_logits(reference_logits, candidate_logits) -> tuple[float, float]:
 
 
 def _log_softmax(logits):
+    # numpy: only the measuring child needs it
     import numpy as np
 
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-# ---- everything below runs inside the child process ----
-
-# The lossless gate's CPU properties, as OpenVINO accepts them from strings (recorded in the report as they are).
-EXACT_PROPERTIES = {
-    "KV_CACHE_PRECISION": "f32",
-    "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
-    "INFERENCE_PRECISION_HINT": "f32",
-}
-
-
-def _prompt_ids(tokenizer, prompt: str) -> list[int]:
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-    )
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-def _reference_dtype(source: Path, max_f32_bytes: int):
-    """f32 when the f32 weights fit `max_f32_bytes`, else the checkpoint's dtype ("auto")."""
-    import torch
-
-    config = json.loads((source / "config.json").read_text(encoding="utf-8"))
-    name = str(config.get("dtype") or config.get("torch_dtype") or "float32")
-    element = {"float32": 4, "bfloat16": 2, "float16": 2}.get(name, 4)
-    weights = sum(p.stat().st_size for p in source.glob("*.safetensors"))
-    if runs_in_f32(weights, element, max_f32_bytes):
-        return torch.float32, "float32"
-    return "auto", name
-
-
-def _left_padded(sequences: list[list[int]]):
-    """(ids, attention mask, position ids) of `sequences` as one left-padded batch, as numpy int64 arrays."""
-    import numpy as np
-
-    width = max(len(sequence) for sequence in sequences)
-    ids = np.zeros((len(sequences), width), dtype=np.int64)
-    mask = np.zeros((len(sequences), width), dtype=np.int64)
-    for row, sequence in enumerate(sequences):
-        ids[row, width - len(sequence) :] = sequence
-        mask[row, width - len(sequence) :] = 1
-    return ids, mask, np.maximum(mask.cumsum(axis=-1) - 1, 0)
-
-
-class _Reference:
-    """The original checkpoint in transformers: greedy continuations and their teacher-forced logits."""
-
-    def __init__(self, source: Path, max_f32_bytes: int):
-        from transformers import AutoModelForCausalLM
-
-        dtype, self.dtype_name = _reference_dtype(source, max_f32_bytes)
-        # safetensors only and no remote code: the folder is the fetch stage's sanitised copy.
-        self.model = AutoModelForCausalLM.from_pretrained(
-            source, use_safetensors=True, trust_remote_code=False, dtype=dtype
-        ).eval()
-
-    def greedy(self, prompts: list[list[int]], new_tokens: int):
-        """Every prompt's greedy continuation, decoded together as one left-padded batch.
-
-        A decoding step on CPU is one memory-bound pass over all weights whether it serves one prompt or a few, so
-        the batch costs about what one prompt would: `new_tokens` passes in all, whatever the int4 target agrees.
-        The logits row that chose each token is the original's teacher-forced distribution at that position.
-
-        Returns:
-            (continuations, rows): per prompt, its `new_tokens` greedy tokens and the float32 numpy logits that
-            chose them ([new_tokens, vocab]).
-        """
-        import torch
-
-        cache = None
-
-        def step(ids, mask, positions):
-            nonlocal cache
-            out = self.model(
-                input_ids=torch.from_numpy(ids),
-                attention_mask=torch.from_numpy(mask),
-                position_ids=torch.from_numpy(positions),
-                past_key_values=cache,
-                use_cache=True,
-            )
-            cache = out.past_key_values
-            return out.logits[:, -1].float().numpy()
-
-        ids, mask, positions = _left_padded(prompts)
-        with torch.no_grad():
-            return _greedy_decode(step, step(ids, mask, positions), mask, positions[:, -1:], new_tokens, keep_rows=True)
-
-
-def _greedy_decode(step, last_logits, mask, last_positions, new_tokens: int, *, keep_rows: bool = False):
-    """Greedy decoding of a left-padded batch from the state its prefill left (the original's and the IR's alike).
-
-    Args:
-        step: runs the model on one new token per row (ids, attention mask, position ids: numpy int64) after what it
-            has seen, and returns the logits at that position (float32 numpy [batch, vocab]).
-        last_logits: the prefill's logits at each prompt's last position.
-        mask, last_positions: the prefill's attention mask and its last column of position ids.
-        keep_rows: also return the logits row that chose each token.
-
-    Returns:
-        (continuations, rows): per prompt, its `new_tokens` tokens, and with `keep_rows` the rows that chose them
-        ([new_tokens, vocab]) else None.
-    """
-    import numpy as np
-
-    continuations: list[list[int]] = [[] for _ in range(len(mask))]
-    rows: list[list] = [[] for _ in range(len(mask))]
-    while True:
-        chosen = last_logits.argmax(axis=-1)
-        for row, token in enumerate(chosen.tolist()):
-            continuations[row].append(token)
-            if keep_rows:
-                rows[row].append(last_logits[row].copy())
-        if len(continuations[0]) == new_tokens:
-            return continuations, [np.stack(prompt_rows) for prompt_rows in rows] if keep_rows else None
-        ids = chosen[:, None].astype(np.int64)
-        mask = np.concatenate([mask, np.ones_like(ids)], axis=-1)
-        last_positions = last_positions + 1
-        last_logits = step(ids, mask, last_positions)
-
-
-class _Ir:
-    """The stateful target IR on the raw OpenVINO runtime (inputs: input_ids, attention_mask, position_ids,
-    beam_idx; output: logits over every input position), driven with left-padded batches like the original."""
-
-    def __init__(self, xml: Path):
-        import openvino as ov
-
-        self.request = ov.Core().compile_model(xml, "CPU", dict(EXACT_PROPERTIES)).create_infer_request()
-
-    def _run(self, ids, mask, positions):
-        import numpy as np
-
-        self.request.infer(
-            {
-                "input_ids": ids,
-                "attention_mask": mask,
-                "position_ids": positions,
-                "beam_idx": np.arange(len(ids), dtype=np.int32),
-            }
-        )
-        return self.request.get_tensor("logits").data
-
-    def _last(self, ids, mask, positions):
-        return self._run(ids, mask, positions)[:, -1]
-
-    def greedy(self, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
-        """Every prompt's greedy continuation, decoded together as one left-padded batch."""
-        self.request.reset_state()
-        ids, mask, positions = _left_padded(prompts)
-        return _greedy_decode(self._last, self._last(ids, mask, positions), mask, positions[:, -1:], new_tokens)[0]
-
-    def measure(self, prompts: list[list[int]], continuations: list[list[int]]):
-        """The IR teacher-forced over each prompt + the original's continuation, and its own greedy continuation.
-
-        One prefill serves both: left-padded, every prompt ends in the same column, so after the teacher-forced
-        pass the KV state is cropped back to the prompts (the variables are [batch, kv heads, sequence, head size])
-        and the IR decodes its own continuation from there; its first token is the argmax of the prefill's row at
-        the prompt's last position. Where the state does not have that layout, the prompts are prefilled again.
-
-        Returns:
-            (rows, own): per prompt, the IR's logits at the continuation's positions ([len, vocab]), and its own
-            greedy continuation of the same length.
-        """
-        import numpy as np
-        import openvino as ov
-
-        new_tokens = len(continuations[0])
-        assert all(len(continuation) == new_tokens for continuation in continuations)
-        self.request.reset_state()
-        ids, mask, positions = _left_padded([p + c for p, c in zip(prompts, continuations, strict=True)])
-        logits = self._run(ids, mask, positions)
-        prompt_width = ids.shape[1] - new_tokens  # the column after every prompt's last token
-        rows = [logits[row, prompt_width - 1 : prompt_width - 1 + new_tokens].copy() for row in range(len(prompts))]
-        last = logits[:, prompt_width - 1].copy()
-        states = self.request.query_state()
-        if not all(len(v.state.shape) == 4 and v.state.shape[2] == ids.shape[1] for v in states):
-            return rows, self.greedy(prompts, new_tokens)
-        for variable in states:
-            variable.state = ov.Tensor(np.ascontiguousarray(variable.state.data[:, :, :prompt_width]))
-        own, _ = _greedy_decode(
-            self._last, last, mask[:, :prompt_width], positions[:, prompt_width - 1 : prompt_width], new_tokens
-        )
-        return rows, own
+# ---- below runs inside the child process (the models: bot.build.quality_models) ----
 
 
 def run_quality(
     source: Path, ir_dir: Path, prompts: list[str], max_new_tokens: int, *, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES
 ) -> QualityReport:
     """The measurement, in this process (called by the child)."""
+    # transformers: seconds to import; only the quality child loads the original weights
     from transformers import AutoTokenizer
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # one bar update per tensor would bury the log's error line
     tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
-    prompt_ids = [_prompt_ids(tokenizer, prompt) for prompt in prompts]
+    prompt_tokens = [prompt_ids(tokenizer, prompt) for prompt in prompts]
 
     # One model at a time: the original, then the IR, so the peak is the larger of the two, not their sum.
-    reference = _Reference(source, max_f32_bytes)
-    continuations, reference_rows = reference.greedy(prompt_ids, max_new_tokens)
+    reference = Reference(source, max_f32_bytes)
+    continuations, reference_rows = reference.greedy(prompt_tokens, max_new_tokens)
     reference_dtype = reference.dtype_name
     del reference
-    ir = _Ir(ir_dir / "openvino_model.xml")
-    ir_rows, ir_continuations = ir.measure(prompt_ids, continuations)
+    ir = IrModel(ir_dir / "openvino_model.xml")
+    ir_rows, ir_continuations = ir.measure(prompt_tokens, continuations)
     results = []
     for index, continuation in enumerate(continuations):
         agreement, kl = compare_logits(reference_rows[index], ir_rows[index])
@@ -510,7 +310,9 @@ def run_quality(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bot.sandbox.child quality", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bot.sandbox.child bot.build.quality", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--source", type=Path, required=True, help="the sanitised target checkpoint folder")
     parser.add_argument("--ir", type=Path, required=True, help="the exported target IR folder")
     parser.add_argument("--prompts", required=True, help="JSON list of prompts")

@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from bot.core.errors import Failure
+from bot.build.ir_read import quantization_parameters, read_rt_info
+from bot.core.errors import Failure, Stage
 from bot.core.profiles import json_from
 from bot.core.recipe import ExportSettings
 
@@ -181,7 +182,7 @@ def optimum_default_4bit_configs(python: str | None = None) -> Mapping[str, dict
     )
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise Failure(f"cannot read optimum-intel's default 4-bit configs: {last}", stage="export")
+        raise Failure(f"cannot read optimum-intel's default 4-bit configs: {last}", stage=Stage.EXPORT)
     return json.loads(result.stdout)
 
 
@@ -228,32 +229,17 @@ def read_default_4bit_configs(configuration: Path) -> dict | None:
         if isinstance(node, ast.ClassDef)
     }
 
-    def value(node: ast.expr):
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Dict) and None not in node.keys:
-            return {value(k): value(v) for k, v in zip(node.keys, node.values, strict=True)}  # type: ignore[arg-type]
-        if isinstance(node, ast.List | ast.Tuple):
-            return [value(item) for item in node.elts]
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -value(node.operand)
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            members = enums.get(node.value.id, {})
-            if node.attr in members:
-                return members[node.attr]
-        raise ValueError(ast.unparse(node))
-
     table: dict | None = None
     aliases: list = []
     try:
         for statement in tree.body:
             names = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name)}
             if isinstance(statement, ast.Assign) and [ast.unparse(t) for t in statement.targets] == [_TABLE]:
-                table = value(statement.value)
+                table = _literal(statement.value, enums)
             elif isinstance(statement, ast.Assign) and [ast.unparse(t) for t in statement.targets] == [
                 "model_id_aliases"
             ]:
-                aliases = value(statement.value)
+                aliases = _literal(statement.value, enums)
             elif isinstance(statement, ast.For) and _TABLE in names:
                 if ast.unparse(statement) != (
                     f"for m_id_1, m_id_2 in model_id_aliases:\n    {_TABLE}[m_id_2] = {_TABLE}[m_id_1]"
@@ -266,6 +252,26 @@ def read_default_4bit_configs(configuration: Path) -> dict | None:
     except (ValueError, TypeError, KeyError):
         return None
     return table if isinstance(table, dict) and table else None
+
+
+def _literal(node: ast.expr, enums: dict[str, dict]):
+    """A literal of the table's source (dicts, lists, numbers, strings, enum members), else ValueError."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return {
+            _literal(k, enums): _literal(v, enums)  # type: ignore[arg-type]
+            for k, v in zip(node.keys, node.values, strict=True)
+        }
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_literal(item, enums) for item in node.elts]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_literal(node.operand, enums)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        members = enums.get(node.value.id, {})
+        if node.attr in members:
+            return members[node.attr]
+    raise ValueError(ast.unparse(node))
 
 
 def recommended_int4(
@@ -311,6 +317,11 @@ def recommended_int4(
     ignored = sorted(set(config) & _RUNTIME_KEYS)
     if ignored:
         notes.append(f"runtime settings not applied at export: {', '.join(ignored)}")
+    return _listed_settings(config, model_id, export, notes)
+
+
+def _listed_settings(config: dict, model_id: str, export: ExportSettings, notes: list[str]) -> Int4Settings:
+    """The settings of one entry of optimum-intel's table (checked by `recommended_int4` to be flag-expressible)."""
     return Int4Settings(
         sym=bool(config.get("sym", False)),
         group_size=int(config.get("group_size", 128)),
@@ -402,9 +413,8 @@ def weight_format_args(weight_format: str, export: ExportSettings) -> list[str]:
 
 def read_ir_quantization(ir_xml: Path) -> dict:
     """What NNCF recorded in the IR's `nncf/weight_compression` rt_info (the card's Quantization Parameters)."""
+    # openvino: a second to import; only the processes that read an IR need it
     import openvino as ov
-
-    from bot.build.check_ir import quantization_parameters, read_rt_info
 
     rt_info = read_rt_info(ov.Core().read_model(ir_xml))
     compression = rt_info.get("nncf", {}).get("weight_compression", {})

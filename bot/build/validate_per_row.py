@@ -18,12 +18,18 @@ import importlib.util
 import json
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from bot.core.errors import Skip
+from pydantic import ValidationError
+
+from bot.build.validate import _exact_properties, _generation_config, _scheduler
+from bot.core.errors import Failure, Skip, Stage
 from bot.core.profiles import child_env
 from bot.core.recipe import ValidationSettings
+from bot.core.record import ConcurrentRequest, ConcurrentValidation
+from bot.core.settings import SANDBOX_LAYERS
 from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
 
 # What a per-row-capable GenAI library reads from the draft's rt_info; GenAI 2026.4.1 has no such string.
@@ -100,29 +106,6 @@ def per_row_support_in(python: str | None) -> RuntimeSupport:
     return RuntimeSupport(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-@dataclass(frozen=True)
-class RequestResult:
-    prompt_index: int
-    tokens: int
-    matches_greedy: bool
-    first_difference: int | None
-
-
-@dataclass(frozen=True)
-class PerRowValidation:
-    """The concurrent lossless gate of a per-row draft."""
-
-    requests: int
-    num_assistant_tokens: int
-    lossless: bool
-    results: list[RequestResult]
-    genai: str
-    pipeline: str = "ContinuousBatchingPipeline"
-
-    def as_provenance(self) -> dict:
-        return asdict(self)
-
-
 def validate_per_row_pair(
     target_dir: Path,
     draft_dir: Path,
@@ -132,7 +115,8 @@ def validate_per_row_pair(
     python: str | None = None,
     requests: int = CONCURRENT_REQUESTS,
     support: RuntimeSupport | None = None,
-) -> PerRowValidation:
+    layers: Sequence[str] = SANDBOX_LAYERS,
+) -> ConcurrentValidation:
     """Serve `requests` concurrent requests with the per-row pair and compare each with plain greedy.
 
     Args:
@@ -142,17 +126,18 @@ def validate_per_row_pair(
         python: the toolchain profile's interpreter (None: this one).
         requests: how many requests are in flight together.
         support: the runtime capability (default: detected with `python`).
+        layers: the OS confinement layers the child may use (`Settings.sandbox_layers`).
 
     Raises:
         Skip: the installed GenAI cannot run per-row drafts (the reason names what it lacks).
-        Failure: GenAI failed or ran past the recipe's time limit.
+        Failure: GenAI failed, ran past the recipe's time limit, or wrote no `record.ConcurrentValidation`.
     """
     support = support or per_row_support_in(python)
     if not support.supported:
-        raise Skip(support.reason, stage="validate")
+        raise Skip(support.reason, stage=Stage.VALIDATE)
     out = work / "validation-per-row.json"
     cmd = [
-        *sandboxed("validate-per-row", python, reads=[target_dir, draft_dir], writes=[work]),
+        *sandboxed("bot.build.validate_per_row", python, reads=[target_dir, draft_dir], writes=[work], layers=layers),
         "--target",
         str(target_dir),
         "--draft",
@@ -171,19 +156,21 @@ def validate_per_row_pair(
         env=child_env(untrusted_env(home=work / "hf-home"), python),
         what="GenAI per-row validation",
     )
-    data = json.loads(out.read_text(encoding="utf-8"))
-    data["results"] = [RequestResult(**r) for r in data["results"]]
-    return PerRowValidation(**data)
+    try:
+        return ConcurrentValidation.model_validate_json(out.read_text(encoding="utf-8"))
+    except (OSError, ValidationError) as exc:
+        raise Failure(
+            f"GenAI per-row validation wrote no readable report ({exc})"[:300], stage=Stage.VALIDATE
+        ) from None
 
 
 # ---- below runs inside the child process ----
 
 
-def run_concurrent(target: Path, draft: Path, settings: ValidationSettings, requests: int) -> PerRowValidation:
+def run_concurrent(target: Path, draft: Path, settings: ValidationSettings, requests: int) -> ConcurrentValidation:
     """Plain greedy, then the speculative pipeline, each serving all requests together (in this process)."""
+    # GenAI (and OpenVINO with it): only the validation child runs it
     import openvino_genai as genai
-
-    from bot.build.validate import _exact_properties, _generation_config, _scheduler
 
     tokenizer = genai.Tokenizer(str(target))
     prompts = [settings.prompts[i % len(settings.prompts)] for i in range(requests)]
@@ -223,13 +210,21 @@ def run_concurrent(target: Path, draft: Path, settings: ValidationSettings, requ
                 (i for i, (a, b) in enumerate(zip(want, have, strict=False)) if a != b), min(len(want), len(have))
             )
         )
-        results.append(RequestResult(index % len(settings.prompts), len(have), same, first))
-    return PerRowValidation(
+        results.append(
+            ConcurrentRequest(
+                prompt_index=index % len(settings.prompts),
+                tokens=len(have),
+                matches_greedy=same,
+                first_difference=first,
+            )
+        )
+    return ConcurrentValidation(
         requests=requests,
         num_assistant_tokens=k,
         lossless=all(r.matches_greedy for r in results),
         results=results,
         genai=importlib.metadata.version("openvino-genai"),
+        pipeline="ContinuousBatchingPipeline",
     )
 
 
@@ -244,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run_concurrent(
         args.target, args.draft, ValidationSettings.model_validate_json(args.settings), args.requests
     )
-    args.out.write_text(json.dumps(asdict(report), indent=2), encoding="utf-8")
+    args.out.write_text(report.model_dump_json(indent=2), encoding="utf-8")
     return 0
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from bot.build.validate import ValidationReport
+from bot.core.record import Validation
 
 # Speed-ups within this relative distance are a tie: closer than that is run-to-run noise of the sweep on a shared
 # CPU, and the smaller file is the better download.
@@ -43,13 +43,13 @@ class FormatResult:
     ir_bytes: int
 
     @classmethod
-    def from_validation(cls, weight_format: str, report: ValidationReport, ir_dir: Path) -> FormatResult:
-        """The figures of one format's `validate_pair` report and its exported IR folder."""
-        best = next(run for run in report.runs if run.num_assistant_tokens == report.recommended_num_assistant_tokens)
+    def from_validation(cls, weight_format: str, validation: Validation, ir_dir: Path) -> FormatResult:
+        """The figures of one format's validation (`validate_pair`) and its exported IR folder."""
+        best = validation.best_run
         return cls(
             weight_format=weight_format,
-            lossless=report.lossless,
-            acceptance_passed=report.acceptance_passed,
+            lossless=validation.lossless,
+            acceptance_passed=validation.acceptance_passed,
             accept_length=best.accept_length,
             num_assistant_tokens=best.num_assistant_tokens,
             speedup=best.speedup,

@@ -1,24 +1,109 @@
-"""One error hierarchy for the whole bot: a skip is not a failure.
+"""One error hierarchy for the whole bot: a skip is not a failure, and our side's failure is not the source's.
 
 The orchestrator catches `BotError` per candidate, records it and moves on; the run exits non-zero only when
-something *failed*. Messages say what was wrong and, where possible, what to change.
+something *failed*. Messages say what was wrong and, where possible, what to change. Every error names the `Stage`
+it happened in, and each stage says whose fault a failure there is (`Fault`): the status memory remembers a
+failure as the source's only at a stage whose failures are the source's, and never an `InfrastructureFailure`.
+
+Each class exits a command with a code of its own (`EXIT_CODES`, the README's "Exit codes" table).
 """
 
 from __future__ import annotations
 
+from enum import Enum, StrEnum
+from typing import ClassVar
+
+
+class Fault(Enum):
+    """Whose fault a skip or failure at a stage is: what the status memory may keep of it between runs."""
+
+    # The checkpoint's: its skip or failure is remembered until the source, the toolchain or the recipe change.
+    SOURCE = "source"
+    # A failure is the Hub's, the runner's or the bot's, so the source is examined again; a skip is still the
+    # source's (the Hub's answer that it is gated or missing).
+    ENVIRONMENT = "environment"
+    # About the bot's own output repos (no write token, a lost commit race): nothing is remembered.
+    OUTPUT = "output"
+
+
+class Stage(StrEnum):
+    """Where an error happened: a step of the pipeline or the Hub operation that failed.
+
+    The values are the labels reports, `status.json` and `--report` files have always held, so stored memory still
+    reads. Each member states its `Fault`: a new stage cannot be added without deciding what the memory keeps.
+    """
+
+    fault: Fault
+
+    def __new__(cls, value: str, fault: Fault) -> Stage:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.fault = fault
+        return member
+
+    @classmethod
+    def named(cls, label: str | None) -> Stage | None:
+        """The stage a stored label names (None: no label, or one this bot does not know)."""
+        return next((stage for stage in cls if stage.value == label), None)
+
+    # Hub operations (`Hub.call`): a failure is the Hub's or the network's; a skip is the Hub's answer about the repo.
+    LIST = "list", Fault.ENVIRONMENT
+    INFO = "info", Fault.ENVIRONMENT
+    READ = "read", Fault.ENVIRONMENT
+    WHOAMI = "whoami", Fault.ENVIRONMENT
+    COMMITS = "commits", Fault.ENVIRONMENT
+    DOWNLOAD = "download", Fault.ENVIRONMENT
+    CREATE_REPO = "create repo", Fault.ENVIRONMENT
+    COMMIT = "commit", Fault.ENVIRONMENT
+    TAG = "tag", Fault.ENVIRONMENT
+    LIST_NAMESPACE = "list namespace", Fault.ENVIRONMENT
+    COLLECTION = "collection", Fault.ENVIRONMENT
+    # Discovery and planning.
+    PLAN = "plan", Fault.ENVIRONMENT  # the plan deadline (`hub.plan_deadline_s`)
+    DISCOVER = "discover", Fault.SOURCE
+    CLASSIFY = "classify", Fault.SOURCE
+    CROSS_CHECK = "cross-check", Fault.SOURCE
+    FETCH = "fetch", Fault.ENVIRONMENT  # the working copy and its disk space
+    TOOLCHAIN = "toolchain", Fault.ENVIRONMENT
+    REUSE_TARGET = "reuse-target", Fault.ENVIRONMENT  # our own published target IR moved or is damaged: plan again
+    # The build.
+    VERIFY = "verify", Fault.ENVIRONMENT  # the downloaded files against their hashes
+    SANDBOX = "sandbox", Fault.ENVIRONMENT
+    EXPORT = "export", Fault.SOURCE
+    EXPORT_TARGET = "export-target", Fault.SOURCE
+    EXPORT_DRAFT = "export-draft", Fault.SOURCE
+    INSPECT = "inspect", Fault.SOURCE
+    INSPECT_TARGET = "inspect-target", Fault.SOURCE
+    INSPECT_DRAFT = "inspect-draft", Fault.SOURCE
+    VALIDATE = "validate", Fault.SOURCE
+    QUALITY = "quality", Fault.SOURCE
+    BUILD = "build", Fault.SOURCE
+    BUNDLE = "bundle", Fault.ENVIRONMENT
+    # Publishing and the command itself.
+    PUBLISH = "publish", Fault.OUTPUT
+    RUN = "run", Fault.ENVIRONMENT
+    USAGE = "usage", Fault.ENVIRONMENT
+    RECIPE = "recipe", Fault.ENVIRONMENT
+    JOB = "job", Fault.ENVIRONMENT
+
 
 class BotError(Exception):
-    """Root of every expected error. Carries the checkpoint and the stage it happened in."""
+    """Root of every expected error. Carries the checkpoint and the stage it happened in.
 
-    exit_code = 1
+    Never raised itself: the subclass says what kind of error it is, and with that the exit code.
+    """
 
-    def __init__(self, message: str, *, subject: str | None = None, stage: str | None = None):
+    exit_code: ClassVar[int]
+
+    def __init__(self, message: str, *, subject: str | None = None, stage: Stage | None = None):
+        if type(self) is BotError:
+            raise TypeError("raise a Skip, Failure or another subclass: the class decides the exit code")
         super().__init__(message)
         self.message = message
         self.subject = subject
         self.stage = stage
 
-    def at(self, *, subject: str | None = None, stage: str | None = None) -> BotError:
+    def at(self, *, subject: str | None = None, stage: Stage | None = None) -> BotError:
         """Fill in where the error happened, keeping what an inner layer already knew."""
         self.subject = self.subject or subject
         self.stage = self.stage or stage
@@ -42,13 +127,25 @@ class Skip(BotError):
 class Failure(BotError):
     """Something that should have worked did not: export crashed, IR check failed, a validation gate failed."""
 
-    exit_code = 2
+    exit_code = 1
 
 
-class HubError(Failure):
+class InfrastructureFailure(Failure):
+    """Our side failed, not the source: the runner (disk, SIGTERM), the sandbox, the builder process, the Hub.
+
+    The status memory never remembers one as the source's fault (`bot.core.outcome.Outcome.of_error` records it
+    without a stage), so the next run examines the source again whatever stage it stopped at.
+    """
+
+    exit_code = 6
+
+
+class HubError(InfrastructureFailure):
     """The Hub refused or kept failing a request; `status` is its HTTP status (None: no answer at all)."""
 
-    def __init__(self, message: str, *, status: int | None, subject: str | None = None, stage: str | None = None):
+    exit_code = 7
+
+    def __init__(self, message: str, *, status: int | None, subject: str | None = None, stage: Stage | None = None):
         super().__init__(message, subject=subject, stage=stage)
         self.status = status
 
@@ -56,14 +153,41 @@ class HubError(Failure):
 class PreconditionFailed(HubError):
     """A commit lost the `parent_commit` race (HTTP 412): another writer committed first."""
 
+    exit_code = 8
+
 
 class UsageError(BotError):
     """Options or environment that cannot work together; refused before any Hub call or download."""
 
-    exit_code = 2
+    exit_code = 2  # what click exits with for its own usage errors (an unknown option, a missing argument)
 
 
 class RecipeError(BotError):
     """The recipe YAML is invalid; raised before any Hub call or download."""
 
     exit_code = 4
+
+
+class JobError(BotError):
+    """A `--job` or plan record that is not what `plan --matrix` writes; fix the caller, not the checkpoint."""
+
+    exit_code = 5
+
+
+UNEXPECTED_EXIT_CODE = 70  # an exception that is no BotError: a bug (BSD sysexits' EX_SOFTWARE)
+
+# Every exit code a command may end with, for the README's table (a test keeps the two equal).
+EXIT_CODES: dict[int, str] = {
+    0: "success; skipped sources are no failure",
+    Failure.exit_code: "`Failure`: something that should have worked did not; also a command whose report lists "
+    "a failure (a failed source, IR check or toolchain candidate)",
+    UsageError.exit_code: "`UsageError`: options or environment that cannot work together (and click's own usage "
+    "errors)",
+    Skip.exit_code: "`Skip`: the one checkpoint a command was given is not one this bot builds",
+    RecipeError.exit_code: "`RecipeError`: the recipe YAML is invalid",
+    JobError.exit_code: "`JobError`: a `--job` or plan record that `plan --matrix` did not write",
+    InfrastructureFailure.exit_code: "`InfrastructureFailure`: our side failed (runner, disk, sandbox, builder)",
+    HubError.exit_code: "`HubError`: the Hub refused or kept failing a request",
+    PreconditionFailed.exit_code: "`PreconditionFailed`: a commit lost the race to another writer (HTTP 412)",
+    UNEXPECTED_EXIT_CODE: "an unexpected exception, a bug: its traceback is on stderr",
+}

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bot.core.errors import Failure
+from bot.core.errors import Failure, Stage
 
 MANIFEST_SUFFIX = ".files.json"  # `<folder>.files.json`, beside the folder: the folder holds the repo's files only
 _CHUNK = 8 * 1024 * 1024
@@ -106,8 +106,8 @@ def read_manifest(folder: Path) -> dict[str, FileHash]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise Failure(f"no readable list of verified files for {folder.name} ({exc})", stage="verify") from None
-    damaged = Failure(f"the list of verified files for {folder.name} is damaged", stage="verify")
+        raise Failure(f"no readable list of verified files for {folder.name} ({exc})", stage=Stage.VERIFY) from None
+    damaged = Failure(f"the list of verified files for {folder.name} is damaged", stage=Stage.VERIFY)
     if not isinstance(data, dict):
         raise damaged
     files = {}

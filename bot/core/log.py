@@ -1,7 +1,8 @@
 """Progress output that knows whether it runs in GitHub Actions.
 
-Elsewhere it prints plain, line-buffered progress lines; on Actions, `group()` folds a stage's output and
-warnings/errors become annotations (see `bot.run.actions`).
+Elsewhere it prints plain, line-buffered progress lines; on Actions, `group()` folds a stage's output and every
+warning or error logged becomes an annotation (`ActionsFormatter`), with its traceback as the log lines after it;
+`bot.run.actions` annotates the run report's outcomes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ _LOGGER_NAME = "dflash-bot"
 
 
 _state = {"on_actions": False}
+_ANNOTATED = ((logging.ERROR, "error"), (logging.WARNING, "warning"))
 
 
 class CleanFormatter(logging.Formatter):
@@ -30,21 +32,60 @@ class CleanFormatter(logging.Formatter):
         return clean(super().format(record), keep_newlines=True)
 
 
+class ActionsFormatter(CleanFormatter):
+    """On Actions, a warning or error is an annotation (`::warning::`, `::error::`), so the run's page lists it;
+    its traceback follows as plain log lines, so a bug shows where it happened, not one line.
+
+    No other line can pass for a workflow command: logged text quotes source-controlled names and messages, and the
+    runner reads a command from any line that starts with `::` (`::add-mask::`, `::stop-commands::`).
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        command = next((name for level, name in _ANNOTATED if record.levelno >= level), None)
+        if command is None:
+            return _disarmed(super().format(record))
+        lines = [annotation(command, record.getMessage())]
+        if record.exc_info:
+            lines.append(self.formatException(record.exc_info))
+        if record.stack_info:
+            lines.append(self.formatStack(record.stack_info))
+        return "\n".join([lines[0], *(_disarmed(clean(text, keep_newlines=True)) for text in lines[1:])])
+
+
+def annotation(command: str, message: str) -> str:
+    """The workflow command for one annotation (`error`, `warning`, `notice`): the message escaped the way the
+    runner decodes it, so a multi-line message stays one annotation and cannot start a command of its own."""
+    text = clean(message, keep_newlines=True)
+    return f"::{command}::" + text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def error_line(line: str) -> str:
+    """A line that ends a command with an error: an `::error::` annotation on Actions, the line as it is elsewhere."""
+    return annotation("error", line) if on_github_actions() else line
+
+
+def _disarmed(text: str) -> str:
+    return "\n".join(
+        line.replace("::", ": :", 1) if line.lstrip().startswith("::") else line for line in text.split("\n")
+    )
+
+
 def setup(verbose: bool = False, *, on_actions: bool = False) -> logging.Logger:
     """Configure the bot's logger once; stdout is line-buffered so subprocess output stays in order.
 
     Args:
-        on_actions: fold groups with `::group::` (from `Settings.on_actions`).
+        on_actions: fold groups with `::group::` and turn warnings and errors into annotations (from
+            `Settings.on_actions`).
     """
     _state["on_actions"] = on_actions
     with contextlib.suppress(AttributeError, ValueError):
         getattr(sys.stdout, "reconfigure", lambda **_: None)(line_buffering=True)
     logger = logging.getLogger(_LOGGER_NAME)
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(CleanFormatter("%(message)s"))
-        logger.addHandler(handler)
+        logger.addHandler(logging.StreamHandler(sys.stderr))
         logger.propagate = False
+    for handler in logger.handlers:
+        handler.setFormatter((ActionsFormatter if on_actions else CleanFormatter)("%(message)s"))
     logger.setLevel(logging.DEBUG if verbose else logging.INFO)
     return logger
 

@@ -24,21 +24,34 @@ from __future__ import annotations
 import hashlib
 import re
 import string
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id as hf_validate_repo_id
 
 from bot.core.errors import Skip
 
-if TYPE_CHECKING:  # recipe.py checks its name templates with `template_parts`
-    from bot.core.recipe import PublishSettings
-
 MAX_NAME_LENGTH = 96  # the Hub's limit on the name part of `namespace/name`
 NAMESPACE_SEPARATOR = "__"
 HASH_DIGITS = 12
 _ID_CHARACTERS = re.compile(r"[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
 _SHORTENED_TAIL = re.compile(rf"-h[0-9a-f]{{{HASH_DIGITS}}}$")
+
+
+class OutputNaming(Protocol):
+    """The fields of the recipe's `publish` section the naming rule reads (`bot.core.recipe.PublishSettings` has
+    them; recipe.py checks its name templates with `template_parts`, so this module cannot import it)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def draft_name(self) -> str: ...
+    @property
+    def target_name(self) -> str: ...
+    @property
+    def draft_home_namespace(self) -> str | None: ...
+    @property
+    def target_home_namespace(self) -> str | None: ...
 
 
 def validate_repo_id(value: object, *, what: str) -> str:
@@ -73,7 +86,7 @@ def validate_repo_id(value: object, *, what: str) -> str:
     return value
 
 
-def draft_output_repo(publish: PublishSettings, source_repo: str) -> str:
+def draft_output_repo(publish: OutputNaming, source_repo: str) -> str:
     """The repo a draft's OpenVINO export is published to (see the module docstring for the rule).
 
     Args:
@@ -91,7 +104,7 @@ def draft_output_repo(publish: PublishSettings, source_repo: str) -> str:
     )
 
 
-def target_output_repo(publish: PublishSettings, target_repo: str) -> str:
+def target_output_repo(publish: OutputNaming, target_repo: str) -> str:
     """The repo a target's OpenVINO export is published to; the same rule as `draft_output_repo`, with the
     `target_name` template and the target home namespace.
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bot.core.errors import BotError, Skip
+from pydantic import ConfigDict, TypeAdapter
+
+from bot.core.errors import BotError, InfrastructureFailure, Skip
 from bot.core.safe_text import clean
 
 
@@ -26,6 +28,14 @@ class Status(StrEnum):
 
 @dataclass(frozen=True)
 class Outcome:
+    """One source's status in a run, why, and the repos it concerns.
+
+    Its one serialised form is its fields as JSON (`to_dict`, `from_dict`, and pydantic wherever a hand-off record
+    holds an `Outcome`): the run report, the Actions plan record and each build's `build-outcome.json` all use it.
+    """
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # a hand-off file with a field this bot never writes is refused
+
     source: str
     revision: str | None
     status: Status
@@ -41,7 +51,11 @@ class Outcome:
     @classmethod
     def of_error(cls, source: str, revision: str | None, error: BotError) -> Outcome:
         """A skip or failure; its reason names the stage when one is known, and the repo it concerns when that is
-        not the source itself (the target, an output repo)."""
+        not the source itself (the target, an output repo).
+
+        An `InfrastructureFailure` (our side's) gets no `stage`, so the status memory never keeps it as the source's
+        (`bot.status.memory.source_fault`); its reason still names the step.
+        """
         reason = error.reason()
         if (
             error.subject
@@ -50,28 +64,24 @@ class Outcome:
             and error.subject not in reason[: len(error.subject) + 8]
         ):
             reason = f"{error.subject}: {reason}"
-        return cls(source, revision, status_of(error), reason, stage=error.stage)
+        stage = None if isinstance(error, InfrastructureFailure) else error.stage
+        return cls(source, revision, status_of(error), reason, stage=stage)
 
     def to_dict(self) -> dict:
-        return {
-            "source": self.source,
-            "revision": self.revision,
-            "status": str(self.status),
-            "reason": self.reason,
-            "repos": list(self.repos),
-            "stage": self.stage,
-        }
+        """The JSON form (the report's `outcomes` entries)."""
+        return _OUTCOME.dump_python(self, mode="json")
 
     @classmethod
     def from_dict(cls, data: dict) -> Outcome:
-        return cls(
-            source=str(data["source"]),
-            revision=data.get("revision"),
-            status=Status(data["status"]),
-            reason=str(data.get("reason", "")),
-            repos=[str(r) for r in data.get("repos", [])],
-            stage=data.get("stage"),
-        )
+        """Read the JSON form back.
+
+        Raises:
+            pydantic.ValidationError: a field missing, unknown or of the wrong type.
+        """
+        return _OUTCOME.validate_python(data)
+
+
+_OUTCOME: TypeAdapter[Outcome] = TypeAdapter(Outcome)
 
 
 def status_of(error: BotError) -> Status:

@@ -12,12 +12,17 @@ created on demand (venv, torch first, the pins, torchvision removed) and reused 
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +32,11 @@ import yaml
 from packaging.version import InvalidVersion, Version
 
 from bot.core import package_data
-from bot.core.errors import Skip
+from bot.core.errors import Skip, Stage
+from bot.core.toolchain import TRACKED_PACKAGES, Toolchain, detect
 
-# The folder that holds the `bot` package (the checkout, or site-packages): a profile's python imports the bot from it.
-REPO_ROOT = Path(__file__).resolve().parents[2]
 PROFILES_FILE = package_data.folder(package_data.TOOLCHAINS) / "profiles.yaml"
 DEFAULT_PROFILE = "default"
-# Where created environments live; `DFLASH_BOT_PROFILES_DIR` moves them (CI caches this folder).
-PROFILES_DIR_ENV = "DFLASH_BOT_PROFILES_DIR"
 _READY = ".dflash-bot-profile.json"
 
 
@@ -146,8 +148,6 @@ def load_profiles(path: Path | None = None) -> ProfileSet:
 
 
 def _optimum_model_configs() -> Path | None:
-    import importlib.util
-
     spec = importlib.util.find_spec("optimum.exporters")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -237,7 +237,7 @@ def select_profile(
         f"no toolchain profile covers model_type '{model_type}': it needs {bounds.requirement()} "
         f"({bounds.source}); profiles: {have}. Add a profile with such a pin to toolchains/profiles.yaml",
         subject=subject,
-        stage="classify",
+        stage=Stage.CLASSIFY,
     )
 
 
@@ -265,24 +265,16 @@ def check_transformers(
         f"target model_type '{model_type}' needs {bounds.requirement()} ({bounds.source}), but the toolchain "
         f"(profile '{profile}') has transformers {transformers_version}{hint}",
         subject=subject,
-        stage="classify",
+        stage=Stage.CLASSIFY,
     )
 
 
 # ---- environments ----
-
-
-def profiles_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    if env.get(PROFILES_DIR_ENV):
-        return Path(env[PROFILES_DIR_ENV])
-    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dflash-bot" / "profiles"
+# Where they live is `Settings.profiles_dir` (`DFLASH_BOT_PROFILES_DIR`), passed in as `root`.
 
 
 def is_current(profile: Profile) -> bool:
     """Whether this interpreter's environment already has the profile's pins (then no venv is needed)."""
-    import importlib.metadata
-
     for requirement in profile.requirements:
         name, _, version = requirement.partition("==")
         try:
@@ -293,15 +285,15 @@ def is_current(profile: Profile) -> bool:
     return True
 
 
-def environment_python(profile: Profile, root: Path | None = None) -> Path:
-    """Path of the python of the profile's environment (which may not exist yet)."""
-    return (root or profiles_dir()) / f"{profile.name}-{profile.fingerprint()}" / "bin" / "python"
+def environment_python(profile: Profile, root: Path) -> Path:
+    """Path of the python of the profile's environment under `root` (which may not exist yet)."""
+    return root / f"{profile.name}-{profile.fingerprint()}" / "bin" / "python"
 
 
 def ensure_environment(
     profile: Profile,
     *,
-    root: Path | None = None,
+    root: Path,
     log_path: Path | None = None,
     timeout_s: float = 1800,
     pip_args: tuple[str, ...] = (),
@@ -310,6 +302,9 @@ def ensure_environment(
 
     Steps: `python -m venv`; `pip install <torch pin>` first, so the CPU wheel resolves; `pip install <pins>`;
     `pip uninstall -y torchvision`. A marker written last makes a half-built environment count as absent.
+
+    Args:
+        root: the folder of the environments (`Settings.profiles_dir`).
 
     Raises:
         Skip: the environment could not be set up (the message names the profile, its pins and the pip error).
@@ -339,13 +334,13 @@ def ensure_environment(
                 raise Skip(
                     f"toolchain profile '{profile.name}' could not be set up: '{' '.join(cmd[-3:])}' ran "
                     f"past {timeout_s:.0f}s",
-                    stage="toolchain",
+                    stage=Stage.TOOLCHAIN,
                 ) from None
             if done.returncode != 0:
                 raise Skip(
                     f"toolchain profile '{profile.name}' could not be set up (needs "
                     f"{profile.torch}, {', '.join(profile.requirements)}): {_last_line(log_path)}",
-                    stage="toolchain",
+                    stage=Stage.TOOLCHAIN,
                 )
     marker.write_text(
         json.dumps(
@@ -358,10 +353,37 @@ def ensure_environment(
 
 
 def child_env(env: dict[str, str], python: str | None) -> dict[str, str]:
-    """Let another environment's python import this checkout's `bot` package (for `-m bot.sandbox.child`)."""
+    """Let another environment's python import this `bot` package (for `-m bot.sandbox.child`), and nothing else
+    of this environment (`import_path`); PYTHONSAFEPATH keeps the working folder off its `sys.path` (a checkout's
+    `bot/` there lacks the data packages, and nothing a child runs is to be imported from where it happens to run)."""
     if python is not None and Path(python) != Path(sys.executable):
-        env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)}
+        path = os.pathsep.join(p for p in (str(import_path()), env.get("PYTHONPATH")) if p)
+        env = {**env, "PYTHONPATH": path, "PYTHONSAFEPATH": "1"}
     return env
+
+
+@functools.cache
+def import_path() -> Path:
+    """A folder from which another environment's python imports this `bot` package and nothing else.
+
+    The folder that holds `bot` here will not do: installed from a wheel it is site-packages, whose packages would
+    shadow the profile's own pins; in a checkout the data packages (`bot.toolchains`, ...) sit beside `bot/`, mapped
+    in by the editable install only, so `bot.core.profiles` could not even be imported there. This folder holds
+    `bot/` laid out as a wheel installs it, in links: each entry of the package and each data package's folder.
+    Made once per process, removed at its exit.
+    """
+    package = package_data.folder(package_data.PACKAGE)
+    root = Path(tempfile.mkdtemp(prefix="dflash-bot-import-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    mirror = root / package_data.PACKAGE
+    mirror.mkdir()
+    for entry in package.iterdir():
+        (mirror / entry.name).symlink_to(entry)
+    for name in package_data.DATA_PACKAGES:
+        link = mirror / name.rpartition(".")[2]
+        if not link.exists():  # a wheel has them inside the package already
+            link.symlink_to(package_data.folder(name))
+    return root
 
 
 def _canonical(name: str) -> str:
@@ -380,20 +402,19 @@ def _last_line(path: Path) -> str:
 def toolchain_for(
     model_type: str | None,
     *,
+    root: Path,
     profiles: ProfileSet | None = None,
-    root: Path | None = None,
     log_path: Path | None = None,
 ):
     """The `Toolchain` (versions, capabilities, profile, python) that builds a target of `model_type`.
 
     The default profile runs in this environment when it has the profile's pins; any other profile runs in its
-    own environment, created on first use, and its versions and capabilities are detected there.
+    own environment under `root` (`Settings.profiles_dir`), created on first use, and its versions and
+    capabilities are detected there.
 
     Raises:
         Skip: no profile covers the model type, or the profile's environment could not be set up.
     """
-    from bot.core.toolchain import Toolchain, detect
-
     profiles = profiles or load_profiles()
     profile = select_profile(model_type, profiles) if model_type else profiles.get(DEFAULT_PROFILE)
     if profile.name == DEFAULT_PROFILE and is_current(profile):
@@ -408,15 +429,14 @@ def toolchain_for(
 def planned_toolchain(model_type: str | None, *, profiles: ProfileSet | None = None, root: Path | None = None):
     """The `Toolchain` a build of this target family will run in, known without creating any environment.
 
-    Versions are the profile's pins; capabilities are those recorded when its environment was last created, or
-    (never created yet) this environment's, since every profile pins the same exporter. Planning compares
-    published builds with this; the build itself detects the real toolchain.
+    Versions are the profile's pins; capabilities are those recorded when its environment under `root`
+    (`Settings.profiles_dir`; None: none is looked at) was last created, or (never created yet) this environment's,
+    since every profile pins the same exporter. Planning compares published builds with this; the build itself
+    detects the real toolchain.
 
     Raises:
         Skip: no profile covers the model type.
     """
-    from bot.core.toolchain import TRACKED_PACKAGES, Toolchain, detect
-
     profiles = profiles or load_profiles()
     profile = select_profile(model_type, profiles) if model_type else profiles.get(DEFAULT_PROFILE)
     current = detect()
@@ -424,7 +444,7 @@ def planned_toolchain(model_type: str | None, *, profiles: ProfileSet | None = N
         return Toolchain(versions=current.versions, capabilities=current.capabilities, profile=profile.name)
     versions = {name: profile.pin(dist) or "not pinned" for name, dist in TRACKED_PACKAGES.items()}
     versions["torch"] = profile.torch.partition("==")[2] or current.versions["torch"]
-    recorded = recorded_capabilities(environment_python(profile, root))
+    recorded = None if root is None else recorded_capabilities(environment_python(profile, root))
     return Toolchain(
         versions=versions, capabilities=current.capabilities if recorded is None else recorded, profile=profile.name
     )
@@ -452,7 +472,7 @@ def _record_capabilities(python: Path, capabilities: frozenset[str]) -> None:
 
 
 def json_from(python: Path | str, code: str, *args: str) -> tuple[Any, str]:
-    """Run `code` in another environment's python (which can import this checkout's `bot`) and parse the JSON on
+    """Run `code` in another environment's python (which can import this `bot`, `child_env`) and parse the JSON on
     its last output line; returns (value, "") or (None, the last error line)."""
     done = subprocess.run(
         [str(python), "-c", code, *args],
@@ -473,8 +493,6 @@ def detect_in(python: Path, profile: str):
     Raises:
         Skip: the environment's python cannot import the toolchain (a broken or half-removed environment).
     """
-    from bot.core.toolchain import Toolchain
-
     code = (
         "import json; from bot.core.toolchain import detect; t = detect(); "
         "print(json.dumps({'versions': t.versions, 'capabilities': sorted(t.capabilities)}))"
@@ -483,7 +501,7 @@ def detect_in(python: Path, profile: str):
     if data is None:
         raise Skip(
             f"toolchain profile '{profile}' environment at {python.parent.parent} does not work: {error}",
-            stage="toolchain",
+            stage=Stage.TOOLCHAIN,
         )
     return Toolchain(
         versions=data["versions"], capabilities=frozenset(data["capabilities"]), profile=profile, python=str(python)

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from bot.core import package_data
-from bot.core.errors import RecipeError, Skip
+from bot.core.errors import RecipeError, Skip, Stage
 from bot.core.naming import default_collection_title, template_parts, validate_repo_id
 from bot.core.naming import status_repo_id as naming_status_repo_id
 
@@ -240,7 +240,7 @@ class SizingModel(_Strict):
 
     `bytes` is the safetensors (bf16) size of what the stage reads: one model for an export and its IR, the target
     for inspect, draft + target for validate, and for the quality step the bytes the original occupies in memory
-    (`bot.build.quality.reference_memory_bytes`: its f32 copy beside the mapped checkpoint, or the mapped bf16 weights
+    (`bot.plan.sizing.reference_memory_bytes`: its f32 copy beside the mapped checkpoint, or the mapped bf16 weights
     alone). Memory is the RSS of the stage's whole process tree (the bot's own process included); disk is bytes
     allocated under the work folder. Draft and target exports have lines of their own: a draft export carries
     optimum-intel's DFlash export path on top of its weights, a target's is the plain causal-LM export.
@@ -381,15 +381,15 @@ def load_recipe(path: Path | None = None) -> Recipe:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise RecipeError(f"cannot read recipe: {exc.strerror}", subject=str(path), stage="recipe") from None
+        raise RecipeError(f"cannot read recipe: {exc.strerror}", subject=str(path), stage=Stage.RECIPE) from None
     except yaml.YAMLError as exc:
-        raise RecipeError(f"recipe is not valid YAML: {exc}", subject=str(path), stage="recipe") from None
+        raise RecipeError(f"recipe is not valid YAML: {exc}", subject=str(path), stage=Stage.RECIPE) from None
     if not isinstance(raw, dict):
-        raise RecipeError("recipe must be a YAML mapping", subject=str(path), stage="recipe")
+        raise RecipeError("recipe must be a YAML mapping", subject=str(path), stage=Stage.RECIPE)
     try:
         return Recipe.model_validate(raw)
     except ValidationError as exc:
-        raise RecipeError(_explain(exc), subject=str(path), stage="recipe") from None
+        raise RecipeError(_explain(exc), subject=str(path), stage=Stage.RECIPE) from None
 
 
 def _explain(exc: ValidationError) -> str:

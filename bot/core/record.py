@@ -19,12 +19,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from bot.core import package_data
+from bot.core.speedup import speedup_gate
+from bot.core.toolchain import TRACKED_PACKAGES
 
 if TYPE_CHECKING:
     from bot.core.recipe import ExportSettings
+    from bot.core.toolchain import Toolchain
 
 PROVENANCE_FILE = "openvino_export.json"
 SCHEMA_FILE = package_data.folder(package_data.SCHEMAS) / "openvino_export.schema.json"
@@ -82,17 +85,22 @@ class ToolchainInfo(_Record):
     capabilities: list[str]
     draft_format: DraftFormat
 
+    @classmethod
+    def of(cls, toolchain: Toolchain, draft_format: DraftFormat) -> ToolchainInfo:
+        """The record of the toolchain a build ran with (its tracked versions under their package names)."""
+        return cls.model_validate(
+            {
+                **toolchain.tracked(),
+                "profile": toolchain.profile,
+                "capabilities": sorted(toolchain.capabilities),
+                "draft_format": draft_format,
+            }
+        )
+
     def tracked(self) -> dict[str, str]:
-        """Package name -> version, as `bot.core.toolchain.TRACKED_PACKAGES` names them."""
-        return {
-            "optimum-intel": self.optimum_intel,
-            "openvino": self.openvino,
-            "openvino-genai": self.openvino_genai,
-            "openvino-tokenizers": self.openvino_tokenizers,
-            "nncf": self.nncf,
-            "transformers": self.transformers,
-            "torch": self.torch,
-        }
+        """Package name -> version, for the packages `bot.core.toolchain.TRACKED_PACKAGES` names."""
+        versions = self.model_dump(by_alias=True)
+        return {name: versions[name] for name in TRACKED_PACKAGES}
 
 
 class RecipeRef(_Record):
@@ -273,6 +281,26 @@ class Validation(_Record):
         """Whether any setting was faster than plain greedy on the validation machine."""
         return any(r.speedup > 1.0 for r in self.runs)
 
+    def failed_gates(self) -> list[str]:
+        """Each failed gate's reason, naming the measured figure and the recipe's bar (empty: all passed)."""
+        failed = []
+        if not self.lossless:
+            first = self.mismatches[0]
+            failed.append(
+                f"lossless gate: speculative output differs from plain greedy on {len(self.mismatches)} "
+                f"prompt/k combination(s), first at prompt {first.prompt_index} "
+                f"(k={first.num_assistant_tokens}) token {first.first_difference}"
+            )
+        if not self.acceptance_passed:
+            failed.append(
+                f"acceptance gate: accept length {self.accept_length:.2f} at k="
+                f"{self.recommended_num_assistant_tokens} is below the recipe's minimum "
+                f"{self.min_accept_length:.2f}"
+            )
+        if not self.speedup_passed:
+            failed.append(speedup_gate(self.best_run.speedup, self.min_speedup) or "speed-up gate")
+        return failed
+
 
 class CardInfo(_Record):
     template_fingerprint: str
@@ -310,10 +338,17 @@ class Repos(_Record):
 
 
 class StageResources(_Record):
-    """What one build stage cost (DESIGN §8): the sizing model is checked against these."""
+    """What one build stage cost (DESIGN §8): the sizing model is checked against these.
+
+    The memory peaks are of the stage's process tree, each its own maximum over the samples: RSS, and its two
+    parts apart (absent in records written before they were kept): anonymous memory plus swap, which must fit the
+    runner's memory, and file-backed pages (mapped weights), which the kernel drops and reads again under pressure.
+    """
 
     seconds: float
     peak_rss_bytes: int | None = None
+    peak_anon_bytes: int | None = None
+    peak_file_bytes: int | None = None
     peak_disk_bytes: int | None = None
     output_bytes: int | None = None
 
@@ -565,8 +600,6 @@ def _short(sha: str | None) -> str:
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of both record kinds, as committed in `schemas/`."""
-    from pydantic import TypeAdapter
-
     schema = TypeAdapter(BuildRecord | TargetRecord).json_schema(by_alias=True, mode="serialization")
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -45,9 +45,6 @@ class Toolchain:
         """The versions whose change rebuilds a published build."""
         return {name: self.versions.get(name, "not installed") for name in TRACKED_PACKAGES}
 
-    def as_provenance(self) -> dict:
-        return {**self.versions, "profile": self.profile, "capabilities": sorted(self.capabilities)}
-
 
 def _version(dist: str) -> str:
     try:

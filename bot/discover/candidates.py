@@ -12,13 +12,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.core import log, naming
-from bot.core.errors import Skip
+from pydantic import ConfigDict
+
+from bot.core import log, naming, profiles
+from bot.core.errors import Skip, Stage
 from bot.core.recipe import Recipe
 from bot.core.toolchain import Toolchain
 from bot.discover.checkpoints import (
     DSPARK_ARCHITECTURES,
-    PICKLE_SUFFIXES,
     DraftSpec,
     check_weights,
     classify_draft,
@@ -27,7 +28,9 @@ from bot.discover.checkpoints import (
     parse_config_text,
     read_target,
     require_exportable,
+    require_safetensors,
 )
+from bot.discover.fetch import is_allowed
 from bot.discover.source_card import SourceCard, read_source_card
 from bot.hub import Hub, RepoListing
 
@@ -43,15 +46,18 @@ class SkipRecord:
     repo_id: str
     revision: str | None
     reason: str
-    stage: str
+    stage: Stage
 
 
 @dataclass(frozen=True)
 class Candidate:
     """A draft to build, with its target pinned: everything discovery learned before a weight byte moved.
 
-    The build verifies the downloaded files against these facts instead of deriving them again.
+    The build verifies the downloaded files against these facts instead of deriving them again. A planned build
+    (`bot.plan.planner.BuildJob`) holds its candidate as it is, and hands it on to the build job as JSON.
     """
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # a build job's JSON with a field discovery never writes
 
     repo_id: str | None  # None for a build from local folders
     revision: str | None
@@ -104,18 +110,18 @@ def list_sources(hub: Hub, recipe: Recipe, toolchain: Toolchain) -> tuple[list[R
     for listing in list(seen.values())[: recipe.watch.max_candidates]:
         kind = kind_from_listing(listing)
         if listing.repo_id in recipe.watch.exclude:
-            skips.append(SkipRecord(listing.repo_id, listing.sha, "excluded by the recipe", "discover"))
+            skips.append(SkipRecord(listing.repo_id, listing.sha, "excluded by the recipe", Stage.DISCOVER))
         elif kind is not None and kind not in recipe.watch.kinds:
             skips.append(
                 SkipRecord(
                     listing.repo_id,
                     listing.sha,
                     f"{kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}",
-                    "discover",
+                    Stage.DISCOVER,
                 )
             )
         elif kind is not None and kind != "dflash" and (reason := unexportable_reason(kind, listing, toolchain)):
-            skips.append(SkipRecord(listing.repo_id, listing.sha, reason, "discover"))
+            skips.append(SkipRecord(listing.repo_id, listing.sha, reason, Stage.DISCOVER))
         else:
             keep.append(listing)
     return keep, skips
@@ -145,7 +151,7 @@ def resolve_target_name(repo_id: str, card: SourceCard, recipe: Recipe) -> tuple
     try:
         return naming.validate_repo_id(target, what=f"the target ({how})"), how
     except Skip as skip:
-        raise skip.at(subject=repo_id, stage="discover") from None
+        raise skip.at(subject=repo_id, stage=Stage.DISCOVER) from None
 
 
 def _target_name(repo_id: str, card: SourceCard, recipe: Recipe) -> tuple[str, str]:
@@ -172,7 +178,7 @@ def _target_name(repo_id: str, card: SourceCard, recipe: Recipe) -> tuple[str, s
     raise Skip(
         "cannot tell which target this draft is for: add it to the recipe's targets.map",
         subject=repo_id,
-        stage="discover",
+        stage=Stage.DISCOVER,
     )
 
 
@@ -184,8 +190,10 @@ def _namespace_for(target_name: str, recipe: Recipe) -> str:
     return recipe.targets.default_namespace
 
 
-def resolve(hub: Hub, listing: RepoListing, recipe: Recipe) -> Candidate:
+def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, *, profiles_dir: Path | None = None) -> Candidate:
     """Read the draft's config and card, find and cross-check its target, and check sizes: no weights downloaded.
+
+    `profiles_dir` is where profile environments live (`Settings.profiles_dir`, for `planned_toolchain`).
 
     Raises:
         Skip: unsupported, broken, gated or oversized source, or a target that does not fit; a reason about the
@@ -196,13 +204,13 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe) -> Candidate:
         revision = hub.repo_files(repo).sha
     config_bytes = hub.read_file(repo, "config.json", revision)
     if config_bytes is None:
-        raise Skip("no config.json in the repo", subject=repo, stage="discover")
+        raise Skip("no config.json in the repo", subject=repo, stage=Stage.DISCOVER)
     draft = classify_draft(parse_config_text(config_bytes, subject=repo), subject=repo)
     if draft.kind not in recipe.watch.kinds:
         raise Skip(
             f"{draft.kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}",
             subject=repo,
-            stage="discover",
+            stage=Stage.DISCOVER,
         )
     card = read_source_card(
         hub.read_file(repo, "README.md", revision), repo_id=repo, hub_card_data=listing.card_data or None
@@ -218,17 +226,17 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe) -> Candidate:
         _check_file_names(target_repo, target_files.sizes)
         target_bytes = hub.read_file(target_repo, "config.json", target_files.sha)
         if target_bytes is None:
-            raise Skip("no config.json in the repo", subject=target_repo, stage="discover")
+            raise Skip("no config.json in the repo", subject=target_repo, stage=Stage.DISCOVER)
         target = read_target(parse_config_text(target_bytes, subject=target_repo), subject=target_repo)
     except Skip as skip:
         raise Skip(f"target {target_repo}: {skip.message}", subject=repo, stage=skip.stage) from None
-    toolchain = planned_toolchain(target.model_type, subject=target_repo)
+    toolchain = planned_toolchain(target.model_type, subject=target_repo, profiles_dir=profiles_dir)
     draft_format = require_exportable(draft, toolchain, subject=repo)
     cross_check(draft, target, subject=repo, target_name=target_repo)
     draft_fetch = select_files(draft_files.sizes, subject=repo)
     target_fetch = select_files(target_files.sizes, subject=f"target {target_repo}")
     total = sum(draft_fetch.values()) + sum(target_fetch.values())
-    check_size(total, 0, recipe, subject=repo, stage="discover")
+    check_size(total, 0, recipe, subject=repo, stage=Stage.DISCOVER)
     return Candidate(
         repo_id=repo,
         revision=revision,
@@ -259,8 +267,6 @@ def select_files(sizes: dict[str, int], *, subject: str) -> dict[str, int]:
     Raises:
         Skip: a non-weight file the build needs is over `MAX_SMALL_FILE_BYTES`.
     """
-    from bot.discover.fetch import is_allowed
-
     chosen = {name: size for name, size in sizes.items() if is_allowed(name)}
     oversized = sorted(
         n for n, size in chosen.items() if not n.endswith(".safetensors") and size > MAX_SMALL_FILE_BYTES
@@ -270,18 +276,24 @@ def select_files(sizes: dict[str, int], *, subject: str) -> dict[str, int]:
             f"{oversized[0]} is {chosen[oversized[0]]} bytes, over the {MAX_SMALL_FILE_BYTES}-byte limit for "
             "a non-weight file",
             subject=subject,
-            stage="discover",
+            stage=Stage.DISCOVER,
         )
     return chosen
 
 
 def classify_folders(
-    draft_dir: Path, target_dir: Path, recipe: Recipe, *, toolchain: Toolchain | None = None
+    draft_dir: Path,
+    target_dir: Path,
+    recipe: Recipe,
+    *,
+    toolchain: Toolchain | None = None,
+    profiles_dir: Path | None = None,
 ) -> Candidate:
     """Discovery for a pair of local folders (`dflash-bot build --draft --target`): the same checks, from disk.
 
     Args:
         toolchain: the toolchain to check against (default: the target family's planned profile).
+        profiles_dir: where profile environments live (`Settings.profiles_dir`, for `planned_toolchain`).
 
     Raises:
         Skip: naming the first defect of the draft, the target or the pair.
@@ -289,7 +301,7 @@ def classify_folders(
     draft_name, target_name = draft_dir.name, target_dir.name
     draft = classify_draft(load_config(draft_dir, subject=draft_name), subject=draft_name)
     target = read_target(load_config(target_dir, subject=target_name), subject=target_name)
-    toolchain = toolchain or planned_toolchain(target.model_type, subject=target_name)
+    toolchain = toolchain or planned_toolchain(target.model_type, subject=target_name, profiles_dir=profiles_dir)
     _check_transformers(target.model_type, toolchain, subject=target_name)
     draft_format = require_exportable(draft, toolchain, subject=draft_name)
     cross_check(draft, target, subject=draft_name, target_name=target_name)
@@ -298,7 +310,7 @@ def classify_folders(
         check_weights(target_dir, subject=target_name),
         recipe,
         subject=draft_name,
-        stage="classify",
+        stage=Stage.CLASSIFY,
     )
     return Candidate(
         repo_id=None,
@@ -315,16 +327,15 @@ def classify_folders(
     )
 
 
-def planned_toolchain(model_type: str, *, subject: str):
-    """The toolchain profile that builds this target family, without creating its environment.
+def planned_toolchain(model_type: str, *, subject: str, profiles_dir: Path | None = None):
+    """The toolchain profile that builds this target family, without creating its environment (the capabilities
+    recorded in its environment under `profiles_dir`, if any: `bot.core.profiles.planned_toolchain`).
 
     Raises:
         Skip: no profile covers the model type, or its transformers range excludes the profile's pin.
     """
-    from bot.core import profiles
-
     try:
-        toolchain = profiles.planned_toolchain(model_type or None)
+        toolchain = profiles.planned_toolchain(model_type or None, root=profiles_dir)
     except Skip as skip:
         raise skip.at(subject=subject) from None
     _check_transformers(model_type, toolchain, subject=subject)
@@ -334,14 +345,12 @@ def planned_toolchain(model_type: str, *, subject: str):
 def _check_transformers(model_type: str, toolchain: Toolchain, *, subject: str) -> None:
     """optimum-intel gates model types by a transformers range pip does not enforce: a mismatch is a skip naming
     the range, found here rather than as an ImportError deep inside the export."""
-    from bot.core import profiles
-
     profiles.check_transformers(
         model_type, toolchain.versions.get("transformers", "not installed"), profile=toolchain.profile, subject=subject
     )
 
 
-def check_size(draft_bytes: int, target_bytes: int, recipe: Recipe, *, subject: str, stage: str) -> tuple[int, int]:
+def check_size(draft_bytes: int, target_bytes: int, recipe: Recipe, *, subject: str, stage: Stage) -> tuple[int, int]:
     """The recipe's cap on draft + target safetensors bytes (the one definition of the size check).
 
     Raises:
@@ -373,22 +382,17 @@ def _check_file_names(repo: str, sizes: dict[str, int]) -> None:
     Weights must be safetensors: a pickle is never downloaded, let alone loaded.
     """
     if len(sizes) > MAX_REPO_FILES:
-        raise Skip(f"repo lists {len(sizes)} files, over the limit of {MAX_REPO_FILES}", subject=repo, stage="discover")
+        raise Skip(
+            f"repo lists {len(sizes)} files, over the limit of {MAX_REPO_FILES}", subject=repo, stage=Stage.DISCOVER
+        )
     for name in sizes:
         parts = name.split("/")
         if name.startswith("/") or ".." in parts or "\\" in name or any(ord(c) < 32 for c in name):
-            raise Skip(f"repo lists a file with an unsafe path: {name[:80]!r}", subject=repo, stage="discover")
+            raise Skip(f"repo lists a file with an unsafe path: {name[:80]!r}", subject=repo, stage=Stage.DISCOVER)
         if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in parts):
             raise Skip(
-                f"repo lists a file name over {MAX_NAME_BYTES} bytes: {name[:60]!r}...", subject=repo, stage="discover"
-            )
-    if not any(name.endswith(".safetensors") for name in sizes):
-        pickles = sorted(n for n in sizes if n.endswith(PICKLE_SUFFIXES))
-        if pickles:
-            raise Skip(
-                f"weights only in pickle format ({', '.join(pickles[:3])}); the bot loads safetensors only "
-                "and never unpickles",
+                f"repo lists a file name over {MAX_NAME_BYTES} bytes: {name[:60]!r}...",
                 subject=repo,
-                stage="discover",
+                stage=Stage.DISCOVER,
             )
-        raise Skip("no *.safetensors weights in the repo", subject=repo, stage="discover")
+    require_safetensors(sizes, where="repo", subject=repo, stage=Stage.DISCOVER)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.core.errors import Skip
+from bot.core.errors import Skip, Stage
 from bot.core.toolchain import (
     CAPABILITY_DFLASH,
     CAPABILITY_DFLASH2,
@@ -100,11 +100,13 @@ def load_config(folder: Path, *, subject: str | None = None) -> dict:
     """
     path = folder / "config.json"
     if not path.is_file():
-        raise Skip("no config.json in the checkpoint", subject=subject, stage="classify")
+        raise Skip("no config.json in the checkpoint", subject=subject, stage=Stage.CLASSIFY)
     size = path.stat().st_size
     if size > MAX_CONFIG_BYTES:
         raise Skip(
-            f"config.json is {size} bytes, over the {MAX_CONFIG_BYTES}-byte limit", subject=subject, stage="classify"
+            f"config.json is {size} bytes, over the {MAX_CONFIG_BYTES}-byte limit",
+            subject=subject,
+            stage=Stage.CLASSIFY,
         )
     return parse_config_text(path.read_bytes(), subject=subject)
 
@@ -123,17 +125,19 @@ def parse_config_text(data: bytes, *, subject: str | None = None) -> dict:
     try:
         config = _load_json(data.decode("utf-8"), "config.json")
     except UnicodeDecodeError:
-        raise Skip("config.json is not UTF-8 text", subject=subject, stage="classify") from None
+        raise Skip("config.json is not UTF-8 text", subject=subject, stage=Stage.CLASSIFY) from None
     except json.JSONDecodeError as exc:
         raise Skip(
-            f"config.json is not valid JSON ({exc.msg} at line {exc.lineno})", subject=subject, stage="classify"
+            f"config.json is not valid JSON ({exc.msg} at line {exc.lineno})", subject=subject, stage=Stage.CLASSIFY
         ) from None
     except RecursionError:
-        raise Skip("config.json is nested too deeply to be a model config", subject=subject, stage="classify") from None
+        raise Skip(
+            "config.json is nested too deeply to be a model config", subject=subject, stage=Stage.CLASSIFY
+        ) from None
     except Skip as skip:
-        raise skip.at(subject=subject, stage="classify") from None
+        raise skip.at(subject=subject, stage=Stage.CLASSIFY) from None
     if not isinstance(config, dict):
-        raise Skip("config.json is not a JSON object", subject=subject, stage="classify")
+        raise Skip("config.json is not a JSON object", subject=subject, stage=Stage.CLASSIFY)
     return config
 
 
@@ -188,15 +192,17 @@ def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
         raise Skip(
             "DFlashDraftModel config has no dflash_config (mask_token_id and target_layer_ids are required)",
             subject=subject,
-            stage="classify",
+            stage=Stage.CLASSIFY,
         )
     mask_token_id = _int_or_none(dflash_config, "mask_token_id", subject, at="dflash_config.")
     if mask_token_id is None:
-        raise Skip("dflash_config.mask_token_id is missing", subject=subject, stage="classify")
+        raise Skip("dflash_config.mask_token_id is missing", subject=subject, stage=Stage.CLASSIFY)
     layer_ids = _layer_ids(dflash_config, subject, at="dflash_config.")
     if not layer_ids:
         raise Skip(
-            "dflash_config.target_layer_ids is empty; the draft taps no target layer", subject=subject, stage="classify"
+            "dflash_config.target_layer_ids is empty; the draft taps no target layer",
+            subject=subject,
+            stage=Stage.CLASSIFY,
         )
     return DraftSpec(
         kind="dflash" if model_type == "qwen3" else "dflash-other-base",
@@ -219,12 +225,14 @@ def require_exportable(draft: DraftSpec, toolchain: Toolchain, *, subject: str |
             return "per-row"
         if CAPABILITY_DFLASH in toolchain.capabilities:
             return "stateful"
-        raise Skip(f"{optimum} has no DFlash draft exporter (capabilities: {have})", subject=subject, stage="classify")
+        raise Skip(
+            f"{optimum} has no DFlash draft exporter (capabilities: {have})", subject=subject, stage=Stage.CLASSIFY
+        )
     if draft.kind == "dflash-other-base":
         raise Skip(
             f"DFlash draft with model_type '{draft.model_type}': {optimum} exports qwen3-based DFlash drafts only",
             subject=subject,
-            stage="classify",
+            stage=Stage.CLASSIFY,
         )
     if draft.kind == "dspark":
         if draft.markov_rank:
@@ -232,14 +240,14 @@ def require_exportable(draft: DraftSpec, toolchain: Toolchain, *, subject: str |
                 f"DSpark draft with markov_rank {draft.markov_rank} needs a Markov-head DSpark exporter; "
                 f"{optimum} has none (capabilities: {have})",
                 subject=subject,
-                stage="classify",
+                stage=Stage.CLASSIFY,
             )
         if not {CAPABILITY_DSPARK, CAPABILITY_PER_ROW} <= toolchain.capabilities:
             raise Skip(
                 f"DSpark drafts need the per-row DFlash export with DSpark support; {optimum} lacks "
                 f"{_missing(toolchain, CAPABILITY_DSPARK, CAPABILITY_PER_ROW)} (capabilities: {have})",
                 subject=subject,
-                stage="classify",
+                stage=Stage.CLASSIFY,
             )
         return "per-row"
     if draft.kind == "dflash2":
@@ -248,10 +256,12 @@ def require_exportable(draft: DraftSpec, toolchain: Toolchain, *, subject: str |
                 f"DFlash2DraftModel needs a DFlash2 exporter (selector and conv layers); {optimum} lacks "
                 f"the {CAPABILITY_DFLASH2} capability (capabilities: {have})",
                 subject=subject,
-                stage="classify",
+                stage=Stage.CLASSIFY,
             )
         return "per-row"
-    raise Skip(f"not a DFlash or DSpark draft (architecture {draft.architecture})", subject=subject, stage="classify")
+    raise Skip(
+        f"not a DFlash or DSpark draft (architecture {draft.architecture})", subject=subject, stage=Stage.CLASSIFY
+    )
 
 
 def read_target(config: dict, *, subject: str | None = None) -> TargetSpec:
@@ -273,7 +283,7 @@ def read_target(config: dict, *, subject: str | None = None) -> TargetSpec:
     )
     if hidden_size is None or num_layers is None or vocab_size is None:
         raise Skip(
-            "target config lacks hidden_size, num_hidden_layers or vocab_size", subject=subject, stage="classify"
+            "target config lacks hidden_size, num_hidden_layers or vocab_size", subject=subject, stage=Stage.CLASSIFY
         )
     layer_types = text.get("layer_types")
     full_attention = (
@@ -302,7 +312,7 @@ def cross_check(
     """
 
     def skip(message: str) -> Skip:
-        return Skip(message, subject=subject, stage="cross-check")
+        return Skip(message, subject=subject, stage=Stage.CROSS_CHECK)
 
     if draft.hidden_size is not None and draft.hidden_size != target.hidden_size:
         raise skip(
@@ -325,6 +335,32 @@ def cross_check(
         )
 
 
+def require_safetensors(names: Iterable[str], *, where: str, subject: str | None, stage: Stage) -> None:
+    """The one weights rule, for a repo's listing and a downloaded folder alike: safetensors only. A pickle can
+    run code when loaded, so the bot never downloads or opens one, and a pickle-only checkpoint is a skip that
+    says so.
+
+    Args:
+        names: the file names of the repo or folder.
+        where: "repo" or "checkpoint", for the message.
+
+    Raises:
+        Skip: no `*.safetensors` among `names` (naming the pickles when those are the only weights).
+    """
+    names = list(names)
+    if any(name.endswith(".safetensors") for name in names):
+        return
+    pickles = sorted(name for name in names if name.endswith(PICKLE_SUFFIXES))
+    if pickles:
+        raise Skip(
+            f"weights only in pickle format ({', '.join(pickles[:3])}); the bot loads safetensors only "
+            "and never unpickles",
+            subject=subject,
+            stage=stage,
+        )
+    raise Skip(f"no *.safetensors weights in the {where}", subject=subject, stage=stage)
+
+
 def check_weights(folder: Path, *, subject: str | None = None) -> int:
     """Check the weights are safetensors and whole; return their total size in bytes.
 
@@ -333,29 +369,22 @@ def check_weights(folder: Path, *, subject: str | None = None) -> int:
     Raises:
         Skip: pickle-only weights, no weights, a shard listed in the index but absent, or a truncated file.
     """
+    require_safetensors(
+        [path.name for path in folder.iterdir()], where="checkpoint", subject=subject, stage=Stage.CLASSIFY
+    )
     tensors = sorted(folder.glob("*.safetensors"))
-    if not tensors:
-        pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES)
-        if pickles:
-            raise Skip(
-                f"weights only in pickle format ({', '.join(pickles)}); the bot loads safetensors only "
-                "and never unpickles",
-                subject=subject,
-                stage="classify",
-            )
-        raise Skip("no *.safetensors weights in the checkpoint", subject=subject, stage="classify")
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         try:
             shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
         except (ValueError, KeyError, TypeError, AttributeError):
             raise Skip(
-                "model.safetensors.index.json is not a valid shard index", subject=subject, stage="classify"
+                "model.safetensors.index.json is not a valid shard index", subject=subject, stage=Stage.CLASSIFY
             ) from None
         missing = sorted(s for s in shards if not (folder / s).is_file())
         if missing:
             raise Skip(
-                f"shards listed in the index are missing: {', '.join(missing)}", subject=subject, stage="classify"
+                f"shards listed in the index are missing: {', '.join(missing)}", subject=subject, stage=Stage.CLASSIFY
             )
     return sum(safetensors_size(path, subject=subject) for path in tensors)
 
@@ -370,22 +399,24 @@ def safetensors_size(path: Path, *, subject: str | None = None) -> int:
     with path.open("rb") as handle:
         prefix = handle.read(8)
         if len(prefix) < 8:
-            raise Skip(f"{path.name} is too short to be safetensors", subject=subject, stage="classify")
+            raise Skip(f"{path.name} is too short to be safetensors", subject=subject, stage=Stage.CLASSIFY)
         (header_len,) = struct.unpack("<Q", prefix)
         if header_len > min(MAX_SAFETENSORS_HEADER, size - 8):
             raise Skip(
                 f"{path.name} has a header length of {header_len} bytes but the file holds {size}",
                 subject=subject,
-                stage="classify",
+                stage=Stage.CLASSIFY,
             )
         try:
             header = _load_json(handle.read(header_len).decode("utf-8"), f"{path.name} header")
         except Skip as skip:
-            raise skip.at(subject=subject, stage="classify") from None
+            raise skip.at(subject=subject, stage=Stage.CLASSIFY) from None
         except (ValueError, RecursionError):
-            raise Skip(f"{path.name} has an unreadable safetensors header", subject=subject, stage="classify") from None
+            raise Skip(
+                f"{path.name} has an unreadable safetensors header", subject=subject, stage=Stage.CLASSIFY
+            ) from None
     if not isinstance(header, dict):
-        raise Skip(f"{path.name} has an unreadable safetensors header", subject=subject, stage="classify")
+        raise Skip(f"{path.name} has an unreadable safetensors header", subject=subject, stage=Stage.CLASSIFY)
     data_end = 0
     for name, entry in header.items():
         if name != "__metadata__":
@@ -395,7 +426,7 @@ def safetensors_size(path: Path, *, subject: str | None = None) -> int:
         raise Skip(
             f"{path.name} is truncated: its header describes {expected} bytes, the file holds {size}",
             subject=subject,
-            stage="classify",
+            stage=Stage.CLASSIFY,
         )
     return size
 
@@ -422,7 +453,7 @@ def _layer_ids(fields: Mapping[str, Any], subject: str | None, *, at: str = "") 
         return ()
     where = f"config.json: {at}target_layer_ids"
     if not isinstance(value, list):
-        raise Skip(f"{where} must be a list of integers, got {_shown(value)}", subject=subject, stage="classify")
+        raise Skip(f"{where} must be a list of integers, got {_shown(value)}", subject=subject, stage=Stage.CLASSIFY)
     return tuple(
         _checked_int(item, f"{where}[{index}]", subject, minimum=0, maximum=MAX_CONFIG_INT)
         for index, item in enumerate(value)
@@ -432,9 +463,9 @@ def _layer_ids(fields: Mapping[str, Any], subject: str | None, *, at: str = "") 
 def _checked_int(value: object, where: str, subject: str | None, *, minimum: int, maximum: int) -> int:
     """`value` if it is a true integer within [minimum, maximum]; a Skip naming `where` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise Skip(f"{where} must be an integer, got {_shown(value)}", subject=subject, stage="classify")
+        raise Skip(f"{where} must be an integer, got {_shown(value)}", subject=subject, stage=Stage.CLASSIFY)
     if not minimum <= value <= maximum:
-        raise Skip(f"{where} is {_shown(value)}, outside [{minimum}, {maximum}]", subject=subject, stage="classify")
+        raise Skip(f"{where} is {_shown(value)}, outside [{minimum}, {maximum}]", subject=subject, stage=Stage.CLASSIFY)
     return value
 
 
@@ -446,19 +477,21 @@ def _tensor_end(entry: object, where: str, subject: str | None) -> int:
             non-negative integers; or, for a known dtype, a byte count that does not match the shape.
     """
     if not isinstance(entry, dict):
-        raise Skip(f"{where} is not an object", subject=subject, stage="classify")
+        raise Skip(f"{where} is not an object", subject=subject, stage=Stage.CLASSIFY)
     offsets, shape = entry.get("data_offsets"), entry.get("shape")
     if not isinstance(offsets, list) or len(offsets) != 2:
         raise Skip(
             f"{where} has no valid data_offsets (two integers), got {_shown(offsets)}",
             subject=subject,
-            stage="classify",
+            stage=Stage.CLASSIFY,
         )
     begin = _checked_int(offsets[0], f"{where} data_offsets[0]", subject, minimum=0, maximum=MAX_SAFETENSORS_BYTES)
     end = _checked_int(offsets[1], f"{where} data_offsets[1]", subject, minimum=begin, maximum=MAX_SAFETENSORS_BYTES)
     if not isinstance(shape, list):
         raise Skip(
-            f"{where} has no valid shape (a list of integers), got {_shown(shape)}", subject=subject, stage="classify"
+            f"{where} has no valid shape (a list of integers), got {_shown(shape)}",
+            subject=subject,
+            stage=Stage.CLASSIFY,
         )
     dims = [
         _checked_int(dim, f"{where} shape[{i}]", subject, minimum=0, maximum=MAX_SAFETENSORS_BYTES)
@@ -470,7 +503,7 @@ def _tensor_end(entry: object, where: str, subject: str | None) -> int:
             f"{where} has shape {dims} of {entry.get('dtype')} ({math.prod(dims) * itemsize} bytes) but "
             f"data_offsets [{begin}, {end}] ({end - begin} bytes)",
             subject=subject,
-            stage="classify",
+            stage=Stage.CLASSIFY,
         )
     return end
 

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from bot.core import log
-from bot.core.errors import Failure, Skip
+from bot.core.errors import InfrastructureFailure, Skip, Stage
 from bot.discover.sanitize import sanitize_folder
 
 # What a build may read from a source repo; also the allow_patterns of every Hub download.
@@ -59,7 +59,7 @@ def safe_copy(source: Path, dest: Path, *, subject: str | None = None) -> Path:
         Skip: `source` is not a folder, or its weight map or configs cannot be made safe (`bot.discover.sanitize`).
     """
     if not source.is_dir():
-        raise Skip(f"checkpoint folder not found: {source.name}", subject=subject, stage="fetch")
+        raise Skip(f"checkpoint folder not found: {source.name}", subject=subject, stage=Stage.FETCH)
     dest.mkdir(parents=True, exist_ok=False)
     for entry in sorted(source.iterdir()):
         if not is_allowed(entry.name) or entry.is_symlink() or not entry.is_file():
@@ -87,15 +87,15 @@ def require_free_disk(folder: Path, needed: int, what: str, *, subject: str | No
     """Refuse to start a download or export that cannot fit, naming the bytes needed.
 
     Raises:
-        Failure: less than `needed` bytes free under `folder`.
+        InfrastructureFailure: less than `needed` bytes free under `folder` (the runner's disk, not the source).
     """
     folder.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(folder).free
     if free < needed:
-        raise Failure(
+        raise InfrastructureFailure(
             f"{what} needs {needed} bytes free in {folder.name or folder}, only {free} available",
             subject=subject,
-            stage="fetch",
+            stage=Stage.FETCH,
         )
 
 

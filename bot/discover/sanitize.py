@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.core.errors import Skip
+from bot.core.errors import Skip, Stage
 
 MAX_JSON_BYTES = 16 * 1024 * 1024
 # Large data files loaders read as data, never as a source of paths (tokenizers-rs embeds the vocabulary).
@@ -80,7 +80,7 @@ def sanitize_folder(folder: Path, *, subject: str | None = None) -> tuple[Remove
             raise Skip(
                 f"{path.name} is {size} bytes, over the {MAX_JSON_BYTES}-byte limit for a config",
                 subject=subject,
-                stage="fetch",
+                stage=Stage.FETCH,
             )
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
@@ -134,5 +134,7 @@ def _check_weight_map(name: str, document: object, subject: str | None) -> None:
             reason = "is not a top-level file of the checkpoint"
         if reason:
             raise Skip(
-                f"{name} maps {str(tensor)[:60]!r} to a shard that {reason}: refused", subject=subject, stage="fetch"
+                f"{name} maps {str(tensor)[:60]!r} to a shard that {reason}: refused",
+                subject=subject,
+                stage=Stage.FETCH,
             )

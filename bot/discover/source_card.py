@@ -11,6 +11,7 @@ record's `notes` say what and why. Text that reaches a card body goes through `e
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +19,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import yaml
+from huggingface_hub import ModelCard
+from huggingface_hub.repocard import REGEX_YAML_BLOCK
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from bot.core.safe_text import clean
 
@@ -164,8 +168,6 @@ class SourceCard:
 
 def front_matter(text: str) -> tuple[str | None, str]:
     """The metadata block and the body of a card, by the Hub's own rule (huggingface_hub's REGEX_YAML_BLOCK)."""
-    from huggingface_hub.repocard import REGEX_YAML_BLOCK
-
     match = REGEX_YAML_BLOCK.search(text)
     if match is None:
         return None, text
@@ -196,8 +198,6 @@ def refuse_unsafe_yaml(block: str) -> None:
 
 def parse_readme_metadata(text: str) -> tuple[dict, str, list[str]]:
     """Metadata dict, body and notes of a README, parsed by `huggingface_hub.ModelCard` after the safety checks."""
-    from huggingface_hub import ModelCard
-
     block, body = front_matter(text)
     if block is None:
         return {}, body, []
@@ -275,8 +275,6 @@ def escape_markdown_html(text: str) -> str:
     Newlines become spaces (a value never starts a heading, list or front-matter fence of its own); control, bidi
     and zero-width characters are removed (`bot.core.safe_text.clean`).
     """
-    import html
-
     flat = " ".join(clean(text).split())
     escaped = html.escape(flat, quote=True)
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|~>])", r"\\\1", escaped)
@@ -325,8 +323,6 @@ def _license_link(value: object, repo_id: str | None, notes: list[str]) -> str |
 
 
 def _base_models(value: object, notes: list[str]) -> tuple[str, ...]:
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
     if value is None:
         return ()
     values = value if isinstance(value, list) else [value]

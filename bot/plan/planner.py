@@ -9,10 +9,11 @@ re-renders the card without rebuilding. The builds are handed on as `BuildJob`s,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.core import naming
 from bot.core.errors import Skip
@@ -23,6 +24,9 @@ from bot.discover.candidates import Candidate
 from bot.discover.checkpoints import DraftSpec, require_exportable
 from bot.hub import RepoListing
 from bot.plan.reuse import ReusedTarget
+
+REPO_ID = r"^[\w.-]+/[\w.-]+$"  # owner/name, as the Hub spells repo ids
+CARD_CHANGED = "card template changed"  # the one reason a published build gets its cards re-rendered
 
 
 class Action(StrEnum):
@@ -47,86 +51,67 @@ class Decision:
 
 
 class BuildJob(BaseModel):
-    """One build: a draft and its target pinned to revisions, what discovery learned, and where it publishes.
+    """One build: discovery's `Candidate` (a draft and its target pinned to revisions), why, and where it publishes.
 
-    Written by `plan --matrix` into the Actions matrix and read back by `build --job` (`BuildJob.model_validate`:
-    a field missing, unknown or of the wrong type is refused).
+    The candidate is held as discovery made it, never copied field by field: the build verifies its downloads
+    against it. Written by `plan --matrix` into the Actions matrix and read back by `build --job`
+    (`BuildJob.model_validate`: a field missing, unknown or of the wrong type is refused, and so is a candidate
+    without both repos and revisions pinned).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    source: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
-    revision: str
-    target: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
-    target_revision: str
-    kind: str
-    format: str
-    target_model_type: str
-    target_is_vlm: bool
-    draft_bytes: int = Field(ge=0)
-    target_bytes: int = Field(ge=0)
-    profile: str
-    draft_files: tuple[str, ...]
-    target_files: tuple[str, ...]
-    download_bytes: int = Field(ge=0)
-    card_notes: tuple[str, ...] = ()  # what discovery dropped from the draft's card, for the report
+    candidate: Candidate
     reasons: tuple[str, ...]
-    draft_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
-    target_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    draft_repo: str = Field(pattern=REPO_ID)
+    target_repo: str = Field(pattern=REPO_ID)
     # The published target whose int4 IR the build downloads instead of exporting the target (bot.plan.reuse).
     reuse_target: ReusedTarget | None = None
 
+    @model_validator(mode="after")
+    def _pinned(self) -> BuildJob:
+        """A build downloads from the Hub: both repo ids well formed (they name folders too), both revisions set."""
+        candidate = self.candidate
+        for role, repo in (("source", candidate.repo_id), ("target", candidate.target_repo)):
+            if repo is None or not re.fullmatch(REPO_ID, repo):
+                raise ValueError(f"the {role} repo id {repo!r} is not owner/name")
+        if not candidate.revision or not candidate.target_revision:
+            raise ValueError("a build job pins the source and the target revision")
+        if min(candidate.draft_bytes, candidate.target_bytes, candidate.download_bytes) < 0:
+            raise ValueError("a build job's byte counts are not negative")
+        return self
+
     @classmethod
     def from_candidate(cls, candidate: Candidate, reasons: tuple[str, ...], publish: PublishSettings) -> BuildJob:
-        assert candidate.repo_id and candidate.revision and candidate.target_repo and candidate.target_revision
+        """The job for a resolved candidate: the candidate itself, why it is built, and both output repos."""
+        assert candidate.repo_id and candidate.target_repo
         return cls(
-            source=candidate.repo_id,
-            revision=candidate.revision,
-            target=candidate.target_repo,
-            target_revision=candidate.target_revision,
-            kind=candidate.kind,
-            format=candidate.draft_format,
-            target_model_type=candidate.target_model_type,
-            target_is_vlm=candidate.target_is_vlm,
-            draft_bytes=candidate.draft_bytes,
-            target_bytes=candidate.target_bytes,
-            profile=candidate.profile,
-            draft_files=candidate.draft_files,
-            target_files=candidate.target_files,
-            download_bytes=candidate.download_bytes,
-            card_notes=candidate.card_notes,
+            candidate=candidate,
             reasons=tuple(reasons),
             draft_repo=draft_output_repo(publish, candidate.repo_id),
             target_repo=target_output_repo(publish, candidate.target_repo),
         )
 
+    # The pinned ids, typed as set (`_pinned` checked them): what the run's bookkeeping goes by.
+    @property
+    def source(self) -> str:
+        return self.candidate.repo_id or ""
+
+    @property
+    def revision(self) -> str:
+        return self.candidate.revision or ""
+
+    @property
+    def target(self) -> str:
+        return self.candidate.target_repo or ""
+
+    @property
+    def target_revision(self) -> str:
+        return self.candidate.target_revision or ""
+
     @property
     def repos(self) -> Repos:
         return Repos(draft=self.draft_repo, target=self.target_repo)
-
-    @property
-    def weight_bytes(self) -> int:
-        return self.draft_bytes + self.target_bytes
-
-    def candidate(self) -> Candidate:
-        """Discovery's facts, for the build to verify the downloaded files against."""
-        return Candidate(
-            repo_id=self.source,
-            revision=self.revision,
-            kind=self.kind,
-            draft_format=self.format,
-            target_repo=self.target,
-            target_revision=self.target_revision,
-            target_model_type=self.target_model_type,
-            target_is_vlm=self.target_is_vlm,
-            draft_bytes=self.draft_bytes,
-            target_bytes=self.target_bytes,
-            profile=self.profile,
-            draft_files=self.draft_files,
-            target_files=self.target_files,
-            download_bytes=self.download_bytes,
-            card_notes=self.card_notes,
-        )
 
 
 def draft_output_repo(publish: PublishSettings, source_repo: str) -> str:
@@ -197,5 +182,5 @@ def decide(
     if reasons:
         return Decision(listing, Action.BUILD, tuple(reasons), draft_repo, published)
     if published.card is None or published.card.template_fingerprint != card_fingerprint:
-        return Decision(listing, Action.CARD, ("card template changed",), draft_repo, published)
+        return Decision(listing, Action.CARD, (CARD_CHANGED,), draft_repo, published)
     return Decision(listing, Action.UP_TO_DATE, (), draft_repo, published)

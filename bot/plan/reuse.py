@@ -23,12 +23,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.build.bundle import differs_from_record
 from bot.core import log
-from bot.core.errors import BotError, Failure
+from bot.core.errors import BotError, Failure, Stage
 from bot.core.hashes import read_manifest
 from bot.core.recipe import ExportSettings
 from bot.core.record import PROVENANCE_FILE, RecordError, TargetRecord, export_settings, parse_target_record
+from bot.core.record_files import differs_from_record
 from bot.core.toolchain import Toolchain
 from bot.hub import Hub
 
@@ -146,10 +146,12 @@ def check_reused(
     try:
         published = parse_target_record((folder / PROVENANCE_FILE).read_bytes())
     except (OSError, RecordError) as error:
-        raise Failure(f"the reused target's record is unusable: {error}", stage="reuse-target") from None
+        raise Failure(f"the reused target's record is unusable: {error}", stage=Stage.REUSE_TARGET) from None
     reason = why_not_reusable(published, target_revision, export, target_task, toolchain)
     if reason is not None:
-        raise Failure(f"the published target IR changed since planning ({reason}); plan again", stage="reuse-target")
+        raise Failure(
+            f"the published target IR changed since planning ({reason}); plan again", stage=Stage.REUSE_TARGET
+        )
     recorded = published.files or {}
     # The download hashed every file it wrote (checked against the Hub's hashes): compare those, not the GBs again.
     downloaded = {name: f for name, f in read_manifest(folder).items() if name != PROVENANCE_FILE}
@@ -162,5 +164,7 @@ def check_reused(
     ]
     if not recorded or differ:
         detail = ", ".join(differ[:5]) or "its record lists no files"
-        raise Failure(f"the reused target's files do not match its record ({detail}); not built", stage="reuse-target")
+        raise Failure(
+            f"the reused target's files do not match its record ({detail}); not built", stage=Stage.REUSE_TARGET
+        )
     return published

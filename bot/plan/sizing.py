@@ -21,8 +21,24 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.build.quality import reference_memory_bytes
 from bot.core.recipe import RunnerClass, RunnerSettings, SizingModel
+
+# The reference runs in f32 when its f32 weights fit this many bytes (about 1.5B parameters), else in the
+# checkpoint's dtype: a 4B target in f32 (16 GB) would not fit the 16 GB runner class.
+DEFAULT_MAX_F32_BYTES = 6 * 10**9
+
+
+def runs_in_f32(weight_bytes: int, element_bytes: int, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> bool:
+    """Whether the original is loaded in f32: its weights (`element_bytes` each on disk) fit `max_f32_bytes` as f32."""
+    return weight_bytes * 4 / element_bytes <= max_f32_bytes
+
+
+def reference_memory_bytes(target_bytes: int, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> int:
+    """What the original occupies while the quality step (`bot.build.quality`) runs, for a target of `target_bytes`
+    of 2-byte weights (what sizing reads; the step itself applies `runs_in_f32` to the checkpoint's dtype): an f32
+    copy beside the mapped checkpoint (3 × its bytes), or, when the f32 copy would not fit `max_f32_bytes`, the mapped
+    weights."""
+    return 3 * target_bytes if runs_in_f32(target_bytes, 2, max_f32_bytes) else target_bytes
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,7 @@
-"""publish: TODO docstring."""
+"""Publish: a validated bundle onto the Hub, with its cards.
+
+Owns the commits (`publisher`: one per repo, target first, each folder held to its record), the model cards
+(`card`), the charts of the cards and the status page (`charts`), and the recipe's collection (`collection`).
+
+May import: core, hub.py, sandbox, discover, plan, build.
+"""

@@ -34,7 +34,7 @@ def acceptance_png(runs: Sequence[SpeedRun], baseline_tokens_per_s: float | None
     """The draft card's chart: accept length and tokens/s against `num_assistant_tokens`.
 
     Args:
-        runs: the validation's speed sweep (`ValidationReport.runs`), one entry per `num_assistant_tokens`.
+        runs: the validation's speed sweep (`record.Validation.runs`), one entry per `num_assistant_tokens`.
         baseline_tokens_per_s: plain greedy decoding with the target alone, drawn as a reference line;
             default: the mean of the runs' own baseline measurements.
 
@@ -109,12 +109,13 @@ def speedups_png(pairs: Sequence[PairFigures]) -> bytes:
 
 
 def _style():
-    import matplotlib.style
+    import matplotlib.style  # 0.3 s and a font cache: only a publish that draws a chart pays for it
 
     return matplotlib.style.context("default")
 
 
 def _figure(size: tuple[float, float]):
+    # matplotlib: 0.3 s and a font cache, paid only by a publish that draws a chart
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

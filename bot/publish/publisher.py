@@ -15,11 +15,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.build.bundle import Bundle, check_folder, differs_from_record
+from bot.build.bundle import Bundle, check_folder
 from bot.core import log, record
-from bot.core.errors import BotError, Failure, PreconditionFailed, Skip
+from bot.core.errors import BotError, Failure, PreconditionFailed, Skip, Stage
 from bot.core.outcome import Status
 from bot.core.record import PROVENANCE_FILE, BuildRecord, Repos, TargetRecord
+from bot.core.record_files import differs_from_record
 from bot.hub import Hub, RepoFiles
 from bot.publish.card import render_draft_card, render_target_card, template_fingerprint
 from bot.publish.charts import ACCEPTANCE_CHART, write_acceptance_chart
@@ -73,7 +74,7 @@ def publish_group(hub: Hub, members: list[tuple[Bundle, Repos]], *, private: boo
                         results[i] = error
             else:
                 time.sleep(random.uniform(0.2, 1.0) * attempt)  # let the other writer finish its commits
-    return [r if r is not None else Failure("not published", stage="publish") for r in results]
+    return [r if r is not None else Failure("not published", stage=Stage.PUBLISH) for r in results]
 
 
 def _publish_once(
@@ -139,12 +140,12 @@ def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) 
     source = built.source.repo
     if not built.passed:
         gates = "; ".join(built.failed_gates) or f"status {built.status}"
-        raise Failure(f"bundle did not pass validation, not published ({gates})", subject=source, stage="publish")
+        raise Failure(f"bundle did not pass validation, not published ({gates})", subject=source, stage=Stage.PUBLISH)
     if not source or not built.target.repo:
         raise Failure(
             "bundle was built from local folders: there is no source repo to publish under",
             subject=source,
-            stage="publish",
+            stage=Stage.PUBLISH,
         )
     head = hub.files_or_none(repos.draft)
     published = hub.draft_record(repos.draft, revision=head.sha) if head is not None else None
@@ -155,7 +156,7 @@ def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) 
             f"{repos.draft} holds a build of {published.source.repo}, not of {source}: not overwritten "
             "(two sources map to one output repo; rename one in the recipe)",
             subject=source,
-            stage="publish",
+            stage=Stage.PUBLISH,
         )
     if not published.inputs().changes_to(built.inputs()):
         if published.card is not None and published.card.template_fingerprint == card_fp:
@@ -166,7 +167,7 @@ def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) 
             f"{repos.draft} already holds a newer build (source {str(published.source.revision)[:7]}); "
             "this bundle is stale",
             subject=source,
-            stage="publish",
+            stage=Stage.PUBLISH,
         )
     return False, head
 
@@ -195,7 +196,7 @@ def _publish_target(
             f"{repos.target} holds an export of {published.target.repo}, not of {built.target.repo}: not "
             "overwritten (two targets map to one output repo)",
             subject=built.source.repo,
-            stage="publish",
+            stage=Stage.PUBLISH,
         )
     fresh = TargetRecord.from_build(built, [], card_fp)
     weights_current = (
@@ -279,7 +280,9 @@ def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> Publish
         PUBLISHED when a card changed (a commit was made), UP_TO_DATE when both were already current.
     """
     if published.repos is None:
-        raise Failure("the published record names no repos to refresh", subject=published.source.repo, stage="publish")
+        raise Failure(
+            "the published record names no repos to refresh", subject=published.source.repo, stage=Stage.PUBLISH
+        )
     repos, card_fp = published.repos, template_fingerprint()
     # Render from the record at the commit the card will be committed on: a build published since the plan read
     # `published` has its own fresh cards, and must not get this one's record back.
@@ -338,7 +341,7 @@ def _listed(files: record.FileList | None, repo: str) -> record.FileList:
         Failure: the bundle's record lists no files (built by a bot before records listed them).
     """
     if files is None:
-        raise Failure(f"the build record lists no file hashes for {repo}: not published", stage="publish")
+        raise Failure(f"the build record lists no file hashes for {repo}: not published", stage=Stage.PUBLISH)
     return files
 
 

@@ -1,1 +1,10 @@
-"""run: TODO docstring."""
+"""Run: the orchestration that calls the stages in order, and what a run reports.
+
+Owns the one path every run takes, plan → build in a token-free builder → publish → status (`pipeline`, with the
+plan step in `planning`): `dflash-bot run` walks it in one process tree, and the GitHub Actions fan-out (`fanout`)
+splits the same steps over jobs (plan a matrix, build one entry per runner, publish once). Also the hand-off from
+builder to publisher (`handoff`), the run report (`report`), the Actions integration (`actions`), the offline demo
+(`demo`) and the upstream toolchain check (`upstream`).
+
+May import: core, hub.py, sandbox, discover, plan, build, publish, status.
+"""

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import secrets
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.core import log
+from bot.core.settings import Settings
+from bot.sandbox.telemetry import switch_off
+from hubserver import LocalHub
+
+# The rest of the bot and huggingface_hub are imported inside the functions, after `run_demo` has switched telemetry
+# off: importing huggingface_hub with it on fetches a registry from huggingface.co (tests/test_layout.py checks that
+# nothing imported above brings it in).
 
 TARGET_REPO = "Qwen/Qwen3-Tiny"
 DRAFT_REPO = "z-lab/Qwen3-Tiny-DFlash-b16"
@@ -45,7 +52,7 @@ def seed(endpoint: str, token: str, work: Path, repos: tuple[SeededRepo, ...] = 
     from huggingface_hub import HfApi
 
     from bot.hub import configure_client
-    from tinymodels import make_tiny
+    from tinymodels import make_tiny  # imports torch
 
     configure_client(endpoint)  # a local endpoint needs classic LFS uploads (no Xet)
     api = HfApi(endpoint=endpoint, token=token)
@@ -63,22 +70,22 @@ def seed(endpoint: str, token: str, work: Path, repos: tuple[SeededRepo, ...] = 
     return shas
 
 
-def run_demo(work: Path | None = None) -> int:
+def run_demo(work: Path | None = None, *, settings: Settings | None = None) -> int:
     """Start a local hub, seed it, run the job twice, print what happened; returns the exit code.
+
+    `settings` are the CLI's (where profile environments live, the builders' confinement); the Hub is the local one.
 
     Offline means offline: telemetry is switched off first (`dflash-bot demo` has done so already), so the only
     connections are to the local hub on loopback (tests/test_egress.py checks that under strace).
     """
-    from bot.sandbox.telemetry import switch_off
-
     switch_off()
     from bot.core.recipe import load_recipe
     from bot.hub import Hub, configure_client
     from bot.plan.planner import draft_output_repo
     from bot.run.pipeline import RunOptions, run
-    from hubserver import LocalHub
 
     recipe = load_recipe()
+    options = RunOptions(settings=settings or Settings())
     token = "hf_demo_" + secrets.token_hex(8)
     with tempfile.TemporaryDirectory(prefix="dflash-bot-demo-", dir=work) as tmp:
         tmp_path = Path(tmp)
@@ -89,7 +96,7 @@ def run_demo(work: Path | None = None) -> int:
                     log.step("%s @ %s", repo, sha[:7])
             configure_client(hub_server.url)
             hub = Hub(hub_server.url, token)
-            first = run(recipe, hub, hub, RunOptions(work=tmp_path))
+            first = run(recipe, hub, hub, replace(options, work=tmp_path))
             first.print_table()
             card = hub.read_file(draft_output_repo(recipe.publish, DRAFT_REPO), "README.md")
             if card:
@@ -98,6 +105,6 @@ def run_demo(work: Path | None = None) -> int:
                 )
                 print(card.decode("utf-8"))
             log.get().info("Running the job again: nothing is new, so nothing is rebuilt.")
-            second = run(recipe, hub, hub, RunOptions(work=tmp_path))
+            second = run(recipe, hub, hub, replace(options, work=tmp_path))
             second.print_table()
     return max(first.exit_code, second.exit_code)

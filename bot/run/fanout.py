@@ -1,65 +1,58 @@
-"""The GitHub Actions fan-out of one run (DESIGN §8): plan a matrix, build one entry per runner, publish once.
+"""The GitHub Actions split of the one path (`bot.run.pipeline`, DESIGN §8): plan a matrix, build one entry per
+runner, publish once.
 
-`dflash-bot run` does all of this in one process. On Actions the stages run as separate jobs so that builds go to
-runners sized for them and so that the trust boundary (DESIGN §3) is a job boundary:
+`dflash-bot run` walks the path in one process tree. On Actions its steps run as separate jobs, so that builds go to
+runners sized for them and so that the trust boundary (DESIGN §3) is a job boundary; each job calls the same step
+functions as `run`, in the same order:
 
-- `plan_matrix` (plan job, read token): discovers and plans exactly like `run`, and turns each `BuildJob` into a
-  matrix entry with a runner class from its estimated peak memory. Skips, up-to-date sources, builds no runner
-  class can take and entries over the 256-entry limit (deferred to the next run) are kept in the plan record,
-  so the final report lists every source. Card-only refreshes are not matrix entries: they need the write
-  token and no checkpoint, so the publish job performs them from the plan record.
-- `build_job` (one build job per entry, read token only): downloads the pinned revisions and builds one bundle,
-  then writes `build-outcome.json` beside it, so a failed or skipped build still reaches the report.
-- `publish_run` (publish job, write token, never loads a checkpoint): refreshes cards, publishes every bundle
-  (checking it is the build its entry planned, and re-checking the Hub first) and reports entries whose build job
-  left no bundle.
+- plan job (`plan_matrix`, read token): `plan_run`, then each target group laid out as matrix entries with a
+  runner class from its estimated peak memory. Skips, up-to-date sources, builds no runner class can take and
+  entries over the 256-entry limit (deferred to the next run) are kept in the plan record, so the final report
+  lists every source. Card-only refreshes are not matrix entries: they need the write token and no checkpoint, so
+  the plan record carries the records to re-render and the publish job refreshes them.
+- build job (`dflash-bot build --job`, read token only): `build_and_hand_off`, exactly as `run`'s builder does; a
+  failed or skipped build still leaves its `build-outcome.json`, so it reaches the report.
+- publish job (`publish_run`, write token, never loads a checkpoint): `publish_step` on the downloaded artifacts
+  (each bundle checked to be the build its entry planned, the Hub re-checked first; an entry whose build job left
+  nothing is a failure), then `finish_status`.
 
-The hand-off files are typed records (`MatrixPlan`, `BuildOutcomeFile`) parsed with pydantic where they enter.
+The hand-off files are typed records (`MatrixPlan`, `bot.run.handoff.BuildOutcomeFile`) parsed with pydantic where
+they enter; they pass between the jobs of one workflow run only.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-import shutil
-import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
-from bot.build.bundle import Bundle
-from bot.core import log
-from bot.core.errors import BotError, Failure
+from bot.core.errors import JobError, Stage
 from bot.core.outcome import Outcome, Status
-from bot.core.recipe import Recipe, RunnerSettings
+from bot.core.recipe import Recipe, RunnerClass, RunnerSettings
 from bot.core.record import BuildRecord
 from bot.hub import REQUESTS, Hub
 from bot.plan import planner as plan
-from bot.plan.sizing import choose_runner
+from bot.plan.sizing import BuildEstimate, choose_runner
 from bot.publish.card import template_fingerprint
-from bot.publish.publisher import refresh_cards
-from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, OutcomeRecord, artifact_name, read_built
-from bot.run.pipeline import (
-    RunMemory,
-    RunOptions,
-    fetch_and_build,
-    finish_status,
-    group_jobs,
-    guard,
-    guard_group,
-    load_memory,
-    plan_run,
-    publish_jobs,
-)
+from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name
+from bot.run.pipeline import finish_status, publish_step
+from bot.run.planning import RunMemory, RunOptions, card_refreshes, group_jobs, load_memory, plan_run, report_planned
 from bot.run.report import RunReport
 
-PLAN_SCHEMA = 2
+__all__ = [
+    "JobError",
+    "MatrixEntry",
+    "MatrixPlan",
+    "PlanReport",
+    "load_plan",
+    "parse_jobs",
+    "plan_matrix",
+    "publish_run",
+]
 
-
-class JobError(BotError):
-    """A `--job` or plan record that is not what `plan --matrix` writes; fix the caller, not the checkpoint."""
-
-    exit_code = 4
+PLAN_SCHEMA = 3  # 3: jobs hold their candidate, outcomes and card refreshes as the bot's own records
 
 
 class _Handoff(BaseModel):
@@ -80,7 +73,7 @@ class MatrixEntry(_Handoff):
 
 
 class PlanReport(_Handoff):
-    outcomes: list[OutcomeRecord]
+    outcomes: list[Outcome]
     hub_requests: int
     deferred: list[str]
 
@@ -93,7 +86,7 @@ class MatrixPlan(_Handoff):
     recipe_fingerprint: str
     dry_run: bool
     entries: list[MatrixEntry]
-    card_refresh: list[str]  # source repo ids whose published cards need re-rendering
+    card_refresh: list[BuildRecord]  # the published records whose cards need re-rendering, as planning read them
     report: PlanReport
     # For the status page the publish job writes: what the listing held, what planning reported from the
     # status repo's memory, and the records of the sources it found up to date.
@@ -109,24 +102,65 @@ class MatrixPlan(_Handoff):
 
     def run_report(self) -> RunReport:
         return RunReport(
-            outcomes=[o.outcome() for o in self.report.outcomes],
+            outcomes=list(self.report.outcomes),
             hub_requests=self.report.hub_requests,
             dry_run=self.dry_run,
             deferred=list(self.report.deferred),
         )
 
+    def run_memory(self) -> RunMemory:
+        """What planning learned for the status page, as the publish job's `finish_status` needs it."""
+        published = {r.source.repo or "": (r, r.repos) for r in self.up_to_date if r.repos}
+        return RunMemory(listed=list(self.listed), remembered=set(self.remembered), published=published)
+
 
 def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
-    """Discover and plan like `run`, then lay the builds out as matrix entries (no weights downloaded)."""
+    """The plan job: discover and plan like `run` (`plan_run`), then lay the builds out as matrix entries.
+
+    Downloads no weights. On a dry run the entries' builds and the card refreshes are reported as planned.
+    """
     report = RunReport(dry_run=options.dry_run)
     requests_before = REQUESTS.count
     state = RunMemory()
     decisions, jobs = plan_run(reader, recipe, options, report, state)
-    card_refresh = [d.listing.repo_id for d in decisions if d.action == plan.Action.CARD and d.published is not None]
+    card_refresh = card_refreshes(decisions)
+    entries = _entries(report, group_jobs(jobs).values(), recipe.runners)
+    limit = recipe.runners.max_entries
+    for entry in entries[limit:]:
+        for job in entry.jobs:
+            report.deferred.append(job.source)
+            reason = f"over the {limit}-entry matrix limit: built by the next run"
+            report.add(Outcome(job.source, job.revision, Status.DEFERRED, reason))
+    entries = entries[:limit]
+    if options.dry_run:
+        report_planned(report, [(job, entry.runner) for entry in entries for job in entry.jobs], card_refresh)
+    return MatrixPlan(
+        recipe=recipe.name,
+        recipe_fingerprint=recipe.fingerprint(),
+        dry_run=options.dry_run,
+        entries=entries,
+        card_refresh=card_refresh,
+        only=options.only,
+        listed=state.listed,
+        toolchain_fp=state.memory.toolchain_fp if state.memory else None,
+        remembered=sorted(state.remembered),
+        up_to_date=[
+            built.published_as(repos, built.card.template_fingerprint if built.card else "")
+            for built, repos in state.published.values()
+        ],
+        report=PlanReport(
+            outcomes=list(report.outcomes), hub_requests=REQUESTS.count - requests_before, deferred=report.deferred
+        ),
+    )
+
+
+def _entries(report: RunReport, groups: Iterable[list[plan.BuildJob]], runners: RunnerSettings) -> list[MatrixEntry]:
+    """One matrix entry per target group (or per draft, when no runner class takes the group whole); a build no
+    class takes is skipped with the class to add."""
     entries: list[MatrixEntry] = []
-    for (target, _), members in group_jobs(jobs).items():
-        for part, group in enumerate(_fit(members, recipe.runners)):
-            runner, estimate, why = _runner_for(group, recipe.runners)
+    for members in groups:
+        target = members[0].target
+        for part, (group, (runner, estimate, why)) in enumerate(_fit(members, runners)):
             if runner is None:
                 for job in group:
                     report.add(Outcome(job.source, job.revision, Status.SKIPPED, why))
@@ -144,112 +178,7 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
                     parallel_exports=estimate.parallel_exports,
                 )
             )
-    limit = recipe.runners.max_entries
-    for entry in entries[limit:]:
-        for job in entry.jobs:
-            report.deferred.append(job.source)
-            report.add(
-                Outcome(
-                    job.source,
-                    job.revision,
-                    Status.DEFERRED,
-                    f"over the {limit}-entry matrix limit: built by the next run",
-                )
-            )
-    entries = entries[:limit]
-    if options.dry_run:
-        for entry in entries:
-            for job in entry.jobs:
-                report.add(
-                    Outcome(
-                        job.source,
-                        job.revision,
-                        Status.PLANNED,
-                        f"build on {entry.runner}: {'; '.join(job.reasons)} (target {job.target})",
-                    )
-                )
-        for decision in decisions:
-            if decision.listing.repo_id in card_refresh:
-                report.add(
-                    Outcome(
-                        decision.listing.repo_id, decision.listing.sha, Status.PLANNED, "card: card template changed"
-                    )
-                )
-    return MatrixPlan(
-        recipe=recipe.name,
-        recipe_fingerprint=recipe.fingerprint(),
-        dry_run=options.dry_run,
-        entries=entries,
-        card_refresh=card_refresh,
-        only=options.only,
-        listed=state.listed,
-        toolchain_fp=state.memory.toolchain_fp if state.memory else None,
-        remembered=sorted(state.remembered),
-        up_to_date=[
-            built.published_as(repos, built.card.template_fingerprint if built.card else "")
-            for built, repos in state.published.values()
-        ],
-        report=PlanReport(
-            outcomes=[OutcomeRecord.of(o) for o in report.outcomes],
-            hub_requests=REQUESTS.count - requests_before,
-            deferred=report.deferred,
-        ),
-    )
-
-
-def build_jobs(
-    reader: Hub,
-    recipe: Recipe,
-    jobs: list[plan.BuildJob],
-    out: Path,
-    *,
-    work: Path | None = None,
-    keep_work: bool = False,
-) -> list[Outcome]:
-    """Build one matrix entry (a target and drafts of it) into `out/<draft artifact>/`, one folder per draft.
-
-    Each draft folder holds `build-outcome.json`, plus a publishable bundle when the outcome is `built` (for a
-    failed validation gate, the bundle that failed, which publish refuses).
-    """
-    if work is not None:
-        work.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-job-", dir=work))
-    report = RunReport()
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    try:
-        built: list = []
-        guard_group(
-            report,
-            jobs,
-            lambda: built.extend(fetch_and_build(reader, recipe, jobs, scratch, report, keep_work=keep_work)),
-        )
-        outcomes = {o.source: o for o in report.outcomes}
-        for job, result in built:
-            folder = out / artifact_name(job.source)
-            if result.bundle is not None:
-                shutil.move(str(result.bundle.root), str(folder))
-            if result.error is not None:
-                outcomes[job.source] = Outcome.of_error(job.source, job.revision, result.error)
-            else:
-                outcomes[job.source] = Outcome(
-                    job.source, job.revision, Status.BUILT, "", [job.draft_repo, job.target_repo]
-                )
-    finally:
-        if not keep_work:
-            shutil.rmtree(scratch, ignore_errors=True)
-    for job in jobs:
-        folder = out / artifact_name(job.source)
-        folder.mkdir(parents=True, exist_ok=True)
-        outcome = outcomes.get(job.source) or Outcome(job.source, job.revision, Status.FAILED, "build stopped")
-        (folder / OUTCOME_FILE).write_text(
-            BuildOutcomeFile(job=job, outcome=OutcomeRecord.of(outcome)).model_dump_json(indent=2) + "\n",
-            encoding="utf-8",
-        )
-    return [
-        outcomes.get(job.source) or Outcome(job.source, job.revision, Status.FAILED, "build stopped") for job in jobs
-    ]
+    return entries
 
 
 def parse_jobs(text: str) -> list[plan.BuildJob]:
@@ -277,9 +206,11 @@ def parse_jobs(text: str) -> list[plan.BuildJob]:
     if jobs is None:
         first = errors[-1].errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(job)"
-        raise JobError(f"--job is not a build job from `plan --matrix`: {where}: {first['msg']}", stage="job") from None
+        raise JobError(
+            f"--job is not a build job from `plan --matrix`: {where}: {first['msg']}", stage=Stage.JOB
+        ) from None
     if not jobs or len({(j.target, j.target_revision) for j in jobs}) != 1:
-        raise JobError("--job must hold the drafts of one target revision", stage="job")
+        raise JobError("--job must hold the drafts of one target revision", stage=Stage.JOB)
     return jobs
 
 
@@ -297,25 +228,27 @@ def load_plan(path: Path, recipe: Recipe) -> MatrixPlan:
     try:
         planned = MatrixPlan.model_validate_json(path.read_bytes())
     except OSError as exc:
-        raise JobError(f"cannot read the plan record: {exc.strerror}", subject=str(path), stage="publish") from None
+        raise JobError(f"cannot read the plan record: {exc.strerror}", subject=str(path), stage=Stage.PUBLISH) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(plan)"
         raise JobError(
-            f"not a plan record of schema {PLAN_SCHEMA}: {where}: {first['msg']}", subject=str(path), stage="publish"
+            f"not a plan record of schema {PLAN_SCHEMA}: {where}: {first['msg']}",
+            subject=str(path),
+            stage=Stage.PUBLISH,
         ) from None
     if planned.schema_version != PLAN_SCHEMA:
         raise JobError(
             f"plan record schema {planned.schema_version}, this bot reads {PLAN_SCHEMA}",
             subject=str(path),
-            stage="publish",
+            stage=Stage.PUBLISH,
         )
     if (planned.recipe, planned.recipe_fingerprint) != (recipe.name, recipe.fingerprint()):
         raise JobError(
             f"the plan was made from recipe {planned.recipe} ({planned.recipe_fingerprint}), not from "
             f"{recipe.name} ({recipe.fingerprint()}): nothing published from it",
             subject=str(path),
-            stage="publish",
+            stage=Stage.PUBLISH,
         )
     for entry in planned.entries:
         # The artifact names a folder: nothing but the entry's own target may be there.
@@ -325,47 +258,32 @@ def load_plan(path: Path, recipe: Recipe) -> MatrixPlan:
             or len({(job.target, job.target_revision) for job in entry.jobs}) != 1
         ):
             raise JobError(
-                f"plan entry artifact {entry.artifact!r} does not match its target", subject=str(path), stage="publish"
+                f"plan entry artifact {entry.artifact!r} does not match its target",
+                subject=str(path),
+                stage=Stage.PUBLISH,
             )
     return planned
 
 
 def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: MatrixPlan | None) -> RunReport:
-    """The publish job: card refreshes from the plan, then every bundle; returns the whole run's report.
+    """The publish job: `publish_step` (the plan's card refreshes, then every entry's bundles), then `finish_status`;
+    returns the whole run's report.
 
-    With a plan, each entry's bundle is looked up as `bundles/<artifact>` and an entry without one is a failure
-    (its build job died before uploading anything). Without a plan, every bundle folder under `bundles` is
-    published (its outcome file names the job). Never loads a checkpoint: it reads JSON and uploads files.
+    With a plan, each entry's bundles are looked up in `bundles/<artifact>` and an entry without them is a failure
+    (its build job died before uploading anything). Without a plan, every artifact folder under `bundles` is
+    published (its outcome files name the jobs). Never loads a checkpoint: it reads JSON and uploads files.
     """
     report = planned.run_report() if planned else RunReport()
     requests_before = REQUESTS.count
     if planned is not None and planned.dry_run:
         return report
-    state = (
-        RunMemory(
-            listed=list(planned.listed),
-            remembered=set(planned.remembered),
-            published={r.source.repo or "": (r, r.repos) for r in planned.up_to_date if r.repos},
-        )
-        if planned
-        else RunMemory()
-    )
-    for source in planned.card_refresh if planned else []:
-        with log.group(f"refresh cards of {source}"):
-            guard(report, source, None, functools.partial(_card_refresh, report, state, writer, recipe, source))
+    state = planned.run_memory() if planned else RunMemory()
+    built: Iterable[tuple[list[plan.BuildJob], Path | None]]
     if planned is not None:
-        groups = [(entry.jobs, (bundles / entry.artifact) if bundles else None) for entry in planned.entries]
+        built = [(entry.jobs, bundles / entry.artifact if bundles else None) for entry in planned.entries]
     else:
-        groups = [([], p) for p in sorted(bundles.iterdir()) if p.is_dir()] if bundles else []
-    for jobs, folder in groups:
-        with log.group(f"publish {folder.name if folder else jobs[0].target}"):
-            ready = _check_artifact(report, jobs, folder)
-            if ready:
-                guard_group(
-                    report,
-                    [job for job, _ in ready],
-                    functools.partial(publish_jobs, report, writer, recipe, ready, state),
-                )
+        built = _artifacts(report, bundles)
+    publish_step(report, state, writer, recipe, planned.card_refresh if planned else [], built)
     if planned is not None:  # the status page needs the plan's view of every listed source
         state.memory = load_memory(
             writer, recipe, template_fingerprint(), RunOptions(), toolchain_fp=planned.toolchain_fp
@@ -376,50 +294,39 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
     return report
 
 
-def _check_artifact(
-    report: RunReport, jobs: list[plan.BuildJob], folder: Path | None
-) -> list[tuple[plan.BuildJob, Bundle]]:
-    """The bundles of one build job's artifact that are the builds its matrix entry planned; every other draft
-    gets its outcome here (built elsewhere, failed, missing, damaged, or not what was planned)."""
-    if not jobs and folder is not None:  # no plan: what the artifact's outcome files say
+def _artifacts(report: RunReport, bundles: Path | None) -> Iterator[tuple[list[plan.BuildJob], Path]]:
+    """Without a plan: each artifact folder under `bundles` with the jobs its outcome files name (an unreadable one
+    is a failure of its own)."""
+    for folder in sorted(bundles.iterdir()) if bundles else []:
+        if not folder.is_dir():
+            continue
         jobs = []
         for path in sorted(folder.glob("*/" + OUTCOME_FILE)):
             try:
                 jobs.append(BuildOutcomeFile.model_validate_json(path.read_bytes()).job)
             except (OSError, ValidationError):
-                report.add(
-                    Outcome(str(path.parent), None, Status.FAILED, f"unreadable {OUTCOME_FILE} in a build artifact")
-                )
-    ready = []
-    for job in jobs:
-        bundle = read_built(report, job, folder / artifact_name(job.source) if folder is not None else None)
-        if bundle is not None:
-            ready.append((job, bundle))
-    return ready
+                reason = f"unreadable {OUTCOME_FILE} in a build artifact"
+                report.add(Outcome(str(path.parent), None, Status.FAILED, reason))
+        yield jobs, folder
 
 
-def _card_refresh(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, source: str) -> None:
-    draft_repo = plan.draft_output_repo(recipe.publish, source)
-    published = writer.draft_record(draft_repo)
-    if published is None:
-        raise Failure(f"{draft_repo} has no record to re-render the card from", subject=source, stage="publish")
-    result = refresh_cards(writer, published, private=recipe.publish.private)
-    report.add_published(source, published.source.revision, result, "card refreshed")
-    state.published[source] = (published, result.repos)
+RunnerChoice = tuple[RunnerClass | None, BuildEstimate, str]  # `choose_runner`'s answer
 
 
 def _group_bytes(jobs: list[plan.BuildJob]) -> tuple[int, int]:
     """(draft bytes, target bytes) one build runner holds: every draft of the group, and the target once."""
-    return sum(job.draft_bytes for job in jobs), jobs[0].target_bytes
+    return sum(job.candidate.draft_bytes for job in jobs), jobs[0].candidate.target_bytes
 
 
-def _runner_for(jobs: list[plan.BuildJob], runners: RunnerSettings):
+def _runner_for(jobs: list[plan.BuildJob], runners: RunnerSettings) -> RunnerChoice:
     """`choose_runner` for one entry (a target reused from the Hub is downloaded as its IR, not exported)."""
     return choose_runner(*_group_bytes(jobs), runners, target_reused=jobs[0].reuse_target is not None)
 
 
-def _fit(jobs: list[plan.BuildJob], runners: RunnerSettings) -> list[list[plan.BuildJob]]:
-    """The group as one entry when a runner class takes it whole, else one entry per draft."""
-    if len(jobs) == 1 or _runner_for(jobs, runners)[0] is not None:
-        return [jobs]
-    return [[job] for job in jobs]
+def _fit(jobs: list[plan.BuildJob], runners: RunnerSettings) -> list[tuple[list[plan.BuildJob], RunnerChoice]]:
+    """The group as one entry when a runner class takes it whole, else one entry per draft; each with its runner
+    choice (estimated once per entry)."""
+    whole = _runner_for(jobs, runners)
+    if len(jobs) == 1 or whole[0] is not None:
+        return [(jobs, whole)]
+    return [([job], _runner_for([job], runners)) for job in jobs]

@@ -1,8 +1,9 @@
 """What a build hands to the publisher: per draft, a folder with `build-outcome.json` and (when built) the bundle.
 
-The one-process `run` and the Actions fan-out use the same hand-off: the build side (a token-free process tree,
-`dflash-bot build --job`) writes the folders, and the publishing side reads them back here, checking that each
-bundle is the build its job planned before anything is published.
+`run` and the Actions fan-out use the same hand-off: the token-free builder (`dflash-bot build --job`: the process
+`run` starts per target group, or the Actions build job) writes the folders with `write_outcome`, and the
+publishing side reads them back with `read_built`, checking that each bundle is the build its job planned before
+anything is published.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.build.bundle import Bundle
 from bot.core.outcome import Outcome, Status
@@ -22,38 +23,21 @@ OUTCOME_FILE = "build-outcome.json"
 _ARTIFACT_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-class _Handoff(BaseModel):
+class BuildOutcomeFile(BaseModel):
+    """`build-outcome.json`: what a build did for one draft, beside its bundle (or instead of one)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-
-class OutcomeRecord(_Handoff):
-    source: str
-    revision: str | None
-    status: Status
-    reason: str = ""
-    repos: list[str] = Field(default_factory=list)
-    stage: str | None = None
-
-    @classmethod
-    def of(cls, outcome: Outcome) -> OutcomeRecord:
-        return cls(
-            source=outcome.source,
-            revision=outcome.revision,
-            status=outcome.status,
-            reason=outcome.reason,
-            repos=list(outcome.repos),
-            stage=outcome.stage,
-        )
-
-    def outcome(self) -> Outcome:
-        return Outcome(self.source, self.revision, self.status, self.reason, list(self.repos), self.stage)
-
-
-class BuildOutcomeFile(_Handoff):
-    """`build-outcome.json`: what a build job did for one draft, beside its bundle (or instead of one)."""
-
     job: BuildJob
-    outcome: OutcomeRecord
+    outcome: Outcome
+
+
+def write_outcome(folder: Path, job: BuildJob, outcome: Outcome) -> None:
+    """Leave a draft's `build-outcome.json` in its folder (created if the build left nothing there)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / OUTCOME_FILE).write_text(
+        BuildOutcomeFile(job=job, outcome=outcome).model_dump_json(indent=2) + "\n", encoding="utf-8"
+    )
 
 
 def artifact_name(source: str) -> str:
@@ -93,7 +77,7 @@ def _checked_bundle(report: RunReport, job: BuildJob, folder: Path | None) -> Bu
             f"{handed.job.revision[:7]}, not this entry: not published",
         )
     if handed.outcome.status != Status.BUILT:
-        report.add(handed.outcome.outcome())
+        report.add(handed.outcome)
         raise _NotPublished()
     try:
         bundle = Bundle.read(folder)

@@ -1,9 +1,17 @@
-"""The scheduled job: discover → plan → build → publish → report, in one process (`dflash-bot run`).
+"""The one path of every run: plan → build each target group in a token-free builder → publish → status.
 
-Each candidate is independent: its work runs under `guard`, which turns any exception into an outcome with a
-one-line cause (the traceback goes to the log), and the run goes on with the next one. The build stage runs its
-exports and GenAI checks in child processes without any token (`bot.sandbox.isolation`); this process downloads with the
-read token and publishes with the write token, and never loads a checkpoint itself.
+`dflash-bot run` walks it in one process tree (`run`); the GitHub Actions fan-out (`bot.run.fanout`) splits the same
+steps over jobs and calls the same functions in the same order:
+- plan: `planning.plan_run` (the Actions plan job lays its builds out as matrix entries after it);
+- build: `build_in_builder` starts `dflash-bot build --job` per target group, and that process runs
+  `build_and_hand_off` (on Actions, each build job runs the same command);
+- publish: `publish_step` on the folders the builders left (on Actions, the publish job on the artifacts);
+- status: `finish_status` (on Actions, in the publish job).
+
+The builder is the only process hop: it holds no write token (`bot.sandbox.confinement.start_builder`), downloads
+with the read token, and hands each draft on as a folder (`bot.run.handoff`); the publishing process holds the write
+token and never loads a checkpoint. Each candidate is independent: its work runs under `guard`, which turns any
+exception into an outcome with a one-line cause, and the run goes on with the next one.
 """
 
 from __future__ import annotations
@@ -14,322 +22,45 @@ import os
 import shutil
 import sys
 import tempfile
-import traceback
-from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
 from bot.build.bundle import Bundle
-from bot.build.export import target_task
-from bot.build.group import Checkout, DraftBuild, DraftOutcome, build_group
-from bot.core import log, profiles
+from bot.build.group import Checkout, DraftBuild, DraftOutcome, build_group, estimate_group
+from bot.core import log
 from bot.core.draft_formats import report_note
-from bot.core.errors import BotError, Failure, Skip, UsageError
-from bot.core.outcome import Outcome, Status
+from bot.core.errors import BotError, Failure, Skip, Stage, UsageError
+from bot.core.outcome import Outcome, Status, status_of
 from bot.core.recipe import Recipe
-from bot.core.record import BuildRecord, Repos
-from bot.core.toolchain import Toolchain, detect
-from bot.discover import candidates as discover
+from bot.core.record import BuildRecord
+from bot.core.settings import Settings
 from bot.discover.fetch import require_free_disk
-from bot.hub import REQUESTS, Hub, RepoListing
-from bot.plan import planner as plan
-from bot.plan.reuse import ReusedTarget, plan_reuse
-from bot.plan.sizing import estimate_build, gb, local_runner
-from bot.publish.card import template_fingerprint
-from bot.publish.publisher import PublishResult, publish_group, refresh_cards
-from bot.run.report import RunReport
+from bot.hub import REQUESTS, Hub
+from bot.plan.planner import BuildJob
+from bot.plan.sizing import BuildEstimate, local_runner
+from bot.publish.publisher import publish_group, refresh_cards
+from bot.run.handoff import artifact_name, read_built, write_outcome
+from bot.run.planning import (
+    RunMemory,
+    RunOptions,
+    card_refreshes,
+    group_jobs,
+    guard,
+    guard_group,
+    load_memory,
+    plan_run,
+    report_planned,
+)
+from bot.run.report import RunReport, build_cost_note
+from bot.sandbox.confinement import start_builder
 from bot.sandbox.isolation import tracked
 from bot.status import step as status_step
-from bot.status.memory import StatusEntry
 
-
-@dataclass(frozen=True)
-class RunOptions:
-    only: str | None = None
-    force: bool = False
-    dry_run: bool = False
-    work: Path | None = None
-    keep_work: bool = False
-    recheck: bool = False  # examine every source, whatever the status repo remembers
-    bot_user: str | None = None  # the Hub user the bot publishes as (`run`: the write token's), for reuse checks
-
-
-@dataclass
-class RunMemory:
-    """What a run keeps for the status repo: the memory it planned with and what it learned since.
-
-    Attributes:
-        memory: the status repo and the output namespace as planning read them (None: unreadable, so every
-            source was examined).
-        listed: every source id the listing returned (sources no longer listed leave the status page).
-        remembered: sources reported from memory (no Hub request was made for them).
-        published: source -> (record, repos) of every source published or found up to date this run.
-    """
-
-    memory: status_step.Memory | None = None
-    listed: list[str] = field(default_factory=list)
-    remembered: set[str] = field(default_factory=set)
-    published: dict[str, tuple[BuildRecord, Repos]] = field(default_factory=dict)
-
-    def examined(self, report: RunReport) -> list[Outcome]:
-        return [o for o in report.outcomes if o.source not in self.remembered]
-
-
-def guard(report: RunReport, source: str, revision: str | None, action: Callable[[], object]) -> bool:
-    """Run one candidate's step; any error becomes that candidate's outcome and the run goes on.
-
-    A `BotError` is an expected skip or failure; anything else is a bug or a hostile input nobody foresaw, reported
-    as a failure with its one-line cause while the traceback goes to the log. Returns True when the step finished.
-    """
-    try:
-        action()
-        return True
-    except BotError as error:
-        report.add(Outcome.of_error(source, revision, error))
-    except Exception as exc:
-        log.get().debug("unexpected error for %s:\n%s", source, traceback.format_exc())
-        log.step(
-            "%s: unexpected %s: %s (traceback in the --verbose log)",
-            source,
-            type(exc).__name__,
-            " ".join(str(exc).split())[:300],
-        )
-        report.add(
-            Outcome(
-                source, revision, Status.FAILED, f"unexpected {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-            )
-        )
-    return False
-
-
-def guard_group(report: RunReport, jobs: list[plan.BuildJob], action: Callable[[], object]) -> bool:
-    """`guard` for a step that serves several sources (a target group): when it stops, each source gets the cause."""
-    if guard(report, jobs[0].source, jobs[0].revision, action):
-        return True
-    cause = report.outcomes[-1]
-    for job in jobs[1:]:
-        report.add(Outcome(job.source, job.revision, cause.status, cause.reason))
-    return False
-
-
-def plan_run(
-    reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport, state: RunMemory | None = None
-) -> tuple[list[plan.Decision], list[plan.BuildJob]]:
-    """Discover and plan (`_plan_run`) within the recipe's plan deadline (`hub.plan_deadline_s`): past it, each
-    source not planned yet fails this run at its next Hub request, and is examined again by the next run."""
-    with reader.deadline("plan", recipe.hub.plan_deadline_s):
-        return _plan_run(reader, recipe, options, report, state)
-
-
-def _plan_run(
-    reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport, state: RunMemory | None = None
-) -> tuple[list[plan.Decision], list[plan.BuildJob]]:
-    """Discover and plan: decisions for every examined source, and build jobs for those to build.
-
-    With `state`, the status repo's memory is read first (two requests) and a source whose revision, toolchain
-    and recipe are unchanged since it was last examined is reported from memory: a skip or failure without a
-    request of its own, a publish after one read of its draft repo's record (`_believed`).
-    """
-    card_fp = template_fingerprint()
-    state = state if state is not None else RunMemory()
-    context = _PlanContext(reader)
-    with log.group("discover"):
-        listings, skips = discover.list_sources(reader, recipe, detect())
-        # What the status page watches: the listing, whatever --only narrows this run to.
-        state.listed = sorted({listing.repo_id for listing in listings} | {skip.repo_id for skip in skips})
-        if options.only:
-            skips = [s for s in skips if s.repo_id == options.only]
-            listings = [listing for listing in listings if listing.repo_id == options.only]
-            if not listings and not skips:
-                only = options.only
-                guard(report, only, None, lambda: listings.append(_listing_for(reader, only)))
-        state.memory = load_memory(reader, recipe, card_fp, options)
-        if state.memory is not None:
-            listings, skips = _report_remembered(state, recipe, card_fp, context, report, listings, skips)
-        for skip in skips:
-            report.add(Outcome(skip.repo_id, skip.revision, Status.SKIPPED, skip.reason, stage=skip.stage))
-        log.step("%d candidate(s) to examine, %d ruled out by the listing", len(listings), len(skips))
-
-    decisions: list[plan.Decision] = []
-    jobs: list[plan.BuildJob] = []
-    with log.group("plan"):
-        for listing in listings:
-            guard(
-                report,
-                listing.repo_id,
-                listing.sha,
-                functools.partial(
-                    _plan_one, reader, recipe, options, listing, card_fp, context, report, state, decisions, jobs
-                ),
-            )
-    return decisions, jobs
-
-
-def _report_remembered(
-    state: RunMemory,
-    recipe: Recipe,
-    card_fp: str,
-    context: _PlanContext,
-    report: RunReport,
-    listings: list[RepoListing],
-    skips: list[discover.SkipRecord],
-) -> tuple[list[RepoListing], list[discover.SkipRecord]]:
-    """Report what the memory vouches for; returns the listings and skips left to examine."""
-    assert state.memory is not None
-    split = status_step.partition(state.memory, listings, skips)
-    examine, remembered = list(split.examine), list(split.remembered)
-    for entry, listing in split.verify:
-        if _believed(state.memory, recipe, card_fp, context, entry, listing):
-            remembered.append(entry)
-        else:
-            examine.append(listing)
-    for entry in remembered:
-        state.remembered.add(entry.source)
-        report.add(status_step.remembered_outcome(entry))
-    log.step("%d source(s) unchanged since last examined, reported from the status repo", len(remembered))
-    return examine, [skip for skip in skips if skip.repo_id not in state.remembered]
-
-
-def _believed(
-    memory: status_step.Memory,
-    recipe: Recipe,
-    card_fp: str,
-    context: _PlanContext,
-    entry: StatusEntry,
-    listing: RepoListing,
-) -> bool:
-    """Whether a remembered publish holds: the draft repo's record at its listed head (one request, kept for
-    `_plan_one`) says what the entry says, and `plan.decide` finds it current (the target's head is not looked up:
-    that is what the memory saves)."""
-    if entry.draft_repo is None:
-        return False
-    try:
-        record = context.draft_record(entry.draft_repo, status_step.draft_head(memory, entry))
-    except BotError:
-        return False  # examined: the examination reports the Hub's failure
-    if not status_step.believed(entry, record) or record is None:
-        return False
-    decision = plan.decide(
-        listing,
-        record,
-        publish=recipe.publish,
-        recipe_fingerprint=recipe.fingerprint(),
-        toolchain=context.toolchain(record),
-        card_fingerprint=card_fp,
-    )
-    return decision.action == plan.Action.UP_TO_DATE
-
-
-class _PlanContext:
-    """What planning looks up once per run: toolchains by target family, target revisions by target repo, and
-    the draft records read to check the memory (so an examined source does not read its record twice)."""
-
-    def __init__(self, reader: Hub) -> None:
-        self.reader = reader
-        self._toolchains: dict[str, Toolchain] = {}
-        self._heads: dict[str, str | None] = {}
-        self._reusable: dict[tuple[str, str], tuple[ReusedTarget | None, str | None]] = {}
-        self._records: dict[str, BuildRecord | None] = {}
-
-    def draft_record(self, draft_repo: str, revision: str | None = None) -> BuildRecord | None:
-        """A published draft repo's record (one request per repo and run)."""
-        if draft_repo not in self._records:
-            self._records[draft_repo] = self.reader.draft_record(draft_repo, revision)
-        return self._records[draft_repo]
-
-    def toolchain(self, published: BuildRecord) -> Toolchain:
-        """The toolchain a published build is compared with: its target family's profile, not this process's."""
-        model_type = published.target.model_type
-        if model_type not in self._toolchains:
-            try:
-                self._toolchains[model_type] = profiles.planned_toolchain(model_type)
-            except Skip:
-                self._toolchains[model_type] = detect()  # resolve() reports the missing profile with its reason
-        return self._toolchains[model_type]
-
-    def reusable_target(
-        self, job: plan.BuildJob, recipe: Recipe, bot_user: str | None, memory: status_step.Memory | None
-    ) -> tuple[ReusedTarget | None, str | None]:
-        """The published target IR this job can build against instead of exporting (`bot.plan.reuse`), once each."""
-        key = (job.target_repo, job.target_revision)
-        if key not in self._reusable:
-            try:
-                toolchain = profiles.planned_toolchain(job.target_model_type)
-            except Skip:
-                self._reusable[key] = None, None
-            else:
-                task = target_task(job.target_is_vlm)
-                self._reusable[key] = plan_reuse(
-                    self.reader,
-                    job.target_repo,
-                    job.target_revision,
-                    recipe.export,
-                    task,
-                    toolchain,
-                    bot_user=bot_user,
-                    changed_outside=memory is not None and memory.changed_outside(job.target_repo),
-                )
-        return self._reusable[key]
-
-    def target_head(self, published: BuildRecord) -> str | None:
-        """The target's current revision (one light request per target); None when it cannot be read now."""
-        repo = published.target.repo
-        if repo is None:
-            return None
-        if repo not in self._heads:
-            try:
-                self._heads[repo] = self.reader.head(repo)
-            except BotError as error:
-                log.step("%s: cannot read the target's revision (%s); not compared", repo, error.message)
-                self._heads[repo] = None
-        return self._heads[repo]
-
-
-def _plan_one(
-    reader: Hub,
-    recipe: Recipe,
-    options: RunOptions,
-    listing: RepoListing,
-    card_fp: str,
-    context: _PlanContext,
-    report: RunReport,
-    state: RunMemory,
-    decisions: list[plan.Decision],
-    jobs: list[plan.BuildJob],
-) -> None:
-    draft_repo = plan.draft_output_repo(recipe.publish, listing.repo_id)
-    published = context.draft_record(draft_repo)
-    decision = plan.decide(
-        listing,
-        published,
-        publish=recipe.publish,
-        recipe_fingerprint=recipe.fingerprint(),
-        toolchain=context.toolchain(published) if published else detect(),
-        card_fingerprint=card_fp,
-        target_revision=context.target_head(published) if published and not options.force else None,
-        force=options.force,
-    )
-    log.step("%s: %s %s", listing.repo_id, decision.action, "; ".join(decision.reasons))
-    if decision.action == plan.Action.UP_TO_DATE:
-        repos = decision.repos()
-        report.add(
-            Outcome(listing.repo_id, listing.sha, Status.UP_TO_DATE, "", [repos.draft, repos.target] if repos else [])
-        )
-        if published is not None and repos is not None:
-            state.published[listing.repo_id] = (published, repos)
-    elif decision.action == plan.Action.BUILD:
-        candidate = discover.resolve(reader, listing, recipe)
-        job = plan.BuildJob.from_candidate(candidate, decision.reasons, recipe.publish)
-        if not options.force:  # a forced build exports everything again
-            bot_user = options.bot_user or recipe.publish.bot_user
-            reuse, why_not = context.reusable_target(job, recipe, bot_user, state.memory)
-            reasons = (*job.reasons, *([f"target exported again ({why_not})"] if why_not else []))
-            job = job.model_copy(update={"reuse_target": reuse, "reasons": reasons})
-        jobs.append(job)
-    decisions.append(decision)
+LOCAL_RUNNER = "this machine"  # where `run` builds (the Actions plan names a runner class instead)
+BUNDLES = "bundles"  # the folder of a group's scratch space its builder hands the drafts on in
 
 
 def run(
@@ -338,6 +69,10 @@ def run(
     """Run the whole job once and return its report (never raises for one candidate's problem).
 
     Args:
+        recipe: what to watch, how to build it and where to publish.
+        reader: the Hub with the read token (discovery, planning; the builders get this token only).
+        writer: the Hub with the write token (publishing, the status page); None on a dry run.
+        options: the run's options.
         report: the report to fill in (the CLI passes its own, so that whatever is in it when a signal or a bug
             stops the run is still written).
 
@@ -345,7 +80,9 @@ def run(
         UsageError: no write token and not a dry run (refused before any Hub call).
     """
     if not options.dry_run and (writer is None or not writer.token):
-        raise UsageError("no write token (HF_TOKEN): nothing could be published; set it, or use --dry-run", stage="run")
+        raise UsageError(
+            "no write token (HF_TOKEN): nothing could be published; set it, or use --dry-run", stage=Stage.RUN
+        )
     report = report if report is not None else RunReport()
     report.dry_run = options.dry_run
     requests_before = REQUESTS.count
@@ -353,70 +90,273 @@ def run(
     if writer is not None and options.bot_user is None and recipe.publish.bot_user is None:
         options = replace(options, bot_user=_bot_user(writer))
     decisions, jobs = plan_run(reader, recipe, options, report, state)
-
+    card_refresh = card_refreshes(decisions)
     if options.dry_run:
-        targets = {job.source: job.target for job in jobs}
-        for decision in decisions:
-            if decision.action != plan.Action.UP_TO_DATE and (
-                decision.action == plan.Action.CARD or decision.listing.repo_id in targets
-            ):
-                target = targets.get(decision.listing.repo_id)
-                detail = f" (target {target})" if target else ""
-                report.add(
-                    Outcome(
-                        decision.listing.repo_id,
-                        decision.listing.sha,
-                        Status.PLANNED,
-                        f"{decision.action}: {'; '.join(decision.reasons)}{detail}",
-                    )
-                )
-        report.hub_requests = REQUESTS.count - requests_before
-        return report
-    assert writer is not None
-
-    for decision in decisions:
-        published = decision.published
-        if decision.action == plan.Action.CARD and published is not None:
-            guard(
-                report,
-                decision.listing.repo_id,
-                decision.listing.sha,
-                functools.partial(_refresh, report, state, writer, recipe, decision.listing, published),
-            )
-
-    if options.work is not None:
-        options.work.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-run-", dir=options.work))
-    try:
-        for members in group_jobs(jobs).values():
-            _build_and_publish(report, state, reader, writer, recipe, members, scratch, options)
-    finally:
-        if not options.keep_work:
-            shutil.rmtree(scratch, ignore_errors=True)
-    finish_status(report, state, writer, recipe, options)
+        report_planned(report, [(job, LOCAL_RUNNER) for job in jobs], card_refresh)
+    else:
+        assert writer is not None
+        if options.work is not None:
+            options.work.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-run-", dir=options.work))
+        try:
+            groups = group_jobs(jobs).values()
+            built = _built_groups(report, reader, writer, recipe, groups, scratch, options.keep_work, options.settings)
+            publish_step(report, state, writer, recipe, card_refresh, built)
+        finally:
+            if not options.keep_work:
+                shutil.rmtree(scratch, ignore_errors=True)
+        finish_status(report, state, writer, recipe, options)
     report.hub_requests = REQUESTS.count - requests_before
     return report
 
 
-def _refresh(
-    report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, listing: RepoListing, published: BuildRecord
-) -> None:
-    result = refresh_cards(writer, published, private=recipe.publish.private)
-    report.add_published(listing.repo_id, listing.sha, result, "card refreshed")
-    state.published[listing.repo_id] = (published, result.repos)
-
-
-def load_memory(
-    reader: Hub, recipe: Recipe, card_fp: str, options: RunOptions, *, toolchain_fp: str | None = None
-) -> status_step.Memory | None:
-    """The status repo's memory, or None when it cannot be read (then every source is examined, as before)."""
-    try:
-        return status_step.load_memory(
-            reader, recipe, card_fp=card_fp, recheck=options.recheck or options.force, toolchain_fp=toolchain_fp
+def _built_groups(
+    report: RunReport,
+    reader: Hub,
+    writer: Hub,
+    recipe: Recipe,
+    groups: Iterable[list[BuildJob]],
+    scratch: Path,
+    keep_work: bool,
+    settings: Settings,
+) -> Iterator[tuple[list[BuildJob], Path]]:
+    """Each target group built in its own builder when the publish step asks for it (so each group is published
+    before the next one is built), with the folder its builder left; a group whose builder could not run has its
+    outcomes in `report` and is not handed on."""
+    for members in groups:
+        folder = scratch / f"group-{artifact_name(members[0].target)}"
+        build = functools.partial(
+            build_in_builder, reader, writer, recipe, members, folder, keep_work=keep_work, settings=settings
         )
-    except BotError as error:
-        log.step("status repo unreadable (%s): every source is examined", error.one_line())
-        return None
+        if guard_group(report, members, build):
+            yield members, folder / BUNDLES
+
+
+def build_in_builder(
+    reader: Hub,
+    writer: Hub,
+    recipe: Recipe,
+    members: list[BuildJob],
+    folder: Path,
+    *,
+    keep_work: bool = False,
+    settings: Settings | None = None,
+) -> None:
+    """Build one target group in a separate, token-free process tree: the Actions build job's command.
+
+    The builder is `dflash-bot build --job` (which runs `build_and_hand_off`) started with
+    `bot.sandbox.confinement.start_builder`: no write token in its environment, no inherited file descriptors, its
+    own session and, where the OS allows, its own user and PID namespaces; so neither it nor the checkpoint-loading
+    children it starts can reach this process, which holds the write token. It downloads with the read token
+    only (never the write token, even when discovery here fell back to it).
+
+    The builder leaves one subfolder per draft (`bot.run.handoff`) in `folder / BUNDLES`, for `publish_step`.
+    `settings` say which OS confinement the builder gets, and are handed on to it (`Settings.builder_variables`).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    jobs_file, recipe_file, out = folder / "jobs.json", folder / "recipe.yaml", folder / BUNDLES
+    jobs_file.write_text(json.dumps([job.model_dump(mode="json") for job in members]), encoding="utf-8")
+    recipe_file.write_text(yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    read_token = reader.token if reader.token and reader.token != writer.token else None
+    settings = settings or Settings()
+    env = {k: v for k, v in os.environ.items() if k != "HF_READ_TOKEN"} | settings.builder_variables()
+    if read_token:
+        env["HF_READ_TOKEN"] = read_token
+    command = [sys.executable, "-m", "bot.cli", "build", "--job", f"@{jobs_file}", "--out", str(out)]
+    command += ["--recipe", str(recipe_file), "--endpoint", reader.endpoint, "--work", str(folder / "work")]
+    if keep_work:
+        command.append("--keep-work")
+    with log.group(f"build {members[0].target} and {len(members)} draft(s) in a token-free builder"):
+        with tracked(start_builder(command, layers=settings.sandbox_layers, env=env)) as builder:
+            code = builder.wait()
+        log.step("builder exited with %d", code)
+
+
+def build_and_hand_off(
+    reader: Hub,
+    recipe: Recipe,
+    jobs: list[BuildJob],
+    out: Path,
+    *,
+    work: Path | None = None,
+    keep_work: bool = False,
+    settings: Settings | None = None,
+) -> list[Outcome]:
+    """The builder's work (`dflash-bot build --job`, in `run`'s builder or an Actions build job; no write token):
+    build one target group into `out/<draft artifact>/`, one folder per draft.
+
+    Each draft folder holds `build-outcome.json`, plus a publishable bundle when the outcome is `built` (for a
+    failed validation gate, the bundle that failed, which publish refuses).
+
+    Returns:
+        Each job's outcome, in the order of `jobs`.
+    """
+    if work is not None:
+        work.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-job-", dir=work))
+    report = RunReport()
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    try:
+        built: list[tuple[BuildJob, DraftOutcome]] = []
+        fetch = functools.partial(
+            fetch_and_build, reader, recipe, jobs, scratch, report, keep_work=keep_work, settings=settings
+        )
+        guard_group(report, jobs, lambda: built.extend(fetch()))
+        outcomes = {o.source: o for o in report.outcomes}
+        for job, result in built:
+            if result.bundle is not None:
+                shutil.move(str(result.bundle.root), str(out / artifact_name(job.source)))
+            outcomes[job.source] = (
+                Outcome.of_error(job.source, job.revision, result.error)
+                if result.error is not None
+                else Outcome(job.source, job.revision, Status.BUILT, "", [job.draft_repo, job.target_repo])
+            )
+    finally:
+        if not keep_work:
+            shutil.rmtree(scratch, ignore_errors=True)
+    handed = [outcomes.get(j.source) or Outcome(j.source, j.revision, Status.FAILED, "build stopped") for j in jobs]
+    for job, outcome in zip(jobs, handed, strict=True):
+        write_outcome(out / artifact_name(job.source), job, outcome)
+    return handed
+
+
+def fetch_and_build(
+    reader: Hub,
+    recipe: Recipe,
+    members: list[BuildJob],
+    scratch: Path,
+    report: RunReport,
+    *,
+    keep_work: bool = False,
+    settings: Settings | None = None,
+) -> list[tuple[BuildJob, DraftOutcome]]:
+    """Download one target and its drafts with the reader, then build each draft (`bot.build.group.build_group`,
+    with the CLI's `settings`).
+
+    Sources that cannot be downloaded get their outcome in `report`.
+
+    Returns:
+        (job, build outcome) for every downloaded draft.
+    """
+    first = members[0]
+    group_dir = scratch / first.target.replace("/", "--")
+    # One estimate per group: the disk check before download and the builder's export schedule both use it.
+    reused = first.reuse_target is not None
+    estimate = estimate_group([job.candidate for job in members], recipe, local_runner(scratch), target_reused=reused)
+    with log.group(f"fetch {first.target} and {len(members)} draft(s)"):
+        try:
+            target_dir = _fetch_target(reader, members, estimate, scratch, group_dir)
+        except BotError as error:
+            failure = error if isinstance(error, Skip) else Failure(error.message, stage=error.stage or Stage.DOWNLOAD)
+            for job in members:
+                reason = f"target {first.target}: {failure.reason()}"
+                report.add(Outcome(job.source, job.revision, status_of(error), reason))
+            return []
+        downloaded: list[tuple[BuildJob, DraftBuild]] = []
+        for index, job in enumerate(members):
+            try:
+                files = job.candidate.draft_files
+                path = reader.download(job.source, job.revision, group_dir / f"draft-{index}", files).path
+            except BotError as error:
+                report.add(Outcome.of_error(job.source, job.revision, error))
+                continue
+            checkout = Checkout(path, job.source, job.revision)
+            downloaded.append((job, DraftBuild(job.candidate, checkout, group_dir / "bundles" / f"draft-{index}")))
+    if not downloaded:
+        return []
+    target = Checkout(target_dir, first.target, first.target_revision)
+    drafts = [draft for _, draft in downloaded]
+    outcomes = build_group(
+        target,
+        drafts,
+        recipe,
+        work=scratch,
+        keep_work=keep_work,
+        reused=first.reuse_target,
+        settings=settings,
+        estimate=estimate,
+    )
+    return [(job, outcome) for (job, _), outcome in zip(downloaded, outcomes, strict=True)]
+
+
+def _fetch_target(
+    reader: Hub, members: list[BuildJob], estimate: BuildEstimate, scratch: Path, group_dir: Path
+) -> Path:
+    """Refuse a group this machine's disk cannot take, then download its target: the bf16 weights, or the published
+    int4 IR the plan chose to reuse instead (`bot.plan.reuse`)."""
+    first, reuse = members[0], members[0].reuse_target
+    require_free_disk(scratch, estimate.peak_disk_bytes, "download and export", subject=first.target)
+    if reuse is not None:
+        return reader.download(reuse.repo, reuse.revision, group_dir / "target-ir", reuse.files).path
+    files = first.candidate.target_files
+    return reader.download(first.target, first.target_revision, group_dir / "target", files).path
+
+
+def publish_step(
+    report: RunReport,
+    state: RunMemory,
+    writer: Hub,
+    recipe: Recipe,
+    card_refresh: Iterable[BuildRecord],
+    built: Iterable[tuple[list[BuildJob], Path | None]],
+) -> None:
+    """Publish a run's work: re-render the cards planning found stale, then each target group from the folder its
+    builder left (`run`: the builder's; Actions: the build job's downloaded artifact; None: no artifact at all).
+
+    Never loads a checkpoint: it reads JSON and uploads files. Each source's outcome goes to `report`, and each
+    source published or found current to `state` (for the status page).
+    """
+    for published in card_refresh:
+        source = published.source.repo or ""
+        with log.group(f"refresh cards of {source}"):
+            refresh = functools.partial(refresh_card, report, state, writer, recipe, published)
+            guard(report, source, published.source.revision, refresh)
+    for jobs, folder in built:
+        publish_built(report, state, writer, recipe, jobs, folder)
+
+
+def refresh_card(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, published: BuildRecord) -> None:
+    """Re-render one published draft's cards (and its target's) from its record: no rebuild, no weights."""
+    result = refresh_cards(writer, published, private=recipe.publish.private)
+    source = published.source.repo or ""
+    report.add_published(source, published.source.revision, result, "card refreshed")
+    state.published[source] = (published, result.repos)
+
+
+def publish_built(
+    report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, jobs: list[BuildJob], folder: Path | None
+) -> None:
+    """Publish what one target group's builder left in `folder`: only bundles that are the builds their jobs
+    planned (`bot.run.handoff.read_built`); every other draft gets its outcome instead."""
+    ready: list[tuple[BuildJob, Bundle]] = []
+    for job in jobs:
+        bundle = read_built(report, job, folder / artifact_name(job.source) if folder is not None else None)
+        if bundle is not None:
+            ready.append((job, bundle))
+    if ready:
+        with log.group(f"publish {ready[0][0].target_repo} and {len(ready)} draft(s)"):
+            publish = functools.partial(publish_jobs, report, writer, recipe, ready, state)
+            guard_group(report, [job for job, _ in ready], publish)
+
+
+def publish_jobs(
+    report: RunReport, writer: Hub, recipe: Recipe, ready: list[tuple[BuildJob, Bundle]], state: RunMemory
+) -> None:
+    """Publish the bundles of one target group (the target repo once) and record each draft's outcome."""
+    results = publish_group(writer, [(bundle, job.repos) for job, bundle in ready], private=recipe.publish.private)
+    for (job, bundle), result in zip(ready, results, strict=True):
+        if isinstance(result, BotError):
+            report.add(Outcome.of_error(job.source, job.revision, result))
+        else:
+            notes = [report_note(bundle.record.draft.format)] if bundle.record.draft.format == "per-row" else []
+            notes += [f"card: {note}" for note in job.candidate.card_notes]  # what was dropped from the source card
+            cost = bundle.record.resources.get("build")
+            if cost is not None:
+                notes.append(build_cost_note(cost))
+            report.add_published(job.source, job.revision, result, "; ".join((*job.reasons, *notes)))
+            state.published[job.source] = (bundle.record, job.repos)
 
 
 def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, options: RunOptions) -> None:
@@ -455,192 +395,6 @@ def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Reci
         guard(report, status_repo, None, write)
 
 
-def group_jobs(jobs: list[plan.BuildJob]) -> dict[tuple[str, str], list[plan.BuildJob]]:
-    """Jobs by target and target revision: one target download and export serves the whole group."""
-    groups: dict[tuple[str, str], list[plan.BuildJob]] = defaultdict(list)
-    for job in jobs:
-        groups[(job.target, job.target_revision)].append(job)
-    return dict(groups)
-
-
-def _build_and_publish(
-    report: RunReport,
-    state: RunMemory,
-    reader: Hub,
-    writer: Hub,
-    recipe: Recipe,
-    members: list[plan.BuildJob],
-    scratch: Path,
-    options: RunOptions,
-) -> None:
-    ready: list[tuple[plan.BuildJob, Bundle]] = []
-    if not guard_group(
-        report,
-        members,
-        lambda: ready.extend(
-            build_in_builder(reader, writer, recipe, members, scratch, report, keep_work=options.keep_work)
-        ),
-    ):
-        return
-    if ready:
-        with log.group(f"publish {ready[0][0].target_repo} and {len(ready)} draft(s)"):
-            guard_group(report, [job for job, _ in ready], lambda: publish_jobs(report, writer, recipe, ready, state))
-
-
-def build_in_builder(
-    reader: Hub,
-    writer: Hub,
-    recipe: Recipe,
-    members: list[plan.BuildJob],
-    scratch: Path,
-    report: RunReport,
-    *,
-    keep_work: bool = False,
-) -> list[tuple[plan.BuildJob, Bundle]]:
-    """Build one target group in a separate, token-free process tree, and read back what it built.
-
-    The builder is `dflash-bot build --job` (the Actions build job's command) started with
-    `bot.sandbox.confinement.start_builder`: no write token in its environment, no inherited file descriptors, its own
-    session and, where the OS allows, its own user and PID namespaces; so neither it nor the checkpoint-loading
-    children it starts can reach this process, which holds the write token. It downloads with the read token
-    only (never the write token, even when discovery here fell back to it).
-
-    Returns:
-        (job, bundle) for every draft built and checked (`bot.run.handoff.read_built`); every other draft's outcome is
-        added to `report`.
-    """
-    from bot.run.handoff import artifact_name, read_built
-    from bot.sandbox.confinement import start_builder
-
-    group = scratch / f"group-{artifact_name(members[0].target)}"
-    group.mkdir(parents=True, exist_ok=True)
-    jobs_file, recipe_file, out = group / "jobs.json", group / "recipe.yaml", group / "bundles"
-    jobs_file.write_text(json.dumps([job.model_dump(mode="json") for job in members]), encoding="utf-8")
-    recipe_file.write_text(yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
-    read_token = reader.token if reader.token and reader.token != writer.token else None
-    env = {k: v for k, v in os.environ.items() if k != "HF_READ_TOKEN"}
-    if read_token:
-        env["HF_READ_TOKEN"] = read_token
-    command = [
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "build",
-        "--job",
-        f"@{jobs_file}",
-        "--out",
-        str(out),
-        "--recipe",
-        str(recipe_file),
-        "--endpoint",
-        reader.endpoint,
-        "--work",
-        str(group / "work"),
-    ]
-    if keep_work:
-        command.append("--keep-work")
-    with log.group(f"build {members[0].target} and {len(members)} draft(s) in a token-free builder"):
-        with tracked(start_builder(command, env=env)) as builder:
-            code = builder.wait()
-        log.step("builder exited with %d", code)
-    ready = []
-    for job in members:
-        bundle = read_built(report, job, out / artifact_name(job.source))
-        if bundle is not None:
-            ready.append((job, bundle))
-    return ready
-
-
-def publish_jobs(
-    report: RunReport, writer: Hub, recipe: Recipe, ready: list[tuple[plan.BuildJob, Bundle]], state: RunMemory
-) -> None:
-    """Publish the bundles of one target group (the target repo once) and record each draft's outcome."""
-    results = publish_group(writer, [(bundle, job.repos) for job, bundle in ready], private=recipe.publish.private)
-    for (job, bundle), result in zip(ready, results, strict=True):
-        if isinstance(result, BotError):
-            report.add(Outcome.of_error(job.source, job.revision, result))
-        else:
-            notes = [report_note(bundle.record.draft.format)] if bundle.record.draft.format == "per-row" else []
-            notes += [f"card: {note}" for note in job.card_notes]  # what was dropped from the source card
-            cost = bundle.record.resources.get("build")
-            if cost is not None:
-                notes.append(
-                    f"built in {cost.seconds:.0f} s, peak {gb(cost.peak_rss_bytes or 0)} memory and "
-                    f"{gb(cost.peak_disk_bytes or 0)} disk"
-                )
-            report.add_published(job.source, job.revision, result, "; ".join((*job.reasons, *notes)))
-            state.published[job.source] = (bundle.record, job.repos)
-
-
-def fetch_and_build(
-    reader: Hub,
-    recipe: Recipe,
-    members: list[plan.BuildJob],
-    scratch: Path,
-    report: RunReport,
-    *,
-    keep_work: bool = False,
-) -> list[tuple[plan.BuildJob, DraftOutcome]]:
-    """Download one target and its drafts with the reader, then build each draft into `scratch/.../bundles`.
-
-    Used by `run` (then publishes) and by `dflash-bot build --job` (a matrix entry: the bundle goes to publish).
-    Sources that cannot be downloaded get their outcome in `report`.
-
-    Returns:
-        (job, build outcome) for every downloaded draft.
-    """
-    first = members[0]
-    group_dir = scratch / _safe_name(first.target)
-    with log.group(f"fetch {first.target} and {len(members)} draft(s)"):
-        try:
-            reuse = first.reuse_target
-            estimate = estimate_build(
-                sum(j.draft_bytes for j in members),
-                first.target_bytes,
-                local_runner(scratch),
-                recipe.runners.sizing,
-                target_reused=reuse is not None,
-            )
-            require_free_disk(scratch, estimate.peak_disk_bytes, "download and export", subject=first.target)
-            if reuse is not None:  # the published int4 IR instead of the bf16 weights (bot.plan.reuse)
-                target_dir = reader.download(reuse.repo, reuse.revision, group_dir / "target-ir", reuse.files).path
-            else:
-                target_dir = reader.download(
-                    first.target, first.target_revision, group_dir / "target", first.target_files
-                ).path
-        except BotError as error:
-            failure = error if isinstance(error, Skip) else Failure(error.message, stage=error.stage or "download")
-            for job in members:
-                report.add(
-                    Outcome(
-                        job.source,
-                        job.revision,
-                        Status.SKIPPED if isinstance(error, Skip) else Status.FAILED,
-                        f"target {first.target}: {failure.reason()}",
-                    )
-                )
-            return []
-        drafts: list[DraftBuild] = []
-        downloaded: list[plan.BuildJob] = []
-        for index, job in enumerate(members):
-            try:
-                path = reader.download(job.source, job.revision, group_dir / f"draft-{index}", job.draft_files).path
-            except BotError as error:
-                report.add(Outcome.of_error(job.source, job.revision, error))
-                continue
-            drafts.append(
-                DraftBuild(
-                    job.candidate(), Checkout(path, job.source, job.revision), group_dir / "bundles" / f"draft-{index}"
-                )
-            )
-            downloaded.append(job)
-    if not drafts:
-        return []
-    target = Checkout(target_dir, first.target, first.target_revision)
-    outcomes = build_group(target, drafts, recipe, work=scratch, keep_work=keep_work, reused=first.reuse_target)
-    return list(zip(downloaded, outcomes, strict=True))
-
-
 def _bot_user(writer: Hub) -> str | None:
     """The user the write token publishes as (its commits are the only ones reuse trusts); None when the Hub
     cannot say, so nothing is reused this run."""
@@ -651,23 +405,18 @@ def _bot_user(writer: Hub) -> str | None:
         return None
 
 
-def _listing_for(reader: Hub, repo_id: str) -> RepoListing:
-    files = reader.repo_files(repo_id)
-    return RepoListing(
-        repo_id=repo_id,
-        sha=files.sha,
-        last_modified=None,
-        tags=(),
-        gated=files.gated,
-        private=files.private,
-        architectures=(),
-        model_type=None,
-        card_data=files.card_data,
-    )
-
-
-def _safe_name(repo_id: str) -> str:
-    return repo_id.replace("/", "--")
-
-
-__all__ = ["PublishResult", "RunOptions", "fetch_and_build", "group_jobs", "guard", "plan_run", "run"]
+# The steps of the one path, for the Actions split (`bot.run.fanout`), the CLI and the tests.
+__all__ = [
+    "RunMemory",
+    "RunOptions",
+    "build_and_hand_off",
+    "build_in_builder",
+    "fetch_and_build",
+    "finish_status",
+    "guard",
+    "guard_group",
+    "load_memory",
+    "plan_run",
+    "publish_step",
+    "run",
+]

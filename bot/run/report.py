@@ -7,9 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
 from bot.core.outcome import Outcome, Status
 
 if TYPE_CHECKING:
+    from bot.core.record import StageResources
     from bot.publish.publisher import PublishResult
 
 
@@ -90,10 +95,6 @@ class RunReport:
         return "\n".join(lines) + "\n"
 
     def print_table(self) -> None:
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.table import Table
-
         table = Table(title="dflash-bot run" + (" (dry run)" if self.dry_run else ""))
         for column in ("source", "revision", "outcome", "reason", "repos"):
             table.add_column(column, overflow="fold")
@@ -116,6 +117,20 @@ class RunReport:
         console = Console(width=160)
         console.print(table)
         console.print(f"Hub requests: {self.hub_requests}; commits: {len(self.commits)}")
+
+
+def build_cost_note(cost: StageResources) -> str:
+    """What a published build cost, for its outcome's reason: time, memory and disk. The memory's anonymous part
+    (what a runner must hold) and its file-backed part (mapped weights the kernel can drop) are shown apart when the
+    record has them."""
+    memory = f"peak {_gb(cost.peak_rss_bytes or 0)} memory"
+    if cost.peak_anon_bytes is not None and cost.peak_file_bytes is not None:
+        memory += f" ({_gb(cost.peak_anon_bytes)} anonymous, {_gb(cost.peak_file_bytes)} file-backed)"
+    return f"built in {cost.seconds:.0f} s, {memory} and {_gb(cost.peak_disk_bytes or 0)} disk"
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB"
 
 
 def _cell(text: str) -> str:

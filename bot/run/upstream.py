@@ -16,6 +16,7 @@ its answers or its output (`pip_environment`), so `PIP_QUIET=1` cannot turn "new
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
@@ -32,10 +33,11 @@ from typing import Protocol
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from bot.core import log
-from bot.core.errors import BotError, Failure
+from bot.build.group import Checkout, DraftBuild, build_group
+from bot.core import log, package_data
+from bot.core.errors import BotError, Failure, Stage, UsageError
 from bot.core.profiles import (
-    REPO_ROOT,
+    PROFILES_FILE,
     Bounds,
     Profile,
     ProfileSet,
@@ -46,14 +48,33 @@ from bot.core.profiles import (
     ensure_environment,
     json_from,
     load_profiles,
-    profiles_dir,
     transformers_bounds,
 )
+from bot.core.recipe import load_recipe
+from bot.core.settings import Settings
 from bot.core.toolchain import Toolchain, detect
+from bot.discover.candidates import classify_folders
 
 # The packages the watch follows; every other pin of a profile moves only when a candidate needs it to.
 STACK = ("optimum-intel", "optimum", "openvino", "openvino-tokenizers", "openvino-genai", "nncf", "transformers")
-PYPROJECT = REPO_ROOT / "pyproject.toml"
+
+
+def pinned_files() -> tuple[Path, Path]:
+    """Where `dflash-bot toolchain check --write` pins a passing candidate: the checkout's `toolchains/profiles.yaml`
+    and `pyproject.toml`.
+
+    Raises:
+        UsageError: the bot is installed (from a wheel), not run from a checkout: there is no `pyproject.toml`,
+            and the installed copy of `profiles.yaml` is not where the project's pins live.
+    """
+    checkout = package_data.checkout()
+    if checkout is None:
+        raise UsageError(
+            "--write pins the candidate in pyproject.toml and toolchains/profiles.yaml of a checkout of the project, "
+            f"and this bot is installed ({package_data.folder(package_data.PACKAGE)}), without a pyproject.toml: "
+            "run `dflash-bot toolchain check --write` from a checkout (or leave --write out)"
+        )
+    return PROFILES_FILE, checkout / "pyproject.toml"
 
 
 # ---- asking the index ----
@@ -175,14 +196,14 @@ class PipIndex:
                 env=pip_environment(os.environ),
             )
         except subprocess.TimeoutExpired:
-            raise Failure(f"pip {args[0]} ran past {self.timeout_s:.0f}s", stage="toolchain") from None
+            raise Failure(f"pip {args[0]} ran past {self.timeout_s:.0f}s", stage=Stage.TOOLCHAIN) from None
         if done.returncode != 0:
             errors = (
                 [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
                 or done.stderr.strip().splitlines()[-1:]
                 or ["(no output)"]
             )
-            raise Failure(f"pip {' '.join(args[:2])}: {' '.join(errors)[:600]}", stage="toolchain")
+            raise Failure(f"pip {' '.join(args[:2])}: {' '.join(errors)[:600]}", stage=Stage.TOOLCHAIN)
 
     def resolve(self, requirements: Sequence[str], *, no_deps: bool = False) -> Resolution:
         """Raises Failure when pip finds no set of releases that satisfies the requirements."""
@@ -195,7 +216,7 @@ class PipIndex:
             try:
                 return Resolution.from_report(json.loads(report.read_text(encoding="utf-8")))
             except (OSError, ValueError, AttributeError) as exc:
-                raise Failure(f"pip wrote no readable --report ({exc})", stage="toolchain") from None
+                raise Failure(f"pip wrote no readable --report ({exc})", stage=Stage.TOOLCHAIN) from None
 
     def newest(self, requirement: str) -> str | None:
         """The release pip would install for `requirement` alone (final releases unless the range names a
@@ -234,19 +255,17 @@ def extract_model_configs(folder: Path) -> Path:
     """Unpack `optimum/exporters/openvino/model_configs.py` from the optimum-intel wheel in `folder`."""
     wheels = sorted(folder.glob("optimum_intel-*.whl"))
     if not wheels:
-        raise Failure(f"no optimum-intel wheel was downloaded into {folder}", stage="toolchain")
+        raise Failure(f"no optimum-intel wheel was downloaded into {folder}", stage=Stage.TOOLCHAIN)
     member = "optimum/exporters/openvino/model_configs.py"
     with zipfile.ZipFile(wheels[-1]) as wheel:
         if member not in wheel.namelist():
-            raise Failure(f"{wheels[-1].name} has no {member}", stage="toolchain")
+            raise Failure(f"{wheels[-1].name} has no {member}", stage=Stage.TOOLCHAIN)
         out = folder / "model_configs.py"
         out.write_bytes(wheel.read(member))
     return out
 
 
 def _installed_version(dist: str) -> str | None:
-    import importlib.metadata
-
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -409,7 +428,7 @@ def probe(python: Path | str, profile: str, model_types: Sequence[str] = ()) -> 
     )
     bounds, error = json_from(python, code, *model_types)
     if bounds is None:
-        raise Failure(f"profile {profile}: reading optimum-intel's bounds failed: {error}", stage="toolchain")
+        raise Failure(f"profile {profile}: reading optimum-intel's bounds failed: {error}", stage=Stage.TOOLCHAIN)
     return Probe(toolchain, bounds)
 
 
@@ -424,16 +443,16 @@ class PairResult:
     reason: str | None = None
 
 
-def run_tiny_pair(toolchain: Toolchain, work: Path, *, sweep: tuple[int, ...] = (3,)) -> PairResult:
-    """Export, inspect and validate the tiny oracle pair with `toolchain` (its python runs export and GenAI).
+def run_tiny_pair(
+    toolchain: Toolchain, work: Path, *, sweep: tuple[int, ...] = (3,), settings: Settings | None = None
+) -> PairResult:
+    """Export, inspect and validate the tiny oracle pair with `toolchain` (its python runs export and GenAI), its
+    children confined as `settings` say.
 
     The oracle draft always agrees with its target, so a toolchain that exports and runs DFlash correctly gives
     an accept length of exactly k + 1 (DESIGN §6); anything less means the candidate broke the draft path.
     """
-    from bot.build.group import Checkout, DraftBuild, build_group
-    from bot.core.recipe import load_recipe
-    from bot.discover.candidates import classify_folders
-    from tinymodels import make_tiny
+    from tinymodels import make_tiny  # imports torch: only the tiny-pair trial needs it
 
     pair = make_tiny("oracle", work / "oracle")
     recipe = load_recipe()
@@ -449,6 +468,7 @@ def run_tiny_pair(toolchain: Toolchain, work: Path, *, sweep: tuple[int, ...] = 
         recipe,
         work=scratch,
         toolchain=toolchain,
+        settings=settings,
     )
     if outcome.bundle is None:
         return PairResult(False, reason=outcome.error.one_line() if outcome.error else "no bundle written")
@@ -481,7 +501,13 @@ class CandidateResult:
 
 
 def try_candidate(
-    proposal: ProfileProposal, base: Profile, current: Toolchain, *, root: Path, work: Path
+    proposal: ProfileProposal,
+    base: Profile,
+    current: Toolchain,
+    *,
+    root: Path,
+    work: Path,
+    settings: Settings | None = None,
 ) -> CandidateResult:
     """Build (or reuse) the candidate environment of one profile, probe it and run the tiny pair in it."""
     assert proposal.candidate is not None
@@ -510,6 +536,7 @@ def try_candidate(
     pair = run_tiny_pair(
         Toolchain(found.toolchain.versions, found.toolchain.capabilities, candidate.name, str(python)),
         work / proposal.profile,
+        settings=settings,
     )
     if not pair.passed:
         problems.append(f"tiny oracle pair: {pair.reason}")
@@ -583,7 +610,12 @@ class CheckReport:
 
 
 def check(
-    profiles: ProfileSet | None = None, index: Index | None = None, *, build: bool = True, root: Path | None = None
+    profiles: ProfileSet | None = None,
+    index: Index | None = None,
+    *,
+    build: bool = True,
+    root: Path | None = None,
+    settings: Settings | None = None,
 ) -> CheckReport:
     """Ask the index for newer releases and, for each profile whose pins would move, try the candidate.
 
@@ -591,13 +623,15 @@ def check(
         profiles: the pinned profiles (default: toolchains/profiles.yaml).
         index: where to ask (default: pip with the user's configuration).
         build: build and try the candidate environments (False: only propose).
-        root: where candidate environments are cached (default: `<profiles_dir>/candidates`).
+        root: where candidate environments are cached (default: `settings.profiles_dir / "candidates"`).
+        settings: the CLI's (profile environments, the tiny pair's confinement; default `Settings()`).
 
     Raises:
         Failure: the index could not be asked or gave no consistent stack.
     """
     profiles = profiles or load_profiles()
     index = index or PipIndex()
+    settings = settings or Settings()
     installed = detect()
     current = Probe(installed, {})
     work = Path(tempfile.mkdtemp(prefix="dflash-bot-upstream-"))
@@ -612,8 +646,9 @@ def check(
                             proposal,
                             profiles.get(proposal.profile),
                             installed,
-                            root=root or profiles_dir() / "candidates",
+                            root=root or settings.profiles_dir / "candidates",
                             work=work,
+                            settings=settings,
                         )
                     )
         return CheckReport(proposals, current, results)

@@ -2,6 +2,11 @@
 
 `python -m bot.sandbox.child [--read DIR]... [--write DIR]... TOOL ARGS...`
 
+TOOL is `optimum-cli`, `exec` (any command, confined the same way) or the name of one of the bot's build tool modules
+(`bot.build.validate`, `bot.build.quality`, ...), whose `main(argv)` runs. The module is imported by name after the
+confinement is in force, so this package imports nothing from `bot.build` and no loader runs unconfined; only names
+of the form `bot.build.<module>` are accepted, so a command line cannot make it import anything else.
+
 It checks, from inside the process that will read the untrusted files, that no Hub credential is reachable (no
 secret-looking environment variable, no token file in its HF_HOME) and refuses to run otherwise. Then, before
 anything imports a loader, it confines itself with Landlock (`bot.sandbox.landlock`) to the folders it was given, the
@@ -15,14 +20,24 @@ checks).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-from bot.sandbox.isolation import SECRET_NAME
+from huggingface_hub import get_token
+
+from bot.core import package_data
+from bot.core.settings import SANDBOX_VARIABLE
+from bot.sandbox.confinement import SECRET_NAME
+from bot.sandbox.landlock import LandlockError, abi_version, restrict
 
 REFUSED = 70  # EX_SOFTWARE: the parent built a wrong environment
-TOOLS = ("optimum-cli", "validate", "validate-per-row", "quality", "inspect", "exec")
+COMMANDS = ("optimum-cli", "exec")
+# The build side's tool modules (each defines `main(argv) -> int`); nothing outside `bot.build` can be named.
+TOOL_MODULE = re.compile(r"bot\.build\.[a-z][a-z0-9_]*")
 # System files a Python process and OpenVINO need; the rest of /etc (keys, shadow, machine ids) stays closed.
 _SYSTEM_READS = (
     "/usr",
@@ -65,33 +80,32 @@ def visible_credentials(env: dict[str, str] | None = None) -> list[str]:
     """Names of credentials this process could use: secret-looking variables and a stored Hub token."""
     env = dict(os.environ) if env is None else env
     found = sorted(name for name in env if SECRET_NAME.search(name))
-    from huggingface_hub import get_token
-
     if get_token() is not None:
         found.append("huggingface_hub.get_token()")
     return found
 
 
 def python_environment() -> list[Path]:
-    """The folders this interpreter imports from: its prefixes, `sys.path` and the bot's own package."""
+    """The folders this interpreter imports from: its prefixes, `sys.path`, the bot's own package and its data
+    packages (`bot.toolchains`, ...: an editable install maps them in from the checkout, outside `bot/`, and
+    `bot.core.profiles` imports one)."""
     roots = {
         Path(sys.prefix),
         Path(sys.base_prefix),
         Path(sys.exec_prefix),
         Path(sys.executable).resolve().parent,
         Path(__file__).resolve().parents[1],
+        *(package_data.folder(name) for name in package_data.DATA_PACKAGES),
     }
     roots |= {Path(entry) for entry in sys.path if entry and os.path.isabs(entry)}
     return sorted({root for path in roots for root in (path, path.resolve())})
 
 
-def confine(reads: list[Path], writes: list[Path]) -> str:
-    """Apply Landlock for this process and its children; the line says what is in force (for the log)."""
-    from bot.sandbox.confinement import SETTING, wanted_layers
-    from bot.sandbox.landlock import LandlockError, abi_version, restrict
-
-    if "landlock" not in wanted_layers():
-        return f"sandbox: Landlock switched off by {SETTING}: files are not confined by the OS in this process"
+def confine(reads: list[Path], writes: list[Path], *, landlock: bool = True) -> str:
+    """Apply Landlock for this process and its children, unless the parent's settings switched it off
+    (`--no-landlock`); the line says what is in force (for the log)."""
+    if not landlock:
+        return f"sandbox: Landlock switched off by {SANDBOX_VARIABLE}: files are not confined by the OS in this process"
     if abi_version() < 1:
         return "sandbox: Landlock unavailable in this kernel: files are not confined by the OS in this process"
     try:
@@ -105,6 +119,15 @@ def confine(reads: list[Path], writes: list[Path]) -> str:
     return f"sandbox: Landlock ABI {abi}: reads confined to {len(reads)} input and {len(writes)} work folder(s)"
 
 
+def prepare_home(env: Mapping[str, str]) -> None:
+    """Create the HOME, TMPDIR and HF_HOME this process was given (`untrusted_env(home=...)`) and record OpenVINO's
+    telemetry as declined in that HOME."""
+    for variable in ("HOME", "TMPDIR", "HF_HOME"):
+        if env.get(variable):
+            Path(env[variable]).mkdir(parents=True, exist_ok=True)
+    decline_telemetry(env.get("HOME"))
+
+
 def decline_telemetry(home: str | None) -> None:
     """OpenVINO's telemetry keeps its consent state in $HOME/intel: record "declined" in the sandbox's own HOME."""
     if not home:
@@ -116,13 +139,21 @@ def decline_telemetry(home: str | None) -> None:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """`--read DIR`... `--write DIR`... `TOOL ARGS...` (what `bot.sandbox.isolation.sandboxed` builds)."""
+    """`[--no-landlock] --read DIR`... `--write DIR`... `TOOL ARGS...` (what `bot.sandbox.isolation.sandboxed`
+    builds from the parent's `Settings.sandbox_layers`)."""
     parser = argparse.ArgumentParser(prog="python -m bot.sandbox.child", allow_abbrev=False)
+    parser.add_argument("--no-landlock", action="store_true", help=f"no Landlock ({SANDBOX_VARIABLE} leaves it out)")
     parser.add_argument("--read", action="append", default=[], type=Path, help="input folder (read-only)")
     parser.add_argument("--write", action="append", default=[], type=Path, help="work folder (read-write)")
-    parser.add_argument("tool", choices=TOOLS)
+    parser.add_argument("tool", type=_tool, help=f"{' or '.join(COMMANDS)}, or a tool module (bot.build.<module>)")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     return parser.parse_args(argv)
+
+
+def _tool(name: str) -> str:
+    if name in COMMANDS or TOOL_MODULE.fullmatch(name):
+        return name
+    raise argparse.ArgumentTypeError(f"{name!r} is neither {' nor '.join(COMMANDS)} nor a bot.build tool module")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,11 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.read or options.write:
         for folder in options.write:
             folder.mkdir(parents=True, exist_ok=True)
-        for variable in ("HOME", "TMPDIR", "HF_HOME"):
-            if os.environ.get(variable):
-                Path(os.environ[variable]).mkdir(parents=True, exist_ok=True)
-        decline_telemetry(os.environ.get("HOME"))
-        print(confine(options.read, options.write), flush=True)
+        prepare_home(os.environ)
+        print(confine(options.read, options.write, landlock=not options.no_landlock), flush=True)
     else:
         print("sandbox: no folders given: files are not confined by the OS in this process", flush=True)
     return _run(options.tool, options.args)
@@ -147,26 +175,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(tool: str, args: list[str]) -> int:
     if tool == "optimum-cli":
+        # heavy (torch, transformers), and a loader: imported only here, behind the confinement
         from optimum.commands.optimum_cli import main as optimum_main
 
         sys.argv = ["optimum-cli", *args]
         return optimum_main() or 0
-    if tool == "validate":
-        from bot.build.validate import main as validate_main
-
-        return validate_main(args)
-    if tool == "quality":
-        from bot.build.quality import main as quality_main
-
-        return quality_main(args)
-    if tool == "inspect":
-        from bot.build.inspect_child import main as inspect_main
-
-        return inspect_main(args)
-    if tool == "validate-per-row":
-        from bot.build.validate_per_row import main as validate_per_row_main
-
-        return validate_per_row_main(args)
+    if tool != "exec":
+        return _run_module(tool, args)
     # exec: any command, confined the same way (Landlock and namespaces are inherited across exec).
     if not args:
         print("sandbox: exec needs a command", file=sys.stderr)
@@ -174,6 +189,22 @@ def _run(tool: str, args: list[str]) -> int:
     sys.stdout.flush()
     os.execvp(args[0], args)
     return 2  # not reached
+
+
+def _run_module(name: str, args: list[str]) -> int:
+    """Import a build tool module (now, behind the confinement) and run its `main(argv)`."""
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:  # the tool itself is missing, not one of its imports
+            print(f"sandbox: no tool module {name}", file=sys.stderr)
+            return 2
+        raise
+    entry = getattr(module, "main", None)
+    if not callable(entry):
+        print(f"sandbox: {name} has no main(argv): not a tool", file=sys.stderr)
+        return 2
+    return entry(args)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ Two layers, each probed on this machine and used when it works:
 With neither, the fallback is `none`: scrubbed environment, path sanitising, token scrubbing; it is logged.
 
 `DFLASH_BOT_SANDBOX` (`auto`, default; or a comma list of `namespaces`, `landlock`; or `none`) narrows the layers,
-for tests of each layer and for machines where one misbehaves.
+for tests of each layer and for machines where one misbehaves; `Settings.sandbox_layers` holds what it says, and the
+functions here take those layers as an argument (all of them by default: leaving it out never confines less).
 
 The process that holds the write token calls `hold_write_token()` first and starts the build side with
 `start_builder()`: the builder tree never has the token in its environment, cannot read it from the holder's
@@ -24,13 +25,18 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-SETTING = "DFLASH_BOT_SANDBOX"
-LAYERS = ("namespaces", "landlock")
+from bot.core.settings import SANDBOX_LAYERS, SANDBOX_VARIABLE
+from bot.sandbox.landlock import abi_version
+from bot.sandbox.telemetry import off_env
+
+# Anything that looks like a credential stays out of the build processes: they load untrusted files.
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|CREDENTIALS?|API_KEY|PRIVATE_KEY)(_|$)", re.IGNORECASE)
 # A fresh user namespace (no capability outside it), PID namespace with its own /proc (no ancestor visible),
 # mount namespace (for that /proc) and network namespace (no network); whatever the child leaves behind in it dies
 # with it (--kill-child).
@@ -78,27 +84,8 @@ class Confinement:
         return {"confinement": self.name, "landlock_abi": self.landlock_abi}
 
 
-def wanted_layers(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The layers `DFLASH_BOT_SANDBOX` allows (all by default).
-
-    Raises:
-        ValueError: an unknown layer name.
-    """
-    value = (os.environ if env is None else env).get(SETTING, "auto").strip().lower()
-    if value in ("", "auto"):
-        return LAYERS
-    if value == "none":
-        return ()
-    layers = tuple(part.strip() for part in value.split(",") if part.strip())
-    unknown = [layer for layer in layers if layer not in LAYERS]
-    if unknown:
-        raise ValueError(f"{SETTING}={value!r}: unknown layer {unknown[0]!r} (use auto, none or {', '.join(LAYERS)})")
-    return layers
-
-
-def confinement(env: Mapping[str, str] | None = None) -> Confinement:
-    """What this machine gives the children, within what `DFLASH_BOT_SANDBOX` allows."""
-    layers = wanted_layers(env)
+def confinement(layers: Sequence[str] = SANDBOX_LAYERS) -> Confinement:
+    """What this machine gives the children, within the layers allowed (`Settings.sandbox_layers`)."""
     notes = []
     namespaces = False
     if "namespaces" in layers:
@@ -107,14 +94,12 @@ def confinement(env: Mapping[str, str] | None = None) -> Confinement:
             notes.append(f"namespaces unavailable: {why}")
     landlock_abi = 0
     if "landlock" in layers:
-        from bot.sandbox.landlock import abi_version
-
         landlock_abi = abi_version()
         if not landlock_abi:
             notes.append("Landlock not enabled in this kernel")
-    off = [layer for layer in LAYERS if layer not in layers]
+    off = [layer for layer in SANDBOX_LAYERS if layer not in layers]
     if off:
-        notes.append(f"{', '.join(off)} switched off by {SETTING}")
+        notes.append(f"{', '.join(off)} switched off by {SANDBOX_VARIABLE}")
     return Confinement(namespaces=namespaces, landlock_abi=landlock_abi, detail="; ".join(notes))
 
 
@@ -155,9 +140,6 @@ def hold_write_token(names: Sequence[str] = WRITE_TOKEN_VARIABLES) -> str | None
 def builder_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment of the build side: every secret removed except the read token, no stored Hub token reachable,
     telemetry switched off (`bot.sandbox.telemetry`; its `main` also makes OpenVINO's telemetry unimportable in it)."""
-    from bot.sandbox.isolation import SECRET_NAME
-    from bot.sandbox.telemetry import off_env
-
     source = os.environ if base is None else base
     env = off_env({k: v for k, v in source.items() if not SECRET_NAME.search(k) or k in READ_TOKEN_VARIABLES})
     # A token saved by `hf auth login` lives in HF_HOME/token: point the client at an empty file instead.
@@ -166,16 +148,23 @@ def builder_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def start_builder(argv: Sequence[str], *, env: Mapping[str, str] | None = None, **popen: object) -> subprocess.Popen:
+def start_builder(
+    argv: Sequence[str],
+    *,
+    layers: Sequence[str] = SANDBOX_LAYERS,
+    env: Mapping[str, str] | None = None,
+    **popen: object,
+) -> subprocess.Popen:
     """Start the token-free build side (`argv`, e.g. `dflash-bot build ...`) as its own process tree.
 
     It gets `builder_env(env)`, no inherited file descriptors, its own session, and, where namespaces work and
-    `DFLASH_BOT_SANDBOX` allows them, its own user and PID namespaces, so nothing in it can see the caller.
+    `layers` (`Settings.sandbox_layers`) allows them, its own user and PID namespaces, so nothing in it can see the
+    caller.
 
     Returns:
         The running process (wait on it, read its output as with any Popen).
     """
-    use_namespaces = "namespaces" in wanted_layers(env) and _namespaces_work(BUILDER_PREFIX)[0]
+    use_namespaces = "namespaces" in layers and _namespaces_work(BUILDER_PREFIX)[0]
     prefix = list(BUILDER_PREFIX) if use_namespaces else []
     return subprocess.Popen([*prefix, *argv], env=builder_env(env), close_fds=True, start_new_session=True, **popen)  # type: ignore[call-overload]
 

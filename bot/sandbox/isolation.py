@@ -18,13 +18,12 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from bot.core.errors import Failure
-from bot.sandbox.confinement import NAMESPACE_PREFIX, confinement
-from bot.sandbox.resources import PeakSampler, session_members
+from bot.core import log
+from bot.core.errors import Failure, InfrastructureFailure
+from bot.core.settings import SANDBOX_LAYERS
+from bot.sandbox.confinement import NAMESPACE_PREFIX, SECRET_NAME, confinement
+from bot.sandbox.resources import Memory, Peaks, PeakSampler, session_members
 from bot.sandbox.telemetry import SWITCHES
-
-# Anything that looks like a credential stays out of the build processes: they load untrusted files.
-SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|CREDENTIALS?|API_KEY|PRIVATE_KEY)(_|$)", re.IGNORECASE)
 
 
 def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = None) -> dict[str, str]:
@@ -60,7 +59,12 @@ def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = 
 
 
 def sandboxed(
-    tool: str, python: str | None = None, *, reads: Sequence[Path] = (), writes: Sequence[Path] = ()
+    tool: str,
+    python: str | None = None,
+    *,
+    reads: Sequence[Path] = (),
+    writes: Sequence[Path] = (),
+    layers: Sequence[str] = SANDBOX_LAYERS,
 ) -> list[str]:
     """Command running `tool` (optimum-cli, validate or exec) behind `bot.sandbox.child`, confined by the OS.
 
@@ -69,30 +73,24 @@ def sandboxed(
         python: the interpreter of the job's toolchain profile (None: this one).
         reads: input folders the child may read (the checkpoint working copies, IR folders).
         writes: folders it may write (its output and its HOME/TMPDIR/HF_HOME, see `untrusted_env`).
+        layers: the OS confinement layers allowed (`Settings.sandbox_layers`; all by default): the namespaces
+            are chosen here, Landlock is told to the child (`--no-landlock` when left out).
 
     Returns:
-        The command prefix: in fresh user, PID, mount and network namespaces when the machine allows them
-        (`confinement()`), then `bot.sandbox.child`, which applies Landlock to `reads` and `writes` before loading.
-
-    Raises:
-        Failure: `DFLASH_BOT_SANDBOX` names an unknown layer.
+        The command prefix: in fresh user, PID, mount and network namespaces when the machine and `layers` allow
+        them (`confinement()`), then `bot.sandbox.child`, which applies Landlock (when `layers` has it) to `reads`
+        and `writes` before loading.
     """
     folders = [arg for path in reads for arg in ("--read", str(path))]
     folders += [arg for path in writes for arg in ("--write", str(path))]
-    return [*sandbox_prefix(python), *folders, tool]
+    landlock = [] if "landlock" in layers else ["--no-landlock"]
+    return [*sandbox_prefix(python, layers), *landlock, *folders, tool]
 
 
-def sandbox_prefix(python: str | None = None) -> list[str]:
-    """What every `sandboxed` command starts with: the namespace wrapper when the machine allows one, then
-    `python -m bot.sandbox.child`.
-
-    Raises:
-        Failure: `DFLASH_BOT_SANDBOX` names an unknown layer.
-    """
-    try:
-        state = confinement()
-    except ValueError as exc:  # a misspelt DFLASH_BOT_SANDBOX: say so rather than run unconfined
-        raise Failure(str(exc), stage="sandbox") from None
+def sandbox_prefix(python: str | None = None, layers: Sequence[str] = SANDBOX_LAYERS) -> list[str]:
+    """What every `sandboxed` command starts with: the namespace wrapper when the machine and `layers` allow one,
+    then `python -m bot.sandbox.child`."""
+    state = confinement(layers)
     _announce(state.describe())
     wrapper = list(NAMESPACE_PREFIX) if state.namespaces else []
     return [*wrapper, python or sys.executable, "-m", "bot.sandbox.child"]
@@ -105,8 +103,6 @@ def _announce(line: str) -> None:
     """Log what confines the children once per process (and again only if it changes)."""
     if line not in _announced:
         _announced.add(line)
-        from bot.core import log
-
         log.step("%s", line)
 
 
@@ -150,34 +146,45 @@ def run_logged(
     what: str,
     cwd: Path | None = None,
     memory_budget_bytes: int | None = None,
-) -> int:
+) -> Peaks:
     """Run `cmd`, stdout and stderr into `log_path`, within `timeout_s` and `memory_budget_bytes`.
 
-    The RSS of the child's whole process tree and session is sampled while it runs
+    The memory of the child's whole process tree and session is sampled while it runs
     (`bot.sandbox.resources.PeakSampler`), and whatever is left in its session when it ends is killed.
 
     Args:
-        memory_budget_bytes: when that RSS goes over this, its process group is killed (None: no limit).
+        memory_budget_bytes: when the tree's anonymous memory plus swap goes over this, its process group is killed
+            (None: no limit). File-backed pages (mapped weights) do not count: the kernel drops and re-reads them
+            under pressure, so they slow a build down but never make it run out of memory.
 
     Returns:
-        The peak RSS of the child's process tree, in bytes.
+        The peaks of the child's process tree: RSS, anonymous (plus swap) and file-backed, in bytes.
 
     Raises:
         Failure: non-zero exit (with the last meaningful log line, and the signal and its sender when a signal
-            ended it: `exit_cause`), timeout, or the memory budget exceeded (naming `what`, the measured peak and
-            the budget); the process group is killed in the last two cases.
+            ended it: `exit_cause`), timeout, or the memory budget exceeded (naming `what`, the anonymous and
+            file-backed memory when it crossed, and the budget); the process group is killed in the last two cases.
+            The time and memory limits are the recipe's, which the status memory fingerprints: a source over them
+            fails the same way again until the recipe changes, so this failure is remembered as the source's.
+        InfrastructureFailure: the bot is stopping (SIGTERM), so the child was not started or was killed.
     """
     if _stopping.is_set():
-        raise Failure(f"{what} not started: the bot is stopping")
+        raise InfrastructureFailure(f"{what} not started: the bot is stopping")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     oom_kills = kernel_oom_kills()
     process = _start(cmd, log_path=log_path, env=env, cwd=cwd)
     with _children_lock:
         _children.add(process)
     over_budget = threading.Event()
+    crossing: list[Memory] = []  # the sample that went over the budget
 
-    def guard(rss: int) -> None:
-        if memory_budget_bytes is not None and rss > memory_budget_bytes and not over_budget.is_set():
+    def guard(memory: Memory) -> None:
+        if (
+            memory_budget_bytes is not None
+            and memory.unreclaimable_bytes > memory_budget_bytes
+            and not over_budget.is_set()
+        ):
+            crossing.append(memory)
             over_budget.set()
             _kill_group(process, wait=False)
 
@@ -197,21 +204,28 @@ def run_logged(
         with _children_lock:
             _children.discard(process)
     if over_budget.is_set():
-        raise Failure(
-            f"{what} stopped: its processes reached {_gb(sampler.peak_rss_bytes)} of memory "
-            f"({sampler.peak_rss_bytes} bytes), over the budget of {_gb(memory_budget_bytes or 0)} "
-            f"({memory_budget_bytes} bytes); build it on a runner class with more memory "
-            f"(log: {log_path.name})"
-        )
+        raise Failure(over_budget_message(what, crossing[0], memory_budget_bytes or 0, log_path))
     if _stopping.is_set():
-        raise Failure(f"{what} stopped: the bot is stopping (SIGTERM), so its child was killed")
+        raise InfrastructureFailure(f"{what} stopped: the bot is stopping (SIGTERM), so its child was killed")
     if code != 0:
-        cause = exit_cause(_signal_through_unshare(code, log_path), oom_kills, sampler.peak_rss_bytes)
+        cause = exit_cause(_signal_through_unshare(code, log_path), oom_kills, sampler.peaks)
         raise Failure(f"{what} failed ({cause}): {last_error_line(log_path)}")
-    return sampler.peak_rss_bytes
+    return sampler.peaks
 
 
-def exit_cause(code: int, oom_kills_before: int | None, peak_rss_bytes: int) -> str:
+def over_budget_message(what: str, memory: Memory, budget_bytes: int, log_path: Path) -> str:
+    """The guard's failure: the stage, the memory that crossed (anonymous and file-backed) and the budget."""
+    anon = memory.unreclaimable_bytes
+    swapped = f", {_gb(memory.swap_bytes)} of it swapped" if memory.swap_bytes else ""
+    return (
+        f"{what} stopped: its processes held {_gb(anon)} of anonymous memory ({anon} bytes{swapped}; "
+        f"{_gb(memory.file_bytes)} file-backed besides, which does not count), over the budget of "
+        f"{_gb(budget_bytes)} ({budget_bytes} bytes); build it on a runner class with more memory "
+        f"(log: {log_path.name})"
+    )
+
+
+def exit_cause(code: int, oom_kills_before: int | None, peaks: Peaks) -> str:
     """Why a child ended with `code`, naming the killer when a signal ended it. The bot's own kills (memory guard,
     time limit, shutdown) are reported before this is asked, so a signal here came from elsewhere.
 
@@ -223,17 +237,18 @@ def exit_cause(code: int, oom_kills_before: int | None, peak_rss_bytes: int) -> 
     if signum is None:
         return f"exit {code}"
     name = signal.Signals(signum).name if signum in _SIGNALS else f"signal {signum}"
+    peaked = f"{_gb(peaks.anon_bytes)} anonymous, {_gb(peaks.rss_bytes)} resident"
     oom_kills = kernel_oom_kills()
     if oom_kills is not None and oom_kills_before is not None and oom_kills > oom_kills_before:
         return (
             f"exit {code}: killed by {name} from the kernel's OOM killer, the machine ran out of memory "
-            f"(its processes peaked at {_gb(peak_rss_bytes)})"
+            f"(its processes peaked at {peaked})"
         )
     if signum in _CRASHES:
         return f"exit {code}: it crashed ({name})"
     return (
         f"exit {code}: killed by {name} from outside the bot (not its memory guard, time limit or shutdown, nor "
-        f"the kernel's OOM killer; its processes peaked at {_gb(peak_rss_bytes)})"
+        f"the kernel's OOM killer; its processes peaked at {peaked})"
     )
 
 

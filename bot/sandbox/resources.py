@@ -1,10 +1,12 @@
 """What a build stage really uses: wall time, peak memory of its process tree, peak disk under its work folder.
 
 The sizing model (`bot.plan.sizing`, constants from docs/scale.md) is fitted on these figures, and the memory guard of
-`bot.sandbox.isolation` uses the same process-tree sum. Memory is the resident set size (RSS) summed over a process and
-all its descendants, read from ``/proc`` (Linux, as the runners are); shared pages count once per process, as
-``/usr/bin/time`` and the kernel's OOM accounting see them. Disk is the space allocated to the files under a
-folder, each hard-linked file counted once.
+`bot.sandbox.isolation` uses the same process-tree sums. Memory is read from ``/proc/<pid>/status`` for a process and
+all its descendants (Linux, as the runners are) and kept by kind, because only one kind can kill a build: anonymous
+memory (RssAnon, plus VmSwap once swapped out) cannot be dropped, while file-backed pages (RssFile: mapped safetensors
+and IR weights) are dropped by the kernel under pressure and read again. The resident set size (RSS) is their sum with
+RssShmem; shared pages count once per process, as ``/usr/bin/time`` sees them. Disk is the space allocated to the
+files under a folder, each hard-linked file counted once.
 """
 
 from __future__ import annotations
@@ -12,13 +14,79 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 SAMPLE_INTERVAL_S = 0.2
+# The lines of /proc/<pid>/status this module reads, in kB, and the `Memory` field each one adds to.
+_STATUS_FIELDS = {
+    b"RssAnon:": "anon_bytes",
+    b"RssFile:": "file_bytes",
+    b"RssShmem:": "shmem_bytes",
+    b"VmSwap:": "swap_bytes",
+}
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Memory of a process tree at one moment, by kind (each summed over its processes).
+
+    Attributes:
+        anon_bytes: Resident anonymous memory (RssAnon): heaps, compiled models, tensors; the kernel cannot drop it.
+        file_bytes: Resident file-backed pages (RssFile): mapped weights the kernel may drop and read again.
+        shmem_bytes: Resident shared memory (RssShmem: tmpfs, shared anonymous mappings).
+        swap_bytes: Anonymous memory swapped out (VmSwap).
+    """
+
+    anon_bytes: int = 0
+    file_bytes: int = 0
+    shmem_bytes: int = 0
+    swap_bytes: int = 0
+
+    @property
+    def rss_bytes(self) -> int:
+        """The resident set size (VmRSS), as earlier figures and ``/usr/bin/time`` give it."""
+        return self.anon_bytes + self.file_bytes + self.shmem_bytes
+
+    @property
+    def unreclaimable_bytes(self) -> int:
+        """Anonymous memory, resident or swapped: what a memory budget (and the OOM killer) must hold."""
+        return self.anon_bytes + self.swap_bytes
+
+    def __add__(self, other: Memory) -> Memory:
+        return Memory(
+            self.anon_bytes + other.anon_bytes,
+            self.file_bytes + other.file_bytes,
+            self.shmem_bytes + other.shmem_bytes,
+            self.swap_bytes + other.swap_bytes,
+        )
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """The highest sample of each kind of memory over a run; each may come from a different moment.
+
+    Attributes:
+        rss_bytes: Highest resident set size.
+        anon_bytes: Highest anonymous memory, resident plus swapped (`Memory.unreclaimable_bytes`).
+        file_bytes: Highest resident file-backed memory.
+        shmem_bytes: Highest resident shared memory.
+    """
+
+    rss_bytes: int = 0
+    anon_bytes: int = 0
+    file_bytes: int = 0
+    shmem_bytes: int = 0
+
+    def with_sample(self, memory: Memory) -> Peaks:
+        return Peaks(
+            max(self.rss_bytes, memory.rss_bytes),
+            max(self.anon_bytes, memory.unreclaimable_bytes),
+            max(self.file_bytes, memory.file_bytes),
+            max(self.shmem_bytes, memory.shmem_bytes),
+        )
 
 
 @dataclass(frozen=True)
@@ -30,24 +98,33 @@ class StageResources:
         peak_rss_bytes: Highest sampled RSS of the measured process tree.
         peak_disk_bytes: Highest sampled disk use under the work folder (everything there, not just this stage's).
         output_bytes: Disk use of the stage's output folder when it ended (0 when it has none).
+        peak_anon_bytes: Highest sampled anonymous memory plus swap (what a memory limit must hold).
+        peak_file_bytes: Highest sampled file-backed resident memory (what should fit for speed; never kills).
+        peak_shmem_bytes: Highest sampled resident shared memory.
     """
 
     seconds: float
     peak_rss_bytes: int
     peak_disk_bytes: int
     output_bytes: int
+    peak_anon_bytes: int = 0
+    peak_file_bytes: int = 0
+    peak_shmem_bytes: int = 0
 
     def as_dict(self) -> dict:
         return {
             "seconds": round(self.seconds, 2),
             "peak_rss_bytes": self.peak_rss_bytes,
+            "peak_anon_bytes": self.peak_anon_bytes,
+            "peak_file_bytes": self.peak_file_bytes,
+            "peak_shmem_bytes": self.peak_shmem_bytes,
             "peak_disk_bytes": self.peak_disk_bytes,
             "output_bytes": self.output_bytes,
         }
 
 
-def tree_rss(root_pid: int) -> int:
-    """RSS bytes of `root_pid`, all its descendants and every other process of the session it leads (0 once it
+def tree_memory(root_pid: int) -> Memory:
+    """Memory of `root_pid`, all its descendants and every other process of the session it leads (zero once it
     has exited): a child started in a session of its own (`bot.sandbox.isolation`) that leaves an orphan behind,
     re-parented out of its tree, still has it counted."""
     children: dict[int, list[int]] = {}
@@ -60,13 +137,13 @@ def tree_rss(root_pid: int) -> int:
             children.setdefault(ids[0], []).append(int(entry.name))
             if ids[2] == root_pid:
                 in_session.append(int(entry.name))
-    total, stack, seen = 0, [root_pid, *in_session], set()
+    total, stack, seen = Memory(), [root_pid, *in_session], set()
     while stack:
         pid = stack.pop()
         if pid in seen:
             continue
         seen.add(pid)
-        total += _rss(pid)
+        total += process_memory(pid)
         stack.extend(children.get(pid, ()))
     return total
 
@@ -108,17 +185,26 @@ def disk_used(folder: Path) -> int:
 
 
 class PeakSampler:
-    """A background thread that keeps the peak RSS of a process tree and, optionally, of disk under a folder.
+    """A background thread that keeps the peak memory of a process tree, of each kind (`Peaks`), and, optionally,
+    of disk under a folder.
 
-    `on_sample(rss)` runs after each sample (the memory guard kills the tree from there).
+    `on_sample(memory)` runs after each sample with that sample's `Memory` (the memory guard kills the tree from
+    there).
     """
 
-    def __init__(self, pid: int, *, disk: Path | None = None, interval_s: float = SAMPLE_INTERVAL_S, on_sample=None):
+    def __init__(
+        self,
+        pid: int,
+        *,
+        disk: Path | None = None,
+        interval_s: float = SAMPLE_INTERVAL_S,
+        on_sample: Callable[[Memory], None] | None = None,
+    ):
         self.pid = pid
         self.disk = disk
         self.interval_s = interval_s
         self.on_sample = on_sample
-        self.peak_rss_bytes = 0
+        self.peaks = Peaks()
         self.peak_disk_bytes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"peak-sampler-{pid}", daemon=True)
@@ -133,13 +219,17 @@ class PeakSampler:
         self._thread.join()
         self.sample()
 
+    @property
+    def peak_rss_bytes(self) -> int:
+        return self.peaks.rss_bytes
+
     def sample(self) -> None:
-        rss = tree_rss(self.pid)
-        self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+        memory = tree_memory(self.pid)
+        self.peaks = self.peaks.with_sample(memory)
         if self.disk is not None:
             self.peak_disk_bytes = max(self.peak_disk_bytes, disk_used(self.disk))
         if self.on_sample is not None:
-            self.on_sample(rss)
+            self.on_sample(memory)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -149,7 +239,13 @@ class PeakSampler:
 class _Measurement:
     """Filled in when the `measure` block ends."""
 
-    result: StageResources | None = None
+    _result: StageResources | None = None
+
+    @property
+    def result(self) -> StageResources:
+        if self._result is None:
+            raise RuntimeError("a measurement is read once its `measure` block has ended")
+        return self._result
 
 
 @contextmanager
@@ -168,11 +264,14 @@ def measure(
     started = time.monotonic()
     with PeakSampler(pid or os.getpid(), disk=work, interval_s=interval_s) as sampler:
         yield holder
-    holder.result = StageResources(
+    holder._result = StageResources(
         seconds=time.monotonic() - started,
-        peak_rss_bytes=sampler.peak_rss_bytes,
+        peak_rss_bytes=sampler.peaks.rss_bytes,
         peak_disk_bytes=sampler.peak_disk_bytes,
         output_bytes=disk_used(output) if output is not None else 0,
+        peak_anon_bytes=sampler.peaks.anon_bytes,
+        peak_file_bytes=sampler.peaks.file_bytes,
+        peak_shmem_bytes=sampler.peaks.shmem_bytes,
     )
 
 
@@ -195,9 +294,20 @@ def _stat_ids(pid: int) -> tuple[int, int, int] | None:
     return int(fields[1]), int(fields[2]), int(fields[3])
 
 
-def _rss(pid: int) -> int:
+def process_memory(pid: int) -> Memory:
+    """One process's memory by kind, from ``/proc/<pid>/status`` (zero once it is gone, and for kernel threads)."""
     try:
-        with open(f"/proc/{pid}/statm", "rb") as handle:
-            return int(handle.read().split()[1]) * _PAGE_BYTES
-    except (OSError, IndexError, ValueError):
-        return 0
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            status = handle.read()
+    except OSError:
+        return Memory()
+    kilobytes = {}
+    for line in status.splitlines():
+        name, _, rest = line.partition(b"\t")
+        field = _STATUS_FIELDS.get(name)
+        if field is not None:
+            try:
+                kilobytes[field] = int(rest.split()[0]) * 1024
+            except (IndexError, ValueError):
+                continue
+    return Memory(**kilobytes)

@@ -12,7 +12,8 @@ bounded models below (`bot.status.read`: size and depth limits, aware timestamps
 recipe itself publishes), an invalid file or entry is dropped with a warning and rebuilt from the Hub, and a
 remembered "published" is believed only once the draft repo's record at its head agrees (`status_read.agrees`).
 
-Rendering lives in `bot.status.page`; this module holds the records, the memory rules and the Hub reads/writes.
+This module holds the records and the memory rules; `bot.status.read` reads the file from the Hub, `bot.status.page`
+renders and writes it.
 """
 
 from __future__ import annotations
@@ -26,40 +27,17 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
+from bot.core.errors import Fault, Stage
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
 from bot.core.safe_text import clean
 from bot.core.toolchain import Toolchain
-from bot.hub import Hub
 from bot.publish.collection import PublishedPair
 
 SCHEMA_VERSION = 1
 STATUS_JSON, README, CHART = "status.json", "README.md", "speedups.png"
 PUBLISHED, SKIPPED, FAILED = "published", "skipped", "failed"
 EntryStatus = Literal["published", "skipped", "failed"]
-# Outcomes that say more about the run's environment than about the source, so they are never remembered: a
-# failure of a Hub call or of the local disk (retried next run), and anything at the publish stage (a missing
-# write token, a lost commit race: the source itself was fine).
-_ENVIRONMENT_FAILURE_STAGES = frozenset(
-    {
-        "list",
-        "info",
-        "read",
-        "download",
-        "commit",
-        "create repo",
-        "tag",
-        "collection",
-        "list namespace",
-        "fetch",
-        "toolchain",
-        "verify",
-        "bundle",
-        "run",
-        None,
-    }
-)
-_NEVER_REMEMBERED_STAGES = frozenset({"publish"})
 MAX_REASON_CHARS = 1000  # a reason quoting a whole error page is cut; the run report keeps the full one
 
 # Field types of what `status.json` may hold: repo ids as the Hub spells them, short tokens, finite figures.
@@ -209,9 +187,10 @@ def needs_recheck(
         card_fp: the card template fingerprint; a published entry rendered with another template is examined
             (its cards are re-rendered). None: not compared.
 
-    A failure of a Hub call or the disk, and any outcome at the publish stage, is always examined again: it
-    says more about that run's environment than about the source. So is an entry checked "in the future" (no
-    age would ever make it due) and a published entry that names no repos (nothing could confirm it).
+    A failure of a Hub call, the disk or our side, and any outcome at the publish stage, is always examined
+    again (`source_fault`): it says more about that run's environment than about the source. So is an entry
+    checked "in the future" (no age would ever make it due) and a published entry that names no repos (nothing
+    could confirm it).
 
     Returns:
         True to examine (read provenance or config, maybe build); False to reuse the entry as it is.
@@ -232,12 +211,23 @@ def needs_recheck(
         return (card_fp is not None and entry.card_fingerprint != card_fp) or (
             recheck_after is not None and now - entry.last_checked >= recheck_after
         )
-    # A failure with no stage is an error nobody foresaw (the bot's, not the source's): always examined again.
-    if entry.stage in _NEVER_REMEMBERED_STAGES or (
-        entry.status == FAILED and entry.stage in _ENVIRONMENT_FAILURE_STAGES
-    ):
+    if not source_fault(entry):
         return True
     return recheck_after is not None and now - entry.last_checked >= recheck_after
+
+
+def source_fault(entry: StatusEntry) -> bool:
+    """Whether a remembered skip or failure is the source's, so the memory may keep it: its stage's `Fault`.
+
+    A failure counts only at a stage whose failures are the source's (`Fault.SOURCE`): one of the Hub, the disk or
+    the runner is retried next run. A failure without a stage, or at one this bot does not know, is a bug or our
+    side's (`InfrastructureFailure` is recorded without one): never the source's. A skip is the source's (the
+    Hub's answer that it is gated counts) except at the publish stage, where the source itself was fine.
+    """
+    stage = Stage.named(entry.stage)
+    if entry.status == FAILED:
+        return stage is not None and stage.fault is Fault.SOURCE
+    return stage is None or stage.fault is not Fault.OUTPUT
 
 
 def stale_published(entries: Iterable[StatusEntry], namespace_listing: Mapping[str, str]) -> list[str]:
@@ -429,65 +419,6 @@ def problem_entry(
         last_built=previous.last_built if previous else None,
         last_checked=now,
     )
-
-
-# ---- the Hub ----
-
-
-def read_status(hub: Hub, repo_id: str) -> StatusFile | None:
-    """The status file (one request), or None when there is none or it is unusable as a whole.
-
-    Invalid entries are dropped with a warning (`bot.status.read`: size and depth limits, strict models);
-    planning uses `status_read.load_status` with the recipe, which also drops entries naming repos the recipe
-    does not publish. None makes planning fall back to reading each candidate's published provenance, after
-    which the publish step writes a fresh status: a deleted or damaged status repo is rebuilt from the published
-    repos, without rebuilding any model.
-
-    Raises:
-        Failure: the Hub kept failing (a missing repo or file is None, not an error).
-    """
-    from bot.status.read import load_status
-
-    return load_status(hub, repo_id).status
-
-
-UNREAD = object()  # `write_status(current=UNREAD)`: the status was not read, or must be written back
-
-
-def write_status(
-    hub: Hub,
-    repo_id: str,
-    status: StatusFile,
-    *,
-    current: StatusFile | object | None = UNREAD,
-    endpoint: str | None = None,
-    private: bool = False,
-) -> str | None:
-    """Write README.md, status.json and speedups.png in one commit, only when their content changed.
-
-    Args:
-        hub: a Hub holding the write token (publish stage).
-        repo_id: the status dataset repo; created when missing.
-        status: the new status (`merged`).
-        current: the status this run read at planning (`read_status`'s result, None included). When given and
-            equal to `status`, nothing is sent at all; otherwise the files are committed and the Hub client
-            leaves out those whose bytes the Hub already has, so unchanged content still makes no commit.
-        endpoint: the Hub URL the page links repos to (default: the hub's own endpoint).
-
-    Returns:
-        The new commit id, or None when nothing changed.
-
-    Raises:
-        Failure: the Hub refused or kept failing the commit (412: another writer committed first).
-    """
-    if current is not UNREAD and current == status:
-        return None
-    from bot.status.page import render_files
-
-    files = render_files(status, endpoint=endpoint or hub.endpoint)
-    counts = {state: sum(entry.status == state for entry in status.entries) for state in (PUBLISHED, SKIPPED, FAILED)}
-    message = "Update status: " + ", ".join(f"{count} {state}" for state, count in counts.items())
-    return hub.commit_files(repo_id, files, message=message, repo_type="dataset", private=private).commit
 
 
 def now_utc() -> dt.datetime:

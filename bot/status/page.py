@@ -5,13 +5,13 @@ it reaches Markdown: control, bidi and zero-width characters are removed (`bot.c
 entity-escaped and Markdown punctuation backslash-escaped, so a hostile repo name, file name or error message can
 neither inject HTML into the page, nor break the table, nor reorder what it shows. Links are built from repo ids with
 their path quoted. The page is a Jinja2 template rendered with `StrictUndefined`; card metadata goes through
-`huggingface_hub.DatasetCardData`.
+`huggingface_hub.DatasetCardData`. `write_status` commits the rendered files, only when they changed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
+import importlib.metadata
 import json
 import re
 import sys
@@ -20,14 +20,23 @@ from pathlib import Path
 from urllib.parse import quote
 
 import jinja2
+from huggingface_hub import DatasetCardData
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
 from bot.core import package_data
 from bot.core.safe_text import clean
+from bot.hub import Hub
+from bot.publish.card import PLOTTING, files_fingerprint
 from bot.publish.charts import PairFigures, speedups_png
 from bot.status.memory import CHART, FAILED, PUBLISHED, README, SKIPPED, STATUS_JSON, StatusEntry, StatusFile
+from bot.status.read import read_status
 
 TEMPLATES = package_data.folder(package_data.TEMPLATES)
 STATUS_TEMPLATE = "status_card.md.j2"
+# The code that renders the page besides its template: this module and the chart code (`speedups.png`).
+PAGE_CODE = (("bot.status", "page.py"), ("bot.publish", "charts.py"))
 # Inline Markdown punctuation. HTML's specials are entity-escaped first; entities use none of these characters.
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~])")
 
@@ -47,14 +56,15 @@ def md_link(repo_id: str, endpoint: str, *, repo_type: str = "model") -> str:
 
 
 def renderer_fingerprint() -> str:
-    """Hash of what shapes the rendered files besides the status itself: the page template, this module and
-    the chart code, and matplotlib's version. A change rewrites the page once, even with no new status."""
-    import matplotlib
+    """Hash of what shapes the rendered files besides the status itself (`rendered_by`) and matplotlib's version.
+    A change rewrites the page once, even with no new status; a card template's change does not (cards have their
+    own fingerprint, `bot.publish.card.template_fingerprint`)."""
+    return files_fingerprint(rendered_by(), plotting=importlib.metadata.version(PLOTTING))
 
-    digest = hashlib.sha256(matplotlib.__version__.encode())
-    for path in (TEMPLATES / STATUS_TEMPLATE, Path(__file__), Path(__file__).with_name("charts.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+
+def rendered_by() -> list[Path]:
+    """The files the status page is rendered with: its template, `PAGE_CODE`."""
+    return [TEMPLATES / STATUS_TEMPLATE] + [package_data.folder(package) / name for package, name in PAGE_CODE]
 
 
 @dataclass(frozen=True)
@@ -97,8 +107,6 @@ def _row(entry: StatusEntry, endpoint: str) -> _Row:
 
 
 def _metadata(recipe: str) -> str:
-    from huggingface_hub import DatasetCardData
-
     data = DatasetCardData(
         pretty_name=f"dflash-bot status ({recipe})",
         viewer=False,
@@ -152,10 +160,6 @@ def print_status(status: StatusFile, *, as_json: bool = False) -> None:
     if as_json:
         print(json.dumps(status.model_dump(mode="json"), indent=2))
         return
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(title=f"dflash-bot status: {escape(clean(status.recipe))} ({escape(clean(status.namespace))})")
     for column in (
         "source",
@@ -199,11 +203,46 @@ def show_status(hub, repo_id: str, *, as_json: bool = False) -> int:
     Raises:
         Failure: the Hub kept failing.
     """
-    from bot.status.memory import read_status
-
     status = read_status(hub, repo_id)
     if status is None:
         print(f"no status in {repo_id} yet (the publish step writes it on its next run)", file=sys.stderr)
         return 1
     print_status(status, as_json=as_json)
     return 0
+
+
+UNREAD = object()  # `write_status(current=UNREAD)`: the status was not read, or must be written back
+
+
+def write_status(
+    hub: Hub,
+    repo_id: str,
+    status: StatusFile,
+    *,
+    current: StatusFile | object | None = UNREAD,
+    endpoint: str | None = None,
+    private: bool = False,
+) -> str | None:
+    """Write README.md, status.json and speedups.png in one commit, only when their content changed.
+
+    Args:
+        hub: a Hub holding the write token (publish stage).
+        repo_id: the status dataset repo; created when missing.
+        status: the new status (`merged`).
+        current: the status this run read at planning (`read_status`'s result, None included). When given and
+            equal to `status`, nothing is sent at all; otherwise the files are committed and the Hub client
+            leaves out those whose bytes the Hub already has, so unchanged content still makes no commit.
+        endpoint: the Hub URL the page links repos to (default: the hub's own endpoint).
+
+    Returns:
+        The new commit id, or None when nothing changed.
+
+    Raises:
+        Failure: the Hub refused or kept failing the commit (412: another writer committed first).
+    """
+    if current is not UNREAD and current == status:
+        return None
+    files = render_files(status, endpoint=endpoint or hub.endpoint)
+    counts = {state: sum(entry.status == state for entry in status.entries) for state in (PUBLISHED, SKIPPED, FAILED)}
+    message = "Update status: " + ", ".join(f"{count} {state}" for state, count in counts.items())
+    return hub.commit_files(repo_id, files, message=message, repo_type="dataset", private=private).commit

@@ -231,3 +231,18 @@ def _first_error(exc: ValidationError) -> str:
     error = exc.errors(include_input=False, include_url=False)[0]
     where = ".".join(str(part) for part in error["loc"]) or "value"
     return f"{where}: {error['msg']}"[:200]
+
+
+def read_status(hub: Hub, repo_id: str) -> StatusFile | None:
+    """The status file (one request), or None when there is none or it is unusable as a whole.
+
+    Invalid entries are dropped with a warning (`bot.status.read`: size and depth limits, strict models);
+    planning uses `status_read.load_status` with the recipe, which also drops entries naming repos the recipe
+    does not publish. None makes planning fall back to reading each candidate's published provenance, after
+    which the publish step writes a fresh status: a deleted or damaged status repo is rebuilt from the published
+    repos, without rebuilding any model.
+
+    Raises:
+        Failure: the Hub kept failing (a missing repo or file is None, not an error).
+    """
+    return load_status(hub, repo_id).status

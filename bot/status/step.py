@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from bot.core import log
 from bot.core.errors import Failure, PreconditionFailed
 from bot.core.outcome import Outcome, Status
+from bot.core.profiles import load_profiles
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord, Repos
+from bot.core.toolchain import detect
 from bot.hub import Hub, RepoListing
 from bot.publish.collection import CollectionResult, sync_collection
 from bot.status.memory import (
     PUBLISHED,
-    UNREAD,
     StatusEntry,
     StatusFile,
     collection_needs_sync,
@@ -42,8 +43,8 @@ from bot.status.memory import (
     stale_published,
     toolchain_fingerprint,
     with_repo_shas,
-    write_status,
 )
+from bot.status.page import UNREAD, renderer_fingerprint, write_status
 from bot.status.read import agrees, load_status
 
 _STATUS_ATTEMPTS = 3  # a lost race (412) re-reads the page and merges again
@@ -284,9 +285,6 @@ def remembered_outcome(entry: StatusEntry) -> Outcome:
 
 def current_toolchain_fingerprint() -> str:
     """This environment's toolchain together with every profile's pins (`toolchains/profiles.yaml`)."""
-    from bot.core.profiles import load_profiles
-    from bot.core.toolchain import detect
-
     return toolchain_fingerprint(detect(), [profile.fingerprint() for profile in load_profiles().profiles])
 
 
@@ -341,7 +339,7 @@ def publish_status(
     Raises:
         Failure: a Hub write failed (the models are published already; the next run retries the status).
     """
-    publish, renderer, repo_id = recipe.publish, _renderer(), recipe.status_repo_id
+    publish, renderer, repo_id = recipe.publish, renderer_fingerprint(), recipe.status_repo_id
     updates, watched = list(updates), None if watched is None else list(watched)  # merged again after a lost race
     current = memory
     for attempt in range(1, _STATUS_ATTEMPTS + 1):
@@ -383,9 +381,3 @@ def publish_status(
             collection=collection,
         )
     raise AssertionError("unreachable")
-
-
-def _renderer() -> str:
-    from bot.status.page import renderer_fingerprint
-
-    return renderer_fingerprint()

@@ -1,0 +1,271 @@
+"""The group's target: exported once (or its published IR reused), inspected once, and measured against its original
+weights once; every draft of the group reads the same results through one `GroupTarget`."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from bot.build.bundle import source_files
+from bot.build.export import ExportRequest, ExportResult, target_task
+from bot.build.inspect_child import inspect_target_in_child
+from bot.build.jobs import Checkout, GroupContext, run_step
+from bot.build.quality import QualityReport, measure_quality
+from bot.build.quantization import Int4Settings, calibration_unavailable, recommended_int4, with_calibration
+from bot.core import log
+from bot.core.errors import BotError, Stage
+from bot.core.recipe import Recipe
+from bot.core.record import FileList, TargetInspect, TargetRecord
+from bot.core.toolchain import Toolchain
+from bot.discover.checkpoints import DraftSpec, TargetSpec
+from bot.discover.fetch import safe_copy
+from bot.discover.source_card import card_license
+
+T = TypeVar("T")
+
+
+class Once(Generic[T]):
+    """A value computed by whichever draft needs it first (the target is inspected and measured once)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value: T | None = None
+
+    def get(self, compute: Callable[[], T]) -> T:
+        with self._lock:
+            if self._value is None:
+                self._value = compute()
+            return self._value
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetFacts:
+    """What the records say about the target beyond its checkpoint: its license, its int4 settings, its reuse."""
+
+    license: dict[str, str | None]
+    int4: dict | None  # the settings the target was exported with (`Int4Settings.as_provenance`)
+    reused_from: str | None  # the published target repo@commit whose IR was reused
+
+
+@dataclass(frozen=True)
+class ReusedIr:
+    """The published target IR a build uses instead of exporting the target (`bot.plan.reuse`), and its record."""
+
+    record: TargetRecord
+    pinned: str  # repo@commit
+
+    def quality(self) -> QualityReport:
+        """The quality figures measured when the target was built (not measured again: same IR, same original)."""
+        if self.record.quality is None:
+            return QualityReport.not_measured(f"not measured when {self.pinned} was built")
+        measured = QualityReport.from_dict(self.record.quality.model_dump())
+        return replace(measured, seconds=None)
+
+    def facts(self) -> TargetFacts:
+        published = self.record
+        int4 = published.export.target_int4
+        return TargetFacts(
+            license={"license": published.target.license, "license_link": published.target.license_link},
+            int4=int4.model_dump() if int4 is not None else None,
+            reused_from=self.pinned,
+        )
+
+
+class GroupTarget:
+    """The target of one group, shared by the threads that finish its drafts: each result is computed once.
+
+    `export` and `facts` are futures: the drafts' exports start while the target's runs. `all_exports` holds every
+    export of the group (the target's first), so a step that needs the machine to itself can wait for them.
+    """
+
+    def __init__(
+        self,
+        *,
+        checkout: Checkout,
+        spec: TargetSpec,
+        src: Path,
+        reused: ReusedIr | None,
+        ctx: GroupContext,
+        export: Future[ExportResult],
+        facts: Future[TargetFacts],
+    ) -> None:
+        self.checkout, self.spec, self.src, self.reused, self._ctx = checkout, spec, src, reused, ctx
+        self.task = target_task(spec.is_vlm)
+        self.export, self.facts = export, facts
+        self.all_exports: list[Future[ExportResult]] = [export]
+        self._inspection: Once[TargetInspect] = Once()
+        self._quality: Once[QualityReport] = Once()
+
+    @property
+    def name(self) -> str:
+        return self.checkout.name
+
+    def exported(self) -> ExportResult:
+        """The target's export, once done.
+
+        Raises:
+            BotError: the export failed (stage `export-target`, subject the target).
+        """
+        try:
+            return run_step(Stage.EXPORT_TARGET, self.export.result)
+        except BotError as error:
+            raise error.at(subject=self.name) from None
+
+    def inspection(self, draft: DraftSpec) -> TargetInspect:
+        """The target IR's check, run once, for the first draft that asks (its hidden-state taps are checked).
+
+        Raises:
+            BotError: the check failed (stage `inspect-target`).
+        """
+        return run_step(Stage.INSPECT_TARGET, lambda: self._inspection.get(lambda: self._inspect(draft)))
+
+    def quality(self) -> QualityReport:
+        """The int4 target against its original weights, measured once (a reused IR: its record's figures)."""
+        return self._quality.get(self._measure_quality)
+
+    def exports_done(self) -> None:
+        """Wait for every export of the group, failed ones included."""
+        for future in self.all_exports:
+            with contextlib.suppress(BotError):
+                future.result()
+
+    def sources(self) -> FileList:
+        """The target checkpoint's files the target IR was built from (a reused IR: as its record lists them)."""
+        if self.reused is not None:
+            return dict(self.reused.record.source_files or {})
+        return source_files(self.checkout.path)
+
+    def _inspect(self, draft: DraftSpec) -> TargetInspect:
+        report = inspect_target_in_child(
+            self.export.result().ir_dir,
+            self.spec,
+            draft,
+            work=self._ctx.scratch / "inspect-target",
+            timeout_s=self._ctx.recipe.validation.timeout_s,
+            memory_budget_bytes=self._ctx.schedule.memory_budget_bytes,
+            layers=self._ctx.schedule.sandbox_layers,
+        )
+        log.step(
+            "%s: %d attention layers -> %d PagedAttention ops",
+            self.name,
+            report.attention_layers,
+            report.paged_attention_ops,
+        )
+        if report.linear_attention_state:
+            log.step(
+                "%s: %d linear-attention layers, state %s",
+                self.name,
+                report.linear_attention_layers,
+                report.linear_attention_state,
+            )
+        return report
+
+    def _measure_quality(self) -> QualityReport:
+        """After every export of the group: the original model is never loaded beside an exporter."""
+        if self.reused is not None:
+            return self.reused.quality()
+        self.exports_done()
+        validation = self._ctx.recipe.validation
+        try:
+            report = measure_quality(
+                self.src,
+                self.exported().ir_dir,
+                validation.prompts,
+                validation.max_new_tokens,
+                work=self._ctx.scratch / "quality",
+                python=self._ctx.toolchain.python,
+                timeout_s=validation.timeout_s,
+                memory_budget_bytes=self._ctx.schedule.memory_budget_bytes,
+                layers=self._ctx.schedule.sandbox_layers,
+            )
+        except BotError as error:
+            report = QualityReport.not_measured(f"the measurement failed: {error.message}")
+        if report.measured:
+            log.step(
+                "%s: quality against the original: top-1 agreement %.3f, mean KL %.4g over %d tokens",
+                self.name,
+                report.top1_agreement,
+                report.mean_kl,
+                report.tokens,
+            )
+        else:
+            log.step("%s: quality not measured: %s", self.name, report.reason)
+        return report
+
+
+def start_target(
+    checkout: Checkout, spec: TargetSpec, reused: ReusedIr | None, ctx: GroupContext, exporters: ThreadPoolExecutor
+) -> GroupTarget:
+    """Copy the target checkpoint and submit its export, or take the reused IR as exported.
+
+    Raises:
+        BotError: the working copy could not be made (`bot.discover.fetch.safe_copy`).
+    """
+    facts: Future[TargetFacts] = Future()
+    if reused is not None:
+        # the published IR folder: our own output, read as data and never exported again
+        log.step("%s: int4 IR reused from %s (no target export, quality from its record)", checkout.name, reused.pinned)
+        facts.set_result(reused.facts())
+        export: Future[ExportResult] = Future()
+        export.set_result(
+            ExportResult(role="target", ir_dir=checkout.path, seconds=0.0, log=ctx.scratch / "logs" / "target.log")
+        )
+        return GroupTarget(
+            checkout=checkout, spec=spec, src=checkout.path, reused=reused, ctx=ctx, export=export, facts=facts
+        )
+    src = safe_copy(checkout.path, ctx.scratch / "src" / "target", subject=checkout.name)
+    request = ExportRequest(
+        role="target",
+        source=src,
+        output=ctx.scratch / "ir" / "target",
+        task=target_task(spec.is_vlm),
+        trust_remote_code=False,
+    )
+    export = exporters.submit(_export_target, request, checkout, ctx, facts)
+    return GroupTarget(checkout=checkout, spec=spec, src=src, reused=None, ctx=ctx, export=export, facts=facts)
+
+
+def _export_target(
+    request: ExportRequest, checkout: Checkout, ctx: GroupContext, facts: Future[TargetFacts]
+) -> ExportResult:
+    """The int4 settings are read here, in the export's own task (a table read that may fall back to importing
+    optimum-intel, seconds): the draft exports start meanwhile, and the record gets the settings the export used."""
+    try:
+        int4 = target_int4(checkout, ctx.recipe, ctx.toolchain)
+    except BaseException as error:
+        facts.set_exception(error)
+        raise
+    facts.set_result(
+        TargetFacts(
+            license=license_fields(request.source, checkout.repo_id),
+            int4=int4.as_provenance() if int4 else None,
+            reused_from=None,
+        )
+    )
+    return ctx.export(request, int4.cli_args() if int4 else None)
+
+
+def target_int4(target: Checkout, recipe: Recipe, toolchain: Toolchain) -> Int4Settings | None:
+    """The target's int4 settings: optimum-intel's own default for the model id when it lists one, else the
+    recipe's; data-aware options fall back to data-free (with a note) when their calibration data is out of reach.
+    None when the recipe does not export int4."""
+    if recipe.export.weight_format != "int4":
+        return None
+    settings = recommended_int4(target.repo_id, recipe.export, python=toolchain.python)
+    settings = with_calibration(settings, calibration_unavailable(settings.dataset, python=toolchain.python))
+    log.step(
+        "%s: int4 settings from %s%s", target.name, settings.source, f" ({settings.note})" if settings.note else ""
+    )
+    return settings
+
+
+def license_fields(folder: Path, repo_id: str | None) -> dict[str, str | None]:
+    """The source card's license fields, validated by `bot.discover.source_card` (anything else is dropped)."""
+    return {
+        key: value if isinstance(value, str) else None for key, value in card_license(folder, repo_id=repo_id).items()
+    }

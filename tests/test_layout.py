@@ -1,0 +1,257 @@
+"""The house rules of `bot/`, read from the source with `ast` (nothing is imported, so this runs in a blink).
+
+- Stage folders are layered, lowest first, as `bot/__init__.py` says; a module imports only from its own folder and
+  from the layers below it, at module level and inside functions alike.
+- No import circle between modules, counting imports inside functions and under `TYPE_CHECKING`: a circle that only
+  a lazy import keeps from failing at import time is still a circle for the reader.
+- An import inside a function is allowed only for the heavy libraries in `LAZY_ALLOWED`, each with a one-line reason
+  on or above it (`# ...`); and in the two entry points that switch telemetry off first (`TELEMETRY_FIRST`).
+- Every stage folder's `__init__.py` says what the folder owns and what it may import, and that list agrees with
+  the layer order.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BOT = ROOT / "bot"
+
+# Lowest first: a layer may import only from the layers before it (and from itself).
+LAYERS = ("core", "hub", "sandbox", "discover", "plan", "build", "publish", "status", "run", "cli")
+# Packages that take seconds or hundreds of megabytes to import, needed by a few functions only (mostly inside the
+# sandboxed children): imported where they are used, so that planning, publishing and the CLI's start stay light.
+LAZY_ALLOWED = frozenset(
+    {
+        "torch",
+        "openvino",
+        "openvino_genai",
+        "openvino_tokenizers",
+        "matplotlib",
+        "optimum",
+        "nncf",
+        "transformers",
+        "numpy",  # 0.2 s, for the quality and validation measurements only
+        "tinymodels",  # imports torch: the demo's and the upstream check's checkpoint factory
+    }
+)
+# `bot.cli.main` and `bot.run.demo.run_demo` switch telemetry off (`bot.sandbox.telemetry.switch_off`) before
+# huggingface_hub is imported, whose import otherwise fetches a registry from huggingface.co: those two modules
+# import the rest of the bot, huggingface_hub and the local Hub server inside the functions that run after it, and
+# nothing they import at module level may bring huggingface_hub in.
+TELEMETRY_FIRST = frozenset({"bot.cli", "bot.run.demo"})
+TELEMETRY_FIRST_LAZY = frozenset({"bot", "huggingface_hub", "hubserver"})
+_REASON_LINE = re.compile(r"^\s*#\s*\S")
+
+
+@dataclass(frozen=True)
+class Import:
+    """One `bot` module an import statement reaches, and where the statement stands."""
+
+    importer: str
+    imported: str
+    line: int
+    nested: bool  # inside a function or class body
+    type_checking: bool
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def bot_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(BOT.rglob("*.py"))}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer a `bot` module belongs to; None for the `bot` package itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _targets(node: ast.Import | ast.ImportFrom, importer: str, is_package: bool, modules: set[str]) -> Iterator[str]:
+    """The modules an import statement names: a submodule when a `from` names one, else the module itself."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    base = node.module or ""
+    if node.level:
+        package = importer.split(".")
+        package = package if is_package else package[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        base = ".".join([*package, base] if base else package)
+    for alias in node.names:
+        sub = f"{base}.{alias.name}"
+        yield sub if sub in modules else base
+
+
+def _walk(node: ast.AST, nested: bool = False, type_checking: bool = False) -> Iterator[tuple[ast.AST, bool, bool]]:
+    for child in ast.iter_child_nodes(node):
+        yield child, nested, type_checking
+        inner = nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+        guarded = type_checking or (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
+        yield from _walk(child, inner, guarded)
+
+
+def imports_of(module: str, path: Path, modules: set[str]) -> Iterator[tuple[ast.Import | ast.ImportFrom, Import]]:
+    """Every import statement of a module, each with the `bot` modules (or outside top packages) it names."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node, nested, type_checking in _walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for target in _targets(node, module, path.name == "__init__.py", modules):
+                yield node, Import(module, target, node.lineno, nested, type_checking)
+
+
+def all_imports() -> list[tuple[ast.Import | ast.ImportFrom, Import]]:
+    modules = bot_modules()
+    return [found for name, path in modules.items() for found in imports_of(name, path, set(modules))]
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph.get(node, ())):
+            if successor not in index:
+                connect(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return cycles
+
+
+def test_layer_order_is_the_one_the_package_docstring_states() -> None:
+    doc = ast.get_docstring(ast.parse((BOT / "__init__.py").read_text(encoding="utf-8"))) or ""
+    stated = " → ".join(f"{name}.py" if name in ("hub", "cli") else name for name in LAYERS)
+    assert stated in " ".join(doc.split()), f"bot/__init__.py should list the layers as: {stated}"
+    on_disk = {layer for layer in map(layer_of, bot_modules()) if layer is not None}
+    assert on_disk == set(LAYERS), f"folders and layers disagree: {sorted(on_disk ^ set(LAYERS))}"
+
+
+def test_no_import_reaches_a_higher_layer() -> None:
+    upward = []
+    for _, found in all_imports():
+        importer, imported = layer_of(found.importer), layer_of(found.imported)
+        if not found.imported.startswith("bot.") or importer is None or imported is None:
+            continue
+        if LAYERS.index(imported) > LAYERS.index(importer):
+            upward.append(f"{found.importer}:{found.line} imports {found.imported} ({importer} < {imported})")
+    assert not upward, "upward imports:\n" + "\n".join(upward)
+
+
+def test_no_import_circle() -> None:
+    graph: dict[str, set[str]] = {}
+    for _, found in all_imports():
+        if found.imported.startswith("bot.") and found.imported != found.importer:
+            graph.setdefault(found.importer, set()).add(found.imported)
+    cycles = find_cycles(graph)
+    assert not cycles, "import circles:\n" + "\n".join(" ↔ ".join(cycle) for cycle in cycles)
+
+
+def _has_reason(lines: list[str], node: ast.Import | ast.ImportFrom) -> bool:
+    """A comment on the statement's own lines, or on the line above it (or above the run of imports it ends)."""
+    end = node.end_lineno or node.lineno
+    if any("#" in line for line in lines[node.lineno - 1 : end]):
+        return True
+    above = node.lineno - 2
+    while above >= 0 and re.match(r"^\s*(import|from)\s", lines[above]):
+        if "#" in lines[above]:
+            return True
+        above -= 1
+    return above >= 0 and bool(_REASON_LINE.match(lines[above]))
+
+
+def test_imports_inside_functions_are_heavy_libraries_with_a_reason() -> None:
+    modules = bot_modules()
+    found_lazy = []
+    seen = set()
+    for node, found in all_imports():
+        if not found.nested or (found.importer, found.line) in seen:
+            continue
+        seen.add((found.importer, found.line))
+        top = found.imported.split(".")[0]
+        where = f"{found.importer}:{found.line} imports {found.imported}"
+        if found.importer in TELEMETRY_FIRST and top in TELEMETRY_FIRST_LAZY:
+            continue
+        if top not in LAZY_ALLOWED:
+            found_lazy.append(f"{where} inside a function: move it to the module's imports")
+        elif not _has_reason(modules[found.importer].read_text(encoding="utf-8").splitlines(), node):
+            found_lazy.append(f"{where} inside a function without a one-line `# why` on or above it")
+    assert not found_lazy, "\n".join(found_lazy)
+
+
+def test_the_entry_points_import_huggingface_hub_only_after_switching_telemetry_off() -> None:
+    """What `bot.cli` and `bot.run.demo` import at module level, and everything that imports in turn, stays clear of
+    huggingface_hub (imports under `TYPE_CHECKING` and inside functions do not run at import)."""
+    hubserver = {module_name(path): path for path in sorted((ROOT / "hubserver").rglob("*.py"))}
+    found_all = [*all_imports(), *(f for n, p in hubserver.items() for f in imports_of(n, p, set(hubserver)))]
+    at_import: dict[str, set[str]] = {}
+    for _, found in found_all:
+        if not found.nested and not found.type_checking:
+            at_import.setdefault(found.importer, set()).add(found.imported)
+    for entry in sorted(TELEMETRY_FIRST):
+        chain = {entry: [entry]}
+        queue = [entry]
+        while queue:
+            module = queue.pop()
+            for imported in sorted(at_import.get(module, ())):
+                path = [*chain[module], imported]
+                assert imported.split(".")[0] != "huggingface_hub", " → ".join(path)
+                if imported.split(".")[0] in ("bot", "hubserver") and imported not in chain:
+                    chain[imported] = path
+                    queue.append(imported)
+
+
+def test_every_stage_folder_says_what_it_owns_and_may_import() -> None:
+    problems = []
+    for position, layer in enumerate(LAYERS):
+        init = BOT / layer / "__init__.py"
+        if not init.exists():
+            continue  # hub.py, cli.py: single modules
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        match = re.search(r"May import:(.*?)(?:\n\s*\n|\Z)", doc, re.DOTALL)
+        if "TODO" in doc or "Owns" not in doc or match is None:
+            problems.append(f"bot/{layer}/__init__.py: its docstring should say `Owns ...` and `May import: ...`")
+            continue
+        named = {name for name in LAYERS if re.search(rf"\b{name}\b", match.group(1))}
+        if named != set(LAYERS[:position]):
+            problems.append(f"bot/{layer}/__init__.py: may import {sorted(named)}, the layers say {LAYERS[:position]}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_checker_sees_circles_and_relative_imports() -> None:
+    """The graph code itself: a circle through three modules is found, a chain is not."""
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": {"c"}}) == []
+    sibling, package = ast.parse("from .landlock import restrict\nfrom . import log").body
+    assert isinstance(sibling, ast.ImportFrom) and isinstance(package, ast.ImportFrom)
+    modules = {"bot.sandbox.landlock", "bot.core.log"}
+    assert list(_targets(sibling, "bot.sandbox.child", False, modules)) == ["bot.sandbox.landlock"]
+    assert list(_targets(package, "bot.core", True, modules)) == ["bot.core.log"]
