@@ -53,7 +53,7 @@ def test_an_open_gate_runs_the_child(tmp_path):
         validate_per_row_pair(
             tmp_path / "no-target", tmp_path / "no-draft", fast_recipe().validation, work=tmp_path, support=support
         )
-    log = (tmp_path / "validate-per-row.log").read_text()
+    log = (tmp_path / "validation-per-row.log").read_text()
     assert "sandbox: no Hub token in this process" in log  # it ran behind the credential check, and GenAI failed
     assert "bot/build/validate_per_row.py" in log
 

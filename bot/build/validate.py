@@ -28,15 +28,12 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from bot.core.errors import Failure, Stage
-from bot.core.profiles import child_env
+from bot.build.pair_child import PairChild, run_pair_child
+from bot.core.errors import Failure
 from bot.core.recipe import ValidationSettings
 from bot.core.record import Gates, Mismatch, SpeedRun, Validation
 from bot.core.settings import SANDBOX_LAYERS
 from bot.core.speedup import no_speedup_note, speedup_gate
-from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
 
 BASELINE_FILE = "baseline.json"  # the plain greedy outputs and timings a validation used, in its own work folder
 
@@ -72,37 +69,20 @@ def validate_pair(
         Failure: GenAI could not load or run the pair, the run exceeded `settings.timeout_s`, it went over the
             memory budget, or the child wrote no `record.Validation`.
     """
-    out = work / "validation.json"
     earlier = baseline if baseline is not None and baseline.is_file() else None
-    reads = [target_dir, draft_dir, *([earlier.parent] if earlier else [])]
-    cmd = [
-        *sandboxed("bot.build.validate", python, reads=reads, writes=[work], layers=layers),
-        "--target",
-        str(target_dir),
-        "--draft",
-        str(draft_dir),
-        "--settings",
-        settings.model_dump_json(),
-        "--out",
-        str(out),
-    ]
-    if is_vlm:
-        cmd.append("--vlm")
-    cmd += ["--baseline-out", str(work / BASELINE_FILE)]
-    if earlier is not None:
-        cmd += ["--baseline", str(earlier)]
-    run_logged(
-        cmd,
-        log_path=work / "validate.log",
-        timeout_s=settings.timeout_s,
-        env=child_env(untrusted_env(home=work / "hf-home"), python),
-        what="GenAI validation",
+    options = ["--vlm"] if is_vlm else []
+    options += ["--baseline-out", str(work / BASELINE_FILE)]
+    options += ["--baseline", str(earlier)] if earlier is not None else []
+    return run_pair_child(
+        "bot.build.validate",
+        Validation,
+        PairChild(target_dir, draft_dir, settings, work, "validation", "GenAI validation"),
+        options,
+        python=python,
+        layers=layers,
+        extra_reads=[earlier.parent] if earlier else [],
         memory_budget_bytes=memory_budget_bytes,
     )
-    try:
-        return Validation.model_validate_json(out.read_text(encoding="utf-8"))
-    except (OSError, ValidationError) as exc:
-        raise Failure(f"GenAI validation wrote no readable report ({exc})"[:300], stage=Stage.VALIDATE) from None
 
 
 # ---- everything below runs inside the child process ----

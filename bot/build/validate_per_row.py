@@ -22,15 +22,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from bot.build.pair_child import PairChild, run_pair_child
 from bot.build.validate import _exact_properties, _generation_config, _scheduler
-from bot.core.errors import Failure, Skip, Stage
+from bot.core.errors import Skip, Stage
 from bot.core.profiles import child_env
 from bot.core.recipe import ValidationSettings
 from bot.core.record import ConcurrentRequest, ConcurrentValidation
 from bot.core.settings import SANDBOX_LAYERS
-from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
+from bot.sandbox.isolation import untrusted_env
 
 # What a per-row-capable GenAI library reads from the draft's rt_info; GenAI 2026.4.1 has no such string.
 PER_ROW_MARKER = b"candidate_position_offset"
@@ -135,33 +134,14 @@ def validate_per_row_pair(
     support = support or per_row_support_in(python)
     if not support.supported:
         raise Skip(support.reason, stage=Stage.VALIDATE)
-    out = work / "validation-per-row.json"
-    cmd = [
-        *sandboxed("bot.build.validate_per_row", python, reads=[target_dir, draft_dir], writes=[work], layers=layers),
-        "--target",
-        str(target_dir),
-        "--draft",
-        str(draft_dir),
-        "--settings",
-        settings.model_dump_json(),
-        "--requests",
-        str(requests),
-        "--out",
-        str(out),
-    ]
-    run_logged(
-        cmd,
-        log_path=work / "validate-per-row.log",
-        timeout_s=settings.timeout_s,
-        env=child_env(untrusted_env(home=work / "hf-home"), python),
-        what="GenAI per-row validation",
+    return run_pair_child(
+        "bot.build.validate_per_row",
+        ConcurrentValidation,
+        PairChild(target_dir, draft_dir, settings, work, "validation-per-row", "GenAI per-row validation"),
+        ["--requests", str(requests)],
+        python=python,
+        layers=layers,
     )
-    try:
-        return ConcurrentValidation.model_validate_json(out.read_text(encoding="utf-8"))
-    except (OSError, ValidationError) as exc:
-        raise Failure(
-            f"GenAI per-row validation wrote no readable report ({exc})"[:300], stage=Stage.VALIDATE
-        ) from None
 
 
 # ---- below runs inside the child process ----
