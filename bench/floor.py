@@ -161,6 +161,8 @@ def limit_stages(
     max_tries: int = MAX_TRIES,
     slowdown: float = SLOWDOWN,
     recipe_validation: bool = False,
+    checkpoint: Path | None = None,
+    limited_only: bool = False,
 ) -> list[dict]:
     """For each of `stages` of `shape`: its unlimited run, then one run under `limit_bytes` or its floor.
 
@@ -169,6 +171,9 @@ def limit_stages(
         root: an empty folder for the work folder, the trials and the logs (disk: about 2.5 × the checkpoint).
         limit_bytes: the limit of the single limited run (ignored with `floor`).
         floor: bisect each stage's floor instead (`find_floor`).
+        checkpoint: a `make-tiny --shape` folder of this shape to use as the download (linked, never removed).
+        limited_only: run `END_TO_END` under `limit_bytes` only, without the unlimited run it is compared with
+            (a shape this machine cannot build unlimited without risking everything else on it).
 
     Returns:
         One row per stage (`row_markdown` formats it).
@@ -176,9 +181,15 @@ def limit_stages(
     runner = StageRunner(shape, root, recipe_validation=recipe_validation)
     last = max((STAGES.index(stage) for stage in stages if stage in STAGES), default=0)
     order = [*STAGES[: last + 1], *([END_TO_END] if END_TO_END in stages else [])]
+    if checkpoint is not None:
+        (runner.work / "download").symlink_to(checkpoint.resolve(), target_is_directory=True)
+        order.remove("download")
     rows = []
     for stage in order:
         print(f"  {stage}:", flush=True)
+        if limited_only and stage == END_TO_END and limit_bytes is not None:
+            rows.append(_limited_only_row(shape, stage, runner, limit_bytes))
+            continue
         unlimited = runner.prepare(stage)
         print(f"    {unlimited.describe()}", flush=True)
         if stage not in stages:
@@ -227,11 +238,36 @@ def limit_stages(
     return rows
 
 
+def _limited_only_row(shape: str, stage: str, runner: StageRunner, limit_bytes: int) -> dict:
+    """One run under `limit_bytes` with no unlimited run beside it: its own time and peaks, no slowdown."""
+    limited = runner.trial(stage)(limit_bytes, None)
+    print(f"    {limited.describe()}", flush=True)
+    return {
+        "shape": shape,
+        "stage": stage,
+        "seconds": None,
+        "peak_rss_bytes": limited.peaks.rss_bytes,
+        "peak_anon_bytes": limited.peaks.anon_bytes,
+        "peak_file_bytes": limited.peaks.file_bytes,
+        "limit_bytes": limit_bytes,
+        "finished": limited.finished,
+        "oom_killed": limited.oom_killed,
+        "timed_out": limited.timed_out,
+        "limited_seconds": round(limited.seconds, 1),
+        "ratio": None,
+        "failcnt": limited.failcnt,
+        "method": limited.method,
+    }
+
+
 def markdown(rows: list[dict]) -> str:
     """The rows as a table for docs/scale.md (floors, or single limited runs)."""
 
     def gb(n: int | None) -> str:
         return "-" if n is None else f"{n / 1e9:.2f}"
+
+    def seconds(n: float | None) -> str:
+        return "-" if n is None else f"{n:.1f}"
 
     head = "| shape | stage | seconds | peak RSS GB | anonymous GB | file-backed GB |"
     if rows and "floor_bytes" in rows[0]:
@@ -240,17 +276,17 @@ def markdown(rows: list[dict]) -> str:
         lines = [head + " limit GB | outcome | seconds | slowdown |", "|---" * 10 + "|"]
     for row in rows:
         cells = (
-            f"| {row['shape']} | {row['stage']} | {row['seconds']:.1f} | {gb(row['peak_rss_bytes'])} | "
+            f"| {row['shape']} | {row['stage']} | {seconds(row['seconds'])} | {gb(row['peak_rss_bytes'])} | "
             f"{gb(row['peak_anon_bytes'])} | {gb(row['peak_file_bytes'])} |"
         )
         if "floor_bytes" in row:
-            seconds = row["floor_seconds"]
+            at_floor = row["floor_seconds"]
             if row["floor_bytes"] is None:
                 floor = f"> {gb(row['below_bytes'])}" if row["below_bytes"] else "not found"
                 lines.append(f"{cells} {floor} | - | - | {row['tries']} |")
             else:
                 lines.append(
-                    f"{cells} {gb(row['floor_bytes'])} | {seconds:.1f} | {seconds / row['seconds']:.2f} | "
+                    f"{cells} {gb(row['floor_bytes'])} | {at_floor:.1f} | {at_floor / row['seconds']:.2f} | "
                     f"{row['tries']} |"
                 )
         else:
@@ -263,7 +299,6 @@ def markdown(rows: list[dict]) -> str:
                 if row["oom_killed"]
                 else "failed"
             )
-            lines.append(
-                f"{cells} {gb(row['limit_bytes'])} | {outcome} | {row['limited_seconds']:.1f} | {row['ratio']:.2f} |"
-            )
+            ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+            lines.append(f"{cells} {gb(row['limit_bytes'])} | {outcome} | {row['limited_seconds']:.1f} | {ratio} |")
     return "\n".join(lines) + "\n"

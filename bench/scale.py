@@ -53,6 +53,7 @@ from bot.sandbox.resources import disk_used, measure
 
 DEFAULT_SHAPES = ("qwen3-0.6b", "qwen3-1.7b")
 RESULTS = ROOT / "docs" / "scale.json"
+LIMITS = ROOT / "docs" / "scale_limits.json"  # --record: the limited runs and floors docs/scale.md shows
 REPORT = ROOT / "docs" / "scale.md"
 OUTPUT_MEASURED = ("download", "copy", "draft export", "target export", "bundle")  # the others' outputs are logs
 
@@ -175,16 +176,29 @@ def fit_line(points: list[tuple[int, int]]) -> tuple[float, int]:
     return round(a, 4), int(my - a * mx)
 
 
+def anonymous(stage: dict) -> int:
+    """A stage's anonymous peak (plus swap): what the sizing model predicts; rows measured before it was sampled
+    apart fall back to their RSS peak (an over-estimate)."""
+    return stage.get("peak_anon_bytes") or stage["peak_rss_bytes"]
+
+
 def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
-    """Fit every line of `recipe.SizingModel` on the measured shapes."""
-    export_memory: dict[str, list] = {"draft": [], "target": []}
+    """Fit every line of `recipe.SizingModel` on the measured shapes: the `*_memory` lines on anonymous peaks, the
+    `*_file` lines on file-backed peaks (rows without them are left out of those)."""
     from bot.plan.sizing import reference_memory_bytes
 
-    ir_bytes, scratch, validate_memory, inspect_memory, quality_memory = [], [], [], [], []
+    lines: dict[str, list[tuple[int, int]]] = {}
+
+    def point(name: str, n_bytes: int, stage: dict) -> None:
+        lines.setdefault(f"{name}_memory", []).append((n_bytes, anonymous(stage)))
+        if stage.get("peak_file_bytes") is not None:
+            lines.setdefault(f"{name}_file", []).append((n_bytes, stage["peak_file_bytes"]))
+
+    ir_bytes, scratch = [], []
     for r in results.values():
         for role, n in (("draft", r["draft_bytes"]), ("target", r["target_bytes"])):
             stage = r["stages"][f"{role} export"]
-            export_memory[role].append((n, stage["peak_rss_bytes"]))
+            point(f"{role}_export", n, stage)
             ir_bytes.append((n, stage["output_bytes"]))
             if "export_scratch" in r:  # measured with TMPDIR under the work folder (measure_export_scratch)
                 scratch.append((n, r["export_scratch"][role]))
@@ -192,19 +206,21 @@ def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
                 scratch.append(
                     (n, max(0, stage["peak_disk_bytes"] - stage["disk_before_bytes"] - stage["output_bytes"]))
                 )
-        validate_memory.append((r["draft_bytes"] + r["target_bytes"], r["stages"]["validate"]["peak_rss_bytes"]))
-        inspect_memory.append((r["target_bytes"], r["stages"]["inspect"]["peak_rss_bytes"]))
+        point("validate", r["draft_bytes"] + r["target_bytes"], r["stages"]["validate"])
+        point("inspect", r["target_bytes"], r["stages"]["inspect"])
         if "quality" in r["stages"]:
-            quality_memory.append((reference_memory_bytes(r["target_bytes"]), r["stages"]["quality"]["peak_rss_bytes"]))
-    return {
-        "draft_export_memory": fit_line(export_memory["draft"]),
-        "target_export_memory": fit_line(export_memory["target"]),
-        "validate_memory": fit_line(validate_memory),
-        "inspect_memory": fit_line(inspect_memory),
-        "ir_bytes": fit_line(ir_bytes),
-        "export_scratch_disk": fit_line(scratch),
-        **({"quality_memory": fit_line(quality_memory)} if quality_memory else {}),
-    }
+            quality = r["stages"]["quality"]
+            in_memory = reference_memory_bytes(r["target_bytes"])
+            lines.setdefault("quality_memory", []).append((in_memory, anonymous(quality)))
+            if quality.get("peak_file_bytes") is not None:  # the mapped checkpoint, then the mapped IR
+                lines.setdefault("quality_file", []).append((r["target_bytes"], quality["peak_file_bytes"]))
+    lines |= {"ir_bytes": ir_bytes, "export_scratch_disk": scratch}
+    order = [*(f"{name}_memory" for name in STAGE_LINES), "ir_bytes", "export_scratch_disk", "quality_memory"]
+    order += [f"{name}_file" for name in (*STAGE_LINES, "quality")]
+    return {name: fit_line(lines[name]) for name in order if lines.get(name)}
+
+
+STAGE_LINES = ("draft_export", "target_export", "validate", "inspect")  # the stages with a line per memory kind
 
 
 def comparisons(results: dict[str, dict]) -> list[dict]:
@@ -225,14 +241,18 @@ def comparisons(results: dict[str, dict]) -> list[dict]:
                 {
                     "shape": r["shape"] + " (dflash-bot build, parallel exports)",
                     "estimated_rss": estimate.peak_memory_bytes,
-                    "measured_rss": e2e["peak_rss_bytes"],
-                    "rss_ratio": estimate.peak_memory_bytes / e2e["peak_rss_bytes"],
+                    "measured_rss": anonymous(e2e),
+                    "rss_ratio": estimate.peak_memory_bytes / anonymous(e2e),
+                    "estimated_file": estimate.peak_file_bytes,
+                    "measured_file": e2e.get("peak_file_bytes"),
                     "estimated_disk": estimate.peak_disk_bytes,
                     "measured_disk": e2e["peak_disk_bytes"],
                     "disk_ratio": estimate.peak_disk_bytes / e2e["peak_disk_bytes"],
                 }
             )
-        measured_rss = max(s["peak_rss_bytes"] for s in r["stages"].values() if s is not r["stages"]["download"])
+        built = [s for name, s in r["stages"].items() if name != "download"]
+        measured_rss = max(anonymous(s) for s in built)
+        measured_file = max((s["peak_file_bytes"] for s in built if s.get("peak_file_bytes") is not None), default=None)
         measured_disk = max(s["peak_disk_bytes"] for s in r["stages"].values())
         scratch = r.get("export_scratch")
         if scratch is None and not r.get("scratch_in_stages"):
@@ -254,10 +274,40 @@ def comparisons(results: dict[str, dict]) -> list[dict]:
                 "estimated_rss": estimate.peak_memory_bytes,
                 "measured_rss": measured_rss,
                 "rss_ratio": estimate.peak_memory_bytes / measured_rss,
+                "estimated_file": estimate.peak_file_bytes,
+                "measured_file": measured_file,
                 "estimated_disk": estimate.peak_disk_bytes,
                 "measured_disk": measured_disk,
                 "disk_ratio": estimate.peak_disk_bytes / measured_disk,
                 "disk_note": disk_note,
+            }
+        )
+    return rows
+
+
+def limited_checks(limits: list[dict]) -> list[dict]:
+    """The recipe's anonymous estimate against a limited build of a shape not measured stage by stage (its row
+    names the stages that finished, `stages_run`, and the pair's bytes): the largest of those stages' estimates."""
+    from bot.core.recipe import load_recipe
+    from bot.plan.sizing import stage_peaks
+
+    model = load_recipe().runners.sizing
+    rows = []
+    for row in limits:
+        if not row.get("stages_run"):
+            continue
+        peaks = stage_peaks(row["draft_bytes"], row["target_bytes"], model)
+        field = {"draft export": "draft_export_memory", "target export": "target_export_memory"}
+        estimated = max(getattr(peaks, field.get(stage, f"{stage}_memory")) for stage in row["stages_run"])
+        rows.append(
+            {
+                "shape": f"{row['shape']} ({row['stage']} under {row['limit_bytes'] / 1e9:.0f} GB: "
+                f"{', '.join(row['stages_run'])})",
+                "estimated_rss": estimated,
+                "measured_rss": row["peak_anon_bytes"],
+                "rss_ratio": estimated / row["peak_anon_bytes"],
+                "estimated_disk": None,
+                "disk_note": "not measured under a limit",
             }
         )
     return rows
@@ -307,14 +357,36 @@ def limit_mode(args: argparse.Namespace, shapes: list[str]) -> int:
                 step_bytes=args.floor_step,
                 max_tries=args.floor_tries,
                 recipe_validation=args.recipe_validation,
+                checkpoint=args.checkpoint,
+                limited_only=args.limited_only,
             )
         finally:
+            if args.limits_out is not None and (root / "logs").is_dir():  # the runs' logs, beside the rows
+                shutil.copytree(root / "logs", args.limits_out.with_suffix(f".{shape}.logs"), dirs_exist_ok=True)
             shutil.rmtree(root, ignore_errors=True)
         if args.limits_out is not None:
             args.limits_out.write_text(json.dumps(rows, indent=2) + "\n")
+        if args.record:
+            record_limits(rows)
     print()
     print(markdown(rows), end="")
+    if args.record:
+        write_docs(json.loads(RESULTS.read_text()), {"machine": machine(), "toolchain": toolchain()})
     return 0
+
+
+def record_limits(rows: list[dict]) -> None:
+    """Keep `rows` in docs/scale_limits.json, each replacing an earlier row of its shape, stage and kind (a floor,
+    or a run under one limit), with the time and load it was measured at."""
+    kept: list[dict] = json.loads(LIMITS.read_text()) if LIMITS.is_file() else []
+    when = {"measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_average": os.getloadavg()[1]}
+
+    def key(row: dict) -> tuple:
+        return row["shape"], row["stage"], "floor_bytes" in row, row.get("limit_bytes")
+
+    fresh = {key(row): row | when for row in rows}
+    kept = [row for row in kept if key(row) not in fresh] + list(fresh.values())
+    LIMITS.write_text(json.dumps(kept, indent=2) + "\n")
 
 
 def _bytes(text: str) -> int:
@@ -375,6 +447,23 @@ def main() -> int:
     limits.add_argument("--floor-step", type=_bytes, default=STEP_BYTES, metavar="BYTES", help="the floor's resolution")
     limits.add_argument("--floor-tries", type=int, default=MAX_TRIES, help="limited runs per stage, at most")
     limits.add_argument("--limits-out", type=Path, metavar="FILE", help="also write the rows as JSON")
+    limits.add_argument(
+        "--record",
+        action="store_true",
+        help=f"keep the rows in {LIMITS.relative_to(ROOT)} and rewrite docs/scale.md with them",
+    )
+    limits.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="DIR",
+        help="a `make-tiny --shape` folder of the (one) shape, used as its download instead of writing one",
+    )
+    limits.add_argument(
+        "--limited-only",
+        action="store_true",
+        help="run --stage build under --memory-limit only, without the unlimited run (for a shape that would not "
+        "fit this machine's memory unlimited)",
+    )
     args = parser.parse_args()
     shapes = list(DEFAULT_SHAPES if args.shapes is None else args.shapes) + (["qwen3-4b"] if args.with_4b else [])
     if args.memory_limit is not None or args.floor:
@@ -411,6 +500,12 @@ def main() -> int:
             finally:
                 shutil.rmtree(root, ignore_errors=True)
             RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    write_docs(results, info)
+    return 0
+
+
+def write_docs(results: dict[str, dict], info: dict) -> None:
+    """Refit, print the fit and its check, and rewrite docs/scale.md (with the recorded limits and floors)."""
     fits = fit(results)
     rows = comparisons(results)
     print("\nfitted (a, b):")
@@ -419,13 +514,14 @@ def main() -> int:
     print("\nestimate / measured:")
     for row in rows:
         print(
-            f"  {row['shape']:<12} rss {row['estimated_rss'] / 1e9:6.2f} / {row['measured_rss'] / 1e9:6.2f} GB "
+            f"  {row['shape']:<12} anonymous {row['estimated_rss'] / 1e9:6.2f} / {row['measured_rss'] / 1e9:6.2f} GB "
             f"= {row['rss_ratio']:.3f}   disk {row['estimated_disk'] / 1e9:6.2f} / "
             f"{row['measured_disk'] / 1e9:6.2f} GB = {row['disk_ratio']:.3f} {row.get('disk_note', '')}"
         )
-    REPORT.write_text(write_report(results, fits, rows, info))
-    print(f"\nwrote {REPORT.relative_to(ROOT)} and {RESULTS.relative_to(ROOT)}")
-    return 0
+    limits = json.loads(LIMITS.read_text()) if LIMITS.is_file() else []
+    rows += limited_checks(limits)
+    REPORT.write_text(write_report(results, fits, rows, info, limits))
+    print(f"\nwrote {REPORT.relative_to(ROOT)} from {RESULTS.relative_to(ROOT)} and {LIMITS.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ def quality_and_other_seconds(stages: dict[str, dict]) -> tuple[float, float]:
     return stages["quality"]["seconds"], others
 
 
-def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: dict) -> str:
+def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: dict, limits: list[dict]) -> str:
+    """docs/scale.md: the stage rows, the fit and its check against them, and the recorded limits and floors."""
+
     def gb(n: int | None) -> str:
         return "-" if n is None else f"{n / 1e9:.2f}"  # None: measured before the figure was kept
 
@@ -129,20 +131,26 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
         "",
         "## Fitted model (`a × bytes + b`; the constants of `runners.sizing` in the recipe)",
         "",
+        "The `*_memory` lines are anonymous peaks (what a runner class must hold, and what the memory guard",
+        "compares with its budget); the `*_file` lines are the file-backed working set beside them (reported: room",
+        "for it keeps a stage fast, it never refuses a build).",
+        "",
         "| line | bytes it reads | a | b (GB) |",
         "|---|---|---|---|",
     ]
     reads = {
-        "draft_export_memory": "draft safetensors",
-        "target_export_memory": "target safetensors",
-        "validate_memory": "draft + target safetensors",
-        "inspect_memory": "target safetensors",
+        "draft_export": "draft safetensors",
+        "target_export": "target safetensors",
+        "validate": "draft + target safetensors",
+        "inspect": "target safetensors",
         "ir_bytes": "one model's safetensors",
         "export_scratch_disk": "one model's safetensors",
         "quality_memory": "the original in memory (3 x target safetensors in f32, else 1 x)",
+        "quality_file": "target safetensors",
     }
     for name, (a, b) in fits.items():
-        lines.append(f"| {name} | {reads[name]} | {a:.4f} | {b / 1e9:.3f} |")
+        what = reads.get(name) or reads[name.rsplit("_", 1)[0]]
+        lines.append(f"| {name} | {what} | {a:.4f} | {b / 1e9:.3f} |")
     lines += ["", "As `runners.sizing` in a recipe (workflows/dflash.yaml carries these):", "", "```yaml", "  sizing:"]
     lines += [f"    {name}: {{a: {a}, b: {b}}}" for name, (a, b) in fits.items()]
     lines += ["```"]
@@ -150,8 +158,9 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
         "",
         "## Estimate against measurement (sources kept; the stage rows run the exports one after the other)",
         "",
-        "| shape | estimated peak RSS GB | measured | ratio | estimated peak disk GB | measured | ratio |",
-        "|---|---|---|---|---|---|---|",
+        "| shape | estimated anonymous peak GB | measured | ratio | estimated file-backed GB | measured "
+        "| estimated peak disk GB | measured | ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         disk = (
@@ -161,7 +170,7 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
         )
         lines.append(
             f"| {row['shape']} | {gb(row['estimated_rss'])} | {gb(row['measured_rss'])} | "
-            f"{row['rss_ratio']:.3f} | {disk} |"
+            f"{row['rss_ratio']:.3f} | {gb(row.get('estimated_file'))} | {gb(row.get('measured_file'))} | {disk} |"
         )
     ratios = [(row["rss_ratio"], row["shape"], "memory") for row in rows]
     ratios += [(row["disk_ratio"], row["shape"], "disk") for row in rows if not row.get("disk_note")]
@@ -188,8 +197,38 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
             "Rows measured before that (no `scratch_in_stages` in docs/scale.json) add the scratch measured",
             "separately by `--scratch`, or say it was not measured.",
         ]
-    lines += ["", *FLOOR_HOWTO, ""]
+    lines += ["", *FLOOR_HOWTO, *limits_section(limits, sorted(results)), ""]
     return "\n".join(lines)
+
+
+def limits_section(limits: list[dict], shapes: list[str]) -> list[str]:
+    """The recorded limited runs and floors (`bench/scale.py ... --record`), and the floors not measured yet."""
+    from bench.floor import FLOOR_STAGES, markdown
+
+    floors = [row for row in limits if "floor_bytes" in row]
+    limited = [row for row in limits if "floor_bytes" not in row]
+    lines: list[str] = []
+    for title, rows in (("Floors", floors), ("Under one memory limit", limited)):
+        if rows:
+            loads = sorted(
+                {
+                    f"{row['shape']} {row['stage']}: "
+                    + ("not recorded" if row.get("load_average") is None else f"{row['load_average']:.1f}")
+                    for row in rows
+                }
+            )
+            lines += ["", f"### {title} (`--record`)", "", markdown(rows).rstrip("\n"), ""]
+            lines += [f"5-minute load average when measured: {'; '.join(loads)}."]
+            lines += [f"- {row['shape']} {row['stage']}: {row['note']}" for row in rows if row.get("note")]
+    found = {(row["shape"], row["stage"]) for row in limits if row.get("floor_bytes")}
+    missing = [
+        f"{shape} ({', '.join(stages) if len(stages) < len(FLOOR_STAGES) else 'every stage'})"
+        for shape in shapes
+        if (stages := [stage for stage in FLOOR_STAGES if (shape, stage) not in found])
+    ]
+    if missing:
+        lines += ["", f"Floors not measured yet (`bench/floors.sh`): {'; '.join(missing)}."]
+    return lines
 
 
 # How a stage's floor is measured (`bench/floor.py`); the floors themselves come from `bench/floors.sh`.

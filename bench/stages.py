@@ -66,7 +66,7 @@ def run_stage(stage: str, shape: str, work: Path, out: Path, scratch: Path, *, r
         )
         return {"note": "generated in place"}
     if stage == END_TO_END:
-        end_to_end(work / "download", out, scratch)
+        end_to_end((work / "download").resolve(), out, scratch)  # a linked checkpoint (--checkpoint) as itself
         return {}
     if stage == "copy":
         from bot.discover.fetch import safe_copy

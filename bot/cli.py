@@ -493,7 +493,7 @@ def publish_command(
                     "bundle was built from local folders: there is no source repo to publish under", stage=Stage.PUBLISH
                 )
             repos = Repos(
-                draft=draft_output_repo(loaded.publish, built.source.repo),
+                draft=draft_output_repo(loaded.publish, built.source.repo, built.draft_weight_format),
                 target=target_output_repo(loaded.publish, built.target.repo),
             )
             result = publish_bundle(writer, one, repos, private=loaded.publish.private)

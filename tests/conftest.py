@@ -97,13 +97,13 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def reliability_rows():
-    """Write the hostile suite's rows (tests/reliability_rows.py) for tests/reliability_report.py."""
+    """Write the hostile suite's rows (tests/reliability/rows.py) for tests/reliability/report.py."""
     yield
     target = os.environ.get("RELIABILITY_ROWS")
     if target:
         import json
 
-        from tests.reliability_rows import ROWS
+        from tests.reliability.rows import ROWS
 
         Path(target).write_text(json.dumps(ROWS, indent=2))
 

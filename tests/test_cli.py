@@ -1,7 +1,7 @@
 """bot.cli's exit paths: every command, however it ends, leaves the `--report` it was given and one line, no traceback.
 
 The commands run in this process through `run_command_line` (what `main` runs after installing its signal handler),
-so that each case costs no interpreter start; `tests/test_reliability_cli.py` runs the real entry point.
+so that each case costs no interpreter start; `tests/reliability/test_reliability_cli.py` runs the real entry point.
 """
 
 from __future__ import annotations

@@ -24,6 +24,12 @@ QWEN3_8B = 16_381_470_720
 QWEN3_8B_DFLASH = 2_097_259_104  # z-lab/Qwen3-8B-DFlash-b16, from its safetensors metadata
 # Qwen3.5-4B: about 4.66 B parameters with its vision tower, so ~9.3 GB of bf16; its draft has the 4B's width.
 QWEN3_5_4B = 9_300_000_000
+# Qwen3.5-9B: 8.95 B text parameters (32 layers, hidden 4096, MLP 12288, vocabulary 248320, untied) plus its vision
+# tower and MTP layer, about 9.65 B, so ~19.3 GB of bf16; z-lab/Qwen3.5-9B-DFlash is a ~1 B-parameter draft of the
+# 8B draft's width, ~2.1 GB. Approximate (no local copy of their metadata): together 21.4 GB, the sum the old RSS
+# model's 27.7 GB estimate in issue 23 implies (1.1865 x bytes + 2.29 GB).
+QWEN3_5_9B = 19_300_000_000
+QWEN3_5_9B_DFLASH = 2_100_000_000
 
 
 def runner(memory_gb: float, disk_gb: float, name: str = "r") -> RunnerClass:
@@ -92,7 +98,7 @@ def test_the_smallest_class_that_fits_is_chosen():
     runners = RunnerSettings(classes=[runner(64, 200, "large"), runner(15, 14, "standard")], sizing=MODEL)
     chosen, estimate, reason = choose_runner(1 * GB, 4 * GB, runners)
     assert chosen.name == "standard" and estimate.parallel_exports
-    assert reason.startswith("runner class 'standard': memory 7.0 GB, disk 7.5 GB (exports in parallel)")
+    assert reason.startswith("runner class 'standard': memory 7.0 GB, disk 7.5 GB (exports in parallel; +0.0 GB")
     chosen, estimate, _ = choose_runner(2 * GB, 16 * GB, runners)
     assert chosen.name == "large"
 
@@ -172,6 +178,30 @@ def test_an_8b_pair_is_skipped_with_the_peaks_and_the_class_to_add():
 def test_this_machine_as_a_runner_class(tmp_path):
     here = local_runner(tmp_path)
     assert here.name == "local" and here.max_memory_bytes > 0 and here.max_disk_bytes > 0
+
+
+def test_a_memory_cgroup_limit_below_what_the_machine_has_is_the_local_budget(tmp_path):
+    """Inside a container or `systemd-run -p MemoryMax=` the kernel enforces the group's limit, not MemAvailable:
+    the smallest limit of the group and its ancestors is this machine's memory (v1 and v2 layouts)."""
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       25000000 kB\nMemAvailable:   20000000 kB\n")
+    v1 = tmp_path / "v1"
+    (v1 / "memory" / "jobs" / "build").mkdir(parents=True)
+    (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # the root: no limit
+    (v1 / "memory" / "jobs" / "memory.limit_in_bytes").write_text(f"{15 * GB}\n")
+    (v1 / "memory" / "jobs" / "build" / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    (tmp_path / "cgroup-v1").write_text("5:devices:/\n4:memory:/jobs/build\n0::/\n")
+    limited = local_runner(tmp_path / "w", meminfo=meminfo, proc_cgroup=tmp_path / "cgroup-v1", cgroup_root=v1)
+    assert limited.max_memory_bytes == 15 * GB
+    v2 = tmp_path / "v2"
+    (v2 / "build.scope").mkdir(parents=True)
+    (v2 / "build.scope" / "memory.max").write_text(f"{30 * GB}\n")  # more than is available: MemAvailable wins
+    (tmp_path / "cgroup-v2").write_text("0::/build.scope\n")
+    roomy = local_runner(tmp_path / "w", meminfo=meminfo, proc_cgroup=tmp_path / "cgroup-v2", cgroup_root=v2)
+    assert roomy.max_memory_bytes == 20_000_000 * 1024
+    (v2 / "build.scope" / "memory.max").write_text("max\n")
+    unlimited = local_runner(tmp_path / "w", meminfo=meminfo, proc_cgroup=tmp_path / "cgroup-v2", cgroup_root=v2)
+    assert unlimited.max_memory_bytes == roomy.max_memory_bytes
 
 
 def test_a_reused_target_leaves_the_draft_export_and_genai_as_the_peak():

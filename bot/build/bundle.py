@@ -106,12 +106,15 @@ def stage_bundle(
     target_source: Path,
     *,
     sources: tuple[FileList, FileList] = ({}, {}),
+    official_files: FileList | None = None,
 ) -> StagedBundle:
     """Write `out/draft` and `out/target` and hash every file; refuse an export folder holding a file no step of
     the bot wrote.
 
     Args:
         sources: the draft's and the target's source files (`source_files`), listed in the record.
+        official_files: the files of an official target IR the draft was validated with (`bot.build.official`):
+            listed as the target's, never bundled (`out/target` stays empty: nothing to publish).
 
     Raises:
         Failure: an export folder holds a file the exporter does not write.
@@ -120,12 +123,15 @@ def stage_bundle(
         shutil.rmtree(out)
     out.mkdir(parents=True)
     check_export_output(draft_ir, "draft")
-    check_export_output(target_ir, "target")
     draft_dir = write_draft_folder(draft_ir, draft_source / "config.json", out / "draft")
-    target_dir = write_target_folder(target_ir, out / "target", target_source)
-    files = BuildFiles(
-        draft=digests(draft_dir), target=digests(target_dir), draft_source=sources[0], target_source=sources[1]
-    )
+    if official_files is None:
+        check_export_output(target_ir, "target")
+        target_dir = write_target_folder(target_ir, out / "target", target_source)
+    else:
+        target_dir = out / "target"
+        target_dir.mkdir()
+    target_files = digests(target_dir) if official_files is None else dict(official_files)
+    files = BuildFiles(draft=digests(draft_dir), target=target_files, draft_source=sources[0], target_source=sources[1])
     return StagedBundle(root=out, draft_dir=draft_dir, target_dir=target_dir, files=files)
 
 

@@ -115,6 +115,7 @@ def _stage(job: DraftJob, chosen: Measured, target_export: ExportResult) -> Stag
         job.src,
         job.target.src,
         sources=(source_files(job.draft.checkout.path), job.target.sources()),
+        official_files=job.target.official_ir.files if job.target.official_ir is not None else None,
     )
 
 
@@ -141,7 +142,7 @@ def _measure_formats(
         raise Failure(
             f"no weight format of the draft could be measured ({reasons})", subject=job.name, stage=Stage.BUILD
         )
-    chosen, choice = _choose(measured, failed)
+    chosen, choice = _choose(measured, failed, job.draft.published_format, ctx.recipe.publish.format_switch_margin)
     log.step("%s: %s", job.name, choice.reason if choice else f"{chosen.weight_format} draft")
     return chosen, choice
 
@@ -228,13 +229,19 @@ def _baseline(scratch: Path, index: int) -> Path | None:
     return earlier[0] if earlier else None
 
 
-def _choose(measured: list[Measured], failed: list[FailedFormat]) -> tuple[Measured, FormatChoice | None]:
-    """The format to publish: the best measured speed-up among those that passed the gates (bot.build.weight_formats);
-    with one format and none failed there is nothing to choose."""
+def _choose(
+    measured: list[Measured], failed: list[FailedFormat], published: str | None, margin: float
+) -> tuple[Measured, FormatChoice | None]:
+    """The format to publish: the best measured speed-up among those that passed the gates, the published format
+    unless another beats it by `margin` (bot.build.weight_formats); with one format and none failed there is
+    nothing to choose."""
     if len(measured) == 1 and not failed:
         return measured[0], None
     choice = choose_draft_format(
-        [FormatResult.from_validation(m.weight_format, m.validation, m.export.ir_dir) for m in measured], failed
+        [FormatResult.from_validation(m.weight_format, m.validation, m.export.ir_dir) for m in measured],
+        failed,
+        published=published,
+        margin=margin,
     )
     chosen = next((m for m in measured if m.weight_format == choice.chosen), measured[0])
     return chosen, choice

@@ -63,7 +63,10 @@ def build_record(finished: FinishedDraft, ctx: GroupContext, group_cost: Measure
     """The build's `openvino_export.json`: every part from the step that found it, the status from every gate."""
     job, chosen, recipe = finished.job, finished.chosen, ctx.recipe
     checkout, target, pair = job.draft.checkout, job.target.checkout, job.pair
-    quality_failure = quality_gate(finished.quality, recipe.validation.min_top1_agreement)
+    official = job.target.official_record
+    # The quality gate guards a target the bot publishes; an official target is used as its publisher made it.
+    served = job.target.official_ir is not None
+    quality_failure = None if served else quality_gate(finished.quality, recipe.validation.min_top1_agreement)
     failed_gates = [*chosen.validation.failed_gates(), *([quality_failure] if quality_failure else [])]
     quality_gate_record = {
         "min_top1_agreement": recipe.validation.min_top1_agreement,
@@ -100,6 +103,7 @@ def build_record(finished: FinishedDraft, ctx: GroupContext, group_cost: Measure
         quality={**finished.quality.as_provenance(), "gate": quality_gate_record},
         draft_formats=finished.choice.as_provenance() if finished.choice else None,
         files=finished.staged.files,
+        official_target=official,
     )
 
 
@@ -122,7 +126,7 @@ def _resources(finished: FinishedDraft, group_cost: MeasuredCost) -> dict[str, S
     """What each stage of this draft cost, and the whole group (DESIGN §8: the sizing model is checked on these)."""
     draft_export, target_export = finished.chosen.export, finished.target_export
     resources = {"export-draft": _export_cost(draft_export)}
-    if finished.target_facts.reused_from is None:
+    if finished.job.target.exported_here:
         resources["export-target"] = _export_cost(target_export)
     resources["validate"] = StageResources(seconds=round(finished.chosen.validate_seconds, 1))
     if finished.quality.seconds:

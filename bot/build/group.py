@@ -23,6 +23,7 @@ from bot.build.draft import DraftJob, FinishedDraft, finish_draft
 from bot.build.draft_record import sealed_outcome
 from bot.build.export import TASK_LLM, ExportRequest, ExportResult, target_task
 from bot.build.jobs import Checkout, DraftBuild, DraftOutcome, GroupContext, Schedule, VerifiedPair, child_home
+from bot.build.official import OfficialCheck
 from bot.build.quantization import weight_format_args
 from bot.build.target import GroupTarget, ReusedIr, start_target
 from bot.core import log
@@ -48,8 +49,8 @@ __all__ = [
     "build_group",
     "build_pair",
     "child_home",
-    "plan_schedule",
     "estimate_group",
+    "plan_schedule",
     "verify_pair",
 ]
 
@@ -100,6 +101,7 @@ def build_group(
     reused: ReusedTarget | None = None,
     settings: Settings | None = None,
     estimate: BuildEstimate | None = None,
+    official: OfficialCheck | None = None,
 ) -> list[DraftOutcome]:
     """Build every draft of one target into its own bundle folder, exporting the target once.
 
@@ -115,6 +117,8 @@ def build_group(
             default: `Settings()`, every layer).
         estimate: the group's estimate on this machine when the caller already made it for its disk check
             (`bot.run.pipeline`); made here otherwise.
+        official: the group's official target as checked (`bot.build.official.check_official`): when it serves,
+            `target` is its IR folder and no target is exported; either way the drafts' records name it.
 
     Returns:
         One outcome per draft, in the order given: a bundle (which may have failed a gate) or the error.
@@ -128,12 +132,13 @@ def build_group(
         except BotError as error:
             log.step("%s", error.one_line())
             return [DraftOutcome(candidate=d.candidate, bundle=None, error=error) for d in drafts]
+        served = official is not None and official.ir is not None  # an official IR: no target export either
         schedule = plan_schedule(
-            drafts, recipe, scratch, target_reused=reused is not None, settings=settings, estimate=estimate
+            drafts, recipe, scratch, target_reused=reused is not None or served, settings=settings, estimate=estimate
         )
         ctx = GroupContext(recipe=recipe, toolchain=toolchain, scratch=scratch, schedule=schedule)
         with measure(scratch) as whole:
-            results = _build_drafts(target, drafts, ctx, reused_ir)
+            results = _build_drafts(target, drafts, ctx, reused_ir, official)
         group_cost = whole.result
         assert group_cost is not None  # set when the measured block ends
         return [r if isinstance(r, DraftOutcome) else sealed_outcome(r, ctx, group_cost) for r in results]
@@ -210,10 +215,15 @@ def estimate_group(
 
 
 def _build_drafts(
-    target: Checkout, drafts: list[DraftBuild], ctx: GroupContext, reused: ReusedIr | None
+    target: Checkout,
+    drafts: list[DraftBuild],
+    ctx: GroupContext,
+    reused: ReusedIr | None,
+    official: OfficialCheck | None = None,
 ) -> list[FinishedDraft | DraftOutcome]:
     """Verify every draft, start every export, and finish each draft in its own thread."""
-    verified, results = _verify_all(target, drafts, target_is_ir=reused is not None)
+    target_is_ir = reused is not None or (official is not None and official.ir is not None)
+    verified, results = _verify_all(target, drafts, target_is_ir=target_is_ir)
     if not verified:
         return [results[i] for i in range(len(drafts))]
     # Exports are separate processes; on two cores a third one still overlaps Python start-up and I/O.
@@ -223,7 +233,7 @@ def _build_drafts(
         ThreadPoolExecutor(max_workers=len(verified)) as finishers,
         log.group(f"build {target.name} and {len(verified)} draft(s): export, inspect, validate, bundle"),
     ):
-        group_target = start_target(target, next(iter(verified.values())).target, reused, ctx, exporters)
+        group_target = start_target(target, next(iter(verified.values())).target, reused, ctx, exporters, official)
         jobs = [
             _start_draft(index, drafts[index], pair, group_target, ctx, exporters) for index, pair in verified.items()
         ]

@@ -41,6 +41,9 @@ class DraftBuild:
     candidate: Candidate
     checkout: Checkout
     out: Path
+    # The weight format its published repo holds (None: new): kept unless another measures faster by the recipe's
+    # `publish.format_switch_margin` (bot.build.weight_formats).
+    published_format: str | None = None
 
 
 @dataclass(frozen=True)

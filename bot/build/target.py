@@ -1,5 +1,6 @@
-"""The group's target: exported once (or its published IR reused), inspected once, and measured against its original
-weights once; every draft of the group reads the same results through one `GroupTarget`."""
+"""The group's target: exported once (or its published IR reused, or an official IR used as it is), inspected once, and
+measured against its original weights once; every draft of the group reads the same results through one
+`GroupTarget`."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from bot.build.bundle import source_files
 from bot.build.export import ExportRequest, ExportResult, target_task
 from bot.build.inspect_child import inspect_target_in_child
 from bot.build.jobs import Checkout, GroupContext, run_step
+from bot.build.official import OfficialCheck, OfficialIr
 from bot.build.quality import QualityReport, measure_quality
 from bot.build.quantization import Int4Settings, calibration_unavailable, recommended_int4, with_calibration
 from bot.core import log
 from bot.core.errors import BotError, Stage
 from bot.core.recipe import Recipe
-from bot.core.record import FileList, TargetInspect, TargetRecord
+from bot.core.record import FileList, OfficialTarget, TargetInspect, TargetRecord
 from bot.core.toolchain import Toolchain
 from bot.discover.checkpoints import DraftSpec, TargetSpec
 from bot.discover.fetch import safe_copy
@@ -81,6 +83,9 @@ class GroupTarget:
 
     `export` and `facts` are futures: the drafts' exports start while the target's runs. `all_exports` holds every
     export of the group (the target's first), so a step that needs the machine to itself can wait for them.
+    `official` is the group's official target as the builder checked it (`bot.build.official`): when it serves,
+    it is the target IR (checked already, not measured against the original weights); when refused, its record
+    goes into each draft's record with the reason.
     """
 
     def __init__(
@@ -93,8 +98,10 @@ class GroupTarget:
         ctx: GroupContext,
         export: Future[ExportResult],
         facts: Future[TargetFacts],
+        official: OfficialCheck | None = None,
     ) -> None:
         self.checkout, self.spec, self.src, self.reused, self._ctx = checkout, spec, src, reused, ctx
+        self.official = official
         self.task = target_task(spec.is_vlm)
         self.export, self.facts = export, facts
         self.all_exports: list[Future[ExportResult]] = [export]
@@ -104,6 +111,21 @@ class GroupTarget:
     @property
     def name(self) -> str:
         return self.checkout.name
+
+    @property
+    def official_ir(self) -> OfficialIr | None:
+        """The official target IR the group is validated against (None: the target is exported or reused)."""
+        return self.official.ir if self.official is not None else None
+
+    @property
+    def official_record(self) -> OfficialTarget | None:
+        """The official target the build tried, used or not (None: none was pinned)."""
+        return self.official.record if self.official is not None else None
+
+    @property
+    def exported_here(self) -> bool:
+        """Whether this build exports the target (neither a reused nor an official IR)."""
+        return self.reused is None and self.official_ir is None
 
     def exported(self) -> ExportResult:
         """The target's export, once done.
@@ -138,9 +160,13 @@ class GroupTarget:
         """The target checkpoint's files the target IR was built from (a reused IR: as its record lists them)."""
         if self.reused is not None:
             return dict(self.reused.record.source_files or {})
+        if self.official_ir is not None:
+            return dict(self.official_ir.sources)
         return source_files(self.checkout.path)
 
     def _inspect(self, draft: DraftSpec) -> TargetInspect:
+        if self.official_ir is not None:
+            return self.official_ir.inspection  # checked with every draft's taps before the group started
         report = inspect_target_in_child(
             self.export.result().ir_dir,
             self.spec,
@@ -169,6 +195,10 @@ class GroupTarget:
         """After every export of the group: the original model is never loaded beside an exporter."""
         if self.reused is not None:
             return self.reused.quality()
+        if self.official_ir is not None:
+            return QualityReport.not_measured(
+                f"the official target {self.official_ir.short} is used as published; the bot did not export it"
+            )
         self.exports_done()
         validation = self._ctx.recipe.validation
         try:
@@ -199,14 +229,21 @@ class GroupTarget:
 
 
 def start_target(
-    checkout: Checkout, spec: TargetSpec, reused: ReusedIr | None, ctx: GroupContext, exporters: ThreadPoolExecutor
+    checkout: Checkout,
+    spec: TargetSpec,
+    reused: ReusedIr | None,
+    ctx: GroupContext,
+    exporters: ThreadPoolExecutor,
+    official: OfficialCheck | None = None,
 ) -> GroupTarget:
-    """Copy the target checkpoint and submit its export, or take the reused IR as exported.
+    """Copy the target checkpoint and submit its export, or take the reused or official IR as exported.
 
     Raises:
         BotError: the working copy could not be made (`bot.discover.fetch.safe_copy`).
     """
     facts: Future[TargetFacts] = Future()
+    if official is not None and official.ir is not None:
+        return _official_target(checkout, spec, official, ctx)
     if reused is not None:
         # the published IR folder: our own output, read as data and never exported again
         log.step("%s: int4 IR reused from %s (no target export, quality from its record)", checkout.name, reused.pinned)
@@ -227,7 +264,31 @@ def start_target(
         trust_remote_code=False,
     )
     export = exporters.submit(_export_target, request, checkout, ctx, facts)
-    return GroupTarget(checkout=checkout, spec=spec, src=src, reused=None, ctx=ctx, export=export, facts=facts)
+    return GroupTarget(
+        checkout=checkout, spec=spec, src=src, reused=None, ctx=ctx, export=export, facts=facts, official=official
+    )
+
+
+def _official_target(checkout: Checkout, spec: TargetSpec, official: OfficialCheck, ctx: GroupContext) -> GroupTarget:
+    """The official IR folder as the group's target: untrusted input, read only by the sandboxed children."""
+    assert official.ir is not None
+    log.step("%s: the official target %s is the target IR (no target export)", checkout.name, official.ir.short)
+    facts: Future[TargetFacts] = Future()
+    facts.set_result(TargetFacts(license=dict(official.ir.license), int4=None, reused_from=None))
+    export: Future[ExportResult] = Future()
+    export.set_result(
+        ExportResult(role="target", ir_dir=official.ir.path, seconds=0.0, log=ctx.scratch / "logs" / "target.log")
+    )
+    return GroupTarget(
+        checkout=checkout,
+        spec=spec,
+        src=official.ir.path,
+        reused=None,
+        ctx=ctx,
+        export=export,
+        facts=facts,
+        official=official,
+    )
 
 
 def _export_target(

@@ -6,6 +6,10 @@ A draft's quality shows up as acceptance, and int4 is not automatically best for
 more tokens and be faster end to end. The build exports the draft in each of the recipe's
 `export.draft_weight_formats`, runs the lossless gate and the acceptance sweep for each against the same target,
 and publishes the format with the best measured speed-up at its own recommended `num_assistant_tokens`.
+
+The choice is sticky: a draft already published in one format (its repo is named after it, `bot.core.naming`) moves
+to another only when that one measured faster by more than the recipe's `publish.format_switch_margin`, so the
+run-to-run noise of a re-validation never moves a draft between repos.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from bot.core.record import Validation
 # Speed-ups within this relative distance are a tie: closer than that is run-to-run noise of the sweep on a shared
 # CPU, and the smaller file is the better download.
 TIE_TOLERANCE = 0.02
+DEFAULT_SWITCH_MARGIN = 0.10  # the recipe's `publish.format_switch_margin` unless it says otherwise
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,8 @@ class FormatChoice:
     reason: str
     results: tuple[FormatResult, ...]
     failed: tuple[FailedFormat, ...] = ()
+    published: str | None = None  # the format the draft was published in before this build (None: new)
+    margin: float = DEFAULT_SWITCH_MARGIN
 
     def as_provenance(self) -> dict:
         return {
@@ -81,16 +88,36 @@ class FormatChoice:
             "reason": self.reason,
             "formats": [asdict(r) for r in self.results],
             "failed": [asdict(f) for f in self.failed],
+            "published_before": self.published,
+            "switch_margin": self.margin,
         }
 
 
-def choose_draft_format(results: list[FormatResult], failed: list[FailedFormat] | None = None) -> FormatChoice:
-    """The format to publish: the best speed-up at its recommended k among those that passed the lossless gate.
+def choose_draft_format(
+    results: list[FormatResult],
+    failed: list[FailedFormat] | None = None,
+    *,
+    published: str | None = None,
+    margin: float = DEFAULT_SWITCH_MARGIN,
+) -> FormatChoice:
+    """The format to publish: the best speed-up at its recommended k among those that passed the lossless gate,
+    unless the draft is published in another format that still passes them and is not beaten by more than `margin`.
 
     Formats that also passed the acceptance gate come before those that did not; speed-ups within
     `TIE_TOLERANCE` of the best are a tie, which the smaller IR wins. `failed` formats are listed, never chosen.
+
+    Args:
+        results: every measured format's figures.
+        failed: the formats that could not be measured.
+        published: the weight format the draft's published repo holds (its record's), or None for a new draft.
+        margin: how much faster (0.1: 10 %) another format must measure to replace `published`.
+
+    Returns:
+        The choice, its reason and every figure (`as_provenance` is the record's `draft_formats`).
     """
-    choice = _choose(tuple(results))
+    choice = replace(_choose(tuple(results)), published=published, margin=margin)
+    if published is not None:
+        choice = _sticky(choice, published, margin)
     if failed:
         names = ", ".join(f"{f.weight_format} (failed: {f.reason})" for f in failed)
         choice = replace(choice, reason=f"{choice.reason}; not measured: {names}", failed=tuple(failed))
@@ -120,6 +147,33 @@ def _choose(measured: tuple[FormatResult, ...]) -> FormatChoice:
     if not accepted:
         reason += "; no format passed the acceptance gate"
     return FormatChoice(chosen.weight_format, reason, measured)
+
+
+def _sticky(choice: FormatChoice, published: str, margin: float) -> FormatChoice:
+    """Keep the published format unless the fresh choice beats it by more than `margin`, or it no longer passes
+    the gates the choice was made by (or was not measured at all)."""
+    if choice.chosen is None or choice.chosen == published:
+        return choice
+    held = next((r for r in choice.results if r.weight_format == published), None)
+    if held is None:
+        return replace(choice, reason=f"{choice.reason}; the published {published} was not measured: replaced")
+    winner = next(r for r in choice.results if r.weight_format == choice.chosen)
+    if not held.lossless or (winner.acceptance_passed and not held.acceptance_passed):
+        gate = "lossless" if not held.lossless else "acceptance"
+        return replace(choice, reason=f"{choice.reason}; the published {published} failed the {gate} gate: replaced")
+    gain = winner.speedup / held.speedup - 1 if held.speedup > 0 else float("inf")
+    if held.speedup <= 0 or winner.speedup > held.speedup * (1 + margin):
+        reason = (
+            f"{choice.reason}; {gain:.0%} faster than the published {published} ×{held.speedup:.2f}, more than the "
+            f"{margin:.0%} margin: replaced"
+        )
+        return replace(choice, reason=reason)
+    reason = (
+        f"{published}: kept as published, speed-up ×{held.speedup:.2f} at num_assistant_tokens="
+        f"{held.num_assistant_tokens} (accept length {held.accept_length:.2f}); {winner.weight_format} "
+        f"×{winner.speedup:.2f} is {gain:+.0%}, within the {margin:.0%} margin a switch needs"
+    )
+    return replace(choice, chosen=published, reason=reason)
 
 
 def _why_not(result: FormatResult, accepted: list[FormatResult]) -> str:

@@ -17,6 +17,13 @@ were both published as `OpenVINO-drafts/Qwen3-Coll-int4-ov`, the second overwrit
 
 Hub repo ids are case-insensitive, so homes compare case-insensitively and the hash reads the lower-cased id:
 two spellings of one source give one output, and distinct sources (ignoring case) give distinct outputs.
+
+A draft's name also says which weights it holds: its template may use `{weight_format}` (the default,
+`{source_name}-{weight_format}-ov`, gives `Qwen3-8B-DFlash-b16-int8-ov` for a draft whose int8 export measured
+fastest). The format's text is fixed for the name, so the rule above holds per format, and since every format is
+spelled with as many characters (`int4`, `int8`), two formats of one template never give one name either: the
+fixed texts around the source differ at the same place. A source therefore has one candidate name per format
+(`draft_output_repos`), which planning looks up to find where it is published.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import re
 import string
+from collections.abc import Mapping
 from typing import Protocol
 
 from huggingface_hub.errors import HFValidationError
@@ -32,6 +40,10 @@ from huggingface_hub.utils import validate_repo_id as hf_validate_repo_id
 from bot.core.errors import Skip
 
 MAX_NAME_LENGTH = 96  # the Hub's limit on the name part of `namespace/name`
+# The draft weight formats a name can be made for: `bot.core.recipe.WeightFormat` (tests/core/test_naming.py checks that
+# they agree; recipe.py imports this module, not the reverse). Equal lengths keep two formats' names apart.
+DRAFT_WEIGHT_FORMATS = ("int4", "int8")
+WEIGHT_FORMAT_FIELD = "weight_format"
 NAMESPACE_SEPARATOR = "__"
 HASH_DIGITS = 12
 _ID_CHARACTERS = re.compile(r"[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
@@ -86,22 +98,44 @@ def validate_repo_id(value: object, *, what: str) -> str:
     return value
 
 
-def draft_output_repo(publish: OutputNaming, source_repo: str) -> str:
-    """The repo a draft's OpenVINO export is published to (see the module docstring for the rule).
+def draft_output_repo(publish: OutputNaming, source_repo: str, weight_format: str) -> str:
+    """The repo a draft's OpenVINO export in one weight format is published to (see the module docstring).
 
     Args:
         publish: the recipe's publish settings (namespace, `draft_name` template, draft home namespace).
         source_repo: the draft's Hub repo id.
+        weight_format: the published draft's weight format (`int4`, `int8`), for the template's
+            `{weight_format}` (a template without it gives one name for every format).
 
     Returns:
         `{publish.namespace}/{name}`, validated.
 
     Raises:
-        Skip: `source_repo` or the resulting id is not a valid repo id (the reason is named).
+        Skip: `source_repo` or the resulting id is not a valid repo id, or `weight_format` is not one of
+            `DRAFT_WEIGHT_FORMATS` (the reason is named).
     """
+    if weight_format not in DRAFT_WEIGHT_FORMATS:
+        raise Skip(
+            f"cannot name the draft of {source_repo} for weight format {weight_format!r}: not one of "
+            f"{', '.join(DRAFT_WEIGHT_FORMATS)}",
+            subject=source_repo,
+        )
+    fill = {WEIGHT_FORMAT_FIELD: weight_format}
     return _output_repo(
-        publish.namespace, publish.draft_name, "source_name", publish.draft_home_namespace, source_repo, role="draft"
+        publish.namespace, publish.draft_name, "source_name", publish.draft_home_namespace, source_repo, "draft", fill
     )
+
+
+def draft_output_repos(publish: OutputNaming, source_repo: str) -> dict[str, str]:
+    """Every repo the draft of `source_repo` may be published in: weight format -> repo, in
+    `DRAFT_WEIGHT_FORMATS` order (one repo for all when the template has no `{weight_format}`).
+
+    Planning reads each distinct one to find where the source is published now, whatever format won last time.
+
+    Raises:
+        Skip: as `draft_output_repo`.
+    """
+    return {fmt: draft_output_repo(publish, source_repo, fmt) for fmt in DRAFT_WEIGHT_FORMATS}
 
 
 def target_output_repo(publish: OutputNaming, target_repo: str) -> str:
@@ -112,33 +146,60 @@ def target_output_repo(publish: OutputNaming, target_repo: str) -> str:
         Skip: `target_repo` or the resulting id is not a valid repo id.
     """
     return _output_repo(
-        publish.namespace, publish.target_name, "target_name", publish.target_home_namespace, target_repo, role="target"
+        publish.namespace, publish.target_name, "target_name", publish.target_home_namespace, target_repo, "target"
     )
 
 
-def template_parts(template: str, field: str) -> tuple[str, str]:
-    """The fixed text before and after the single `{field}` of a name template.
+def template_parts(template: str, field: str, fill: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The fixed text before and after the single `{field}` of a name template, with each field of `fill` (which
+    the template may hold at most once) replaced by its value.
 
     Raises:
-        ValueError: the template does not hold `{field}` exactly once, or holds another field, a format spec
-            or a conversion (each makes the mapping from source to output name non-injective or unpredictable).
+        ValueError: the template does not hold `{field}` exactly once, holds a `fill` field twice, holds another
+            field, a format spec or a conversion (each makes the mapping from source to output name
+            non-injective or unpredictable).
     """
+    fill = fill or {}
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
         raise ValueError(f"name template {template!r} is malformed: {exc}") from None
     fields = [(name, spec, conversion) for _, name, spec, conversion in parsed if name is not None]
-    if fields != [(field, "", None)]:
-        raise ValueError(f"name template {template!r} must contain {{{field}}} exactly once and no other field")
-    prefix, suffix = template.split("{" + field + "}")
-    return prefix.replace("{{", "{").replace("}}", "}"), suffix.replace("{{", "{").replace("}}", "}")
+    names = [name for name, _, _ in fields]
+    if (
+        names.count(field) != 1
+        or any(spec or conversion is not None for _, spec, conversion in fields)
+        or any(name != field and name not in fill for name in names)
+        or any(names.count(name) > 1 for name in fill)
+    ):
+        optional = "".join(f", {{{name}}} at most once" for name in fill)
+        raise ValueError(
+            f"name template {template!r} must contain {{{field}}} exactly once{optional} and no other field"
+        )
+    parts: tuple[list[str], list[str]] = ([], [])  # before and after `{field}`; literals come unescaped
+    side = 0
+    for literal, name, _, _ in parsed:
+        parts[side].append(literal)
+        if name == field:
+            side = 1
+        elif name is not None:
+            parts[side].append(fill[name])
+    return "".join(parts[0]), "".join(parts[1])
 
 
-def _output_repo(namespace: str, template: str, field: str, home: str | None, source_repo: str, *, role: str) -> str:
+def _output_repo(
+    namespace: str,
+    template: str,
+    field: str,
+    home: str | None,
+    source_repo: str,
+    role: str,
+    fill: Mapping[str, str] | None = None,
+) -> str:
     validate_repo_id(source_repo, what=f"{role} repo id")
     source_namespace, source_name = source_repo.split("/")
     try:
-        prefix, suffix = template_parts(template, field)
+        prefix, suffix = template_parts(template, field, fill)
     except ValueError as exc:
         raise Skip(f"cannot name the output of {source_repo}: {exc}", subject=source_repo) from None
     is_home = home is not None and source_namespace.lower() == home.lower()

@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import json
 import re
+import string
 from pathlib import Path
 from typing import Literal
 
@@ -19,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from bot.core import package_data
 from bot.core.errors import RecipeError, Skip, Stage
-from bot.core.naming import default_collection_title, template_parts, validate_repo_id
+from bot.core.naming import DRAFT_WEIGHT_FORMATS, default_collection_title, template_parts, validate_repo_id
 from bot.core.naming import status_repo_id as naming_status_repo_id
 
 DEFAULT_RECIPE = package_data.folder(package_data.WORKFLOWS) / "dflash.yaml"
@@ -163,29 +164,116 @@ class CollectionSettings(_Strict):
     )
 
 
+# The OpenVINO organisation publishes int4 IRs of many targets under this name; one that passes the target IR
+# rules serves every draft of that target (bot.plan.official, bot.build.official).
+DEFAULT_OFFICIAL_TARGETS = ("OpenVINO/{target_name}-int4-ov",)
+_OFFICIAL_FIELDS = ("target_name", "target_namespace")
+
+
+def official_repo_id(template: str, target_repo: str) -> str:
+    """`template` filled with the target's repo id parts, checked as a repo id.
+
+    Raises:
+        ValueError: the template is malformed, names another field (or none of the target's name), or does not
+            make a valid `namespace/name` id for this target.
+    """
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"official target template {template!r} is malformed: {exc}") from None
+    if "target_name" not in fields or not set(fields) <= set(_OFFICIAL_FIELDS):
+        raise ValueError(
+            f"official target template {template!r} must contain {{target_name}} and no field but "
+            f"{{target_name}} and {{target_namespace}}"
+        )
+    namespace, _, name = target_repo.partition("/")
+    repo = template.format(target_name=name, target_namespace=namespace)
+    try:
+        return validate_repo_id(repo, what=f"official target template {template!r} for {target_repo}")
+    except Skip as skip:
+        raise ValueError(skip.message) from None
+
+
 class PublishSettings(_Strict):
     """Where outputs go and how they are named (the naming rule is in `bot/core/naming.py`)."""
 
     namespace: str
-    draft_name: str = "{source_name}-int4-ov"
+    draft_name: str = Field(
+        "{source_name}-{weight_format}-ov",
+        description="{source_name}, and {weight_format}: the published draft's measured weight format (int4, int8)",
+    )
     target_name: str = "{target_name}-int4-ov"
     private: bool = False
+    format_switch_margin: float = Field(
+        0.10,
+        description="a published draft moves to another weight format (and its repo) only when that format measured "
+        "faster by more than this share (0.1: 10 %), so a noisy measurement never flips it",
+    )
     draft_home_namespace: str | None = Field(
         "z-lab", description="drafts from this namespace keep their bare name; others get `namespace__` in front"
     )
     target_home_namespace: str | None = Field(
         "Qwen", description="targets from this namespace keep their bare name; others get `namespace__` in front"
     )
+    official_targets: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_OFFICIAL_TARGETS),
+        max_length=8,
+        description="repo ids to try, in order, as the target IR a draft is validated with instead of exporting "
+        "and publishing one (`{target_name}`, `{target_namespace}`: the target's repo id parts); [] turns it off",
+    )
+
+    @field_validator("official_targets")
+    @classmethod
+    def _official_repo_templates(cls, templates: list[str]) -> list[str]:
+        for template in templates:
+            official_repo_id(template, "Qwen/Qwen3-8B")  # raises ValueError naming the template
+        return list(dict.fromkeys(templates))
+
+    def official_target_repos(self, target_repo: str) -> list[str]:
+        """The official repos `official_targets` names for a target, in order (none when the target's id cannot
+        fill a template into a valid repo id)."""
+        repos = []
+        for template in self.official_targets:
+            try:
+                repos.append(official_repo_id(template, target_repo))
+            except ValueError:
+                continue
+        return list(dict.fromkeys(repos))
 
     @field_validator("draft_name", "target_name")
     @classmethod
     def _one_name_field(cls, template: str, info: ValidationInfo) -> str:
-        prefix, suffix = template_parts(template, "source_name" if info.field_name == "draft_name" else "target_name")
-        try:
-            validate_repo_id(f"namespace/{prefix}x{suffix}", what=str(info.field_name))
-        except Skip as skip:
-            raise ValueError(f"{template!r} does not make valid repo names ({skip.message})") from None
+        if info.field_name == "draft_name":
+            parts = [template_parts(template, "source_name", {"weight_format": f}) for f in DRAFT_WEIGHT_FORMATS]
+        else:
+            parts = [template_parts(template, "target_name")]
+        for prefix, suffix in parts:
+            try:
+                validate_repo_id(f"namespace/{prefix}x{suffix}", what=str(info.field_name))
+            except Skip as skip:
+                raise ValueError(f"{template!r} does not make valid repo names ({skip.message})") from None
         return template
+
+    @field_validator("format_switch_margin", mode="before")
+    @classmethod
+    def _margin_share(cls, value: object) -> object:
+        """`10%` reads as 0.1; a bare number over 1 is refused rather than read as a percentage."""
+        if isinstance(value, str) and value.strip().endswith("%"):
+            try:
+                return float(value.strip()[:-1]) / 100
+            except ValueError:
+                raise ValueError(f"{value!r} is not a percentage (e.g. 10%)") from None
+        return value
+
+    @field_validator("format_switch_margin")
+    @classmethod
+    def _margin_range(cls, margin: float) -> float:
+        if not 0 <= margin <= 1:  # NaN fails this too
+            raise ValueError(
+                f"must be a share between 0 and 1 (0.1 or 10% for ten per cent: the other weight format must "
+                f"measure that much faster to replace the published one), not {margin!r}"
+            )
+        return margin
 
     @field_validator("namespace")
     @classmethod
@@ -219,7 +307,8 @@ class RunnerClass(_Strict):
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     max_memory_bytes: int = Field(
-        ge=1, description="largest estimated build peak RSS this runner takes; also the memory guard's budget"
+        ge=1,
+        description="largest estimated anonymous peak this runner takes; also the memory guard's budget",
     )
     max_disk_bytes: int = Field(ge=1, description="largest estimated peak disk use (sources, IRs, bundle)")
     runs_on: str | list[str] = Field(description="the job's `runs-on`: a label or a list of labels")
@@ -241,9 +330,13 @@ class SizingModel(_Strict):
     `bytes` is the safetensors (bf16) size of what the stage reads: one model for an export and its IR, the target
     for inspect, draft + target for validate, and for the quality step the bytes the original occupies in memory
     (`bot.plan.sizing.reference_memory_bytes`: its f32 copy beside the mapped checkpoint, or the mapped bf16 weights
-    alone). Memory is the RSS of the stage's whole process tree (the bot's own process included); disk is bytes
-    allocated under the work folder. Draft and target exports have lines of their own: a draft export carries
-    optimum-intel's DFlash export path on top of its weights, a target's is the plain causal-LM export.
+    alone). The `*_memory` lines are the anonymous peak (plus swap) of the stage's whole process tree: what the
+    kernel cannot drop, so what must fit a runner class's memory and what the memory guard compares with it. The
+    `*_file` lines are the file-backed working set beside it (mapped checkpoints and IR weights): the kernel drops
+    and rereads those pages under pressure, so it is reported (room for it keeps a stage fast) and never refuses a
+    build. Disk is bytes allocated under the work folder. Draft and target exports have lines of their own: a
+    draft export carries optimum-intel's DFlash export path on top of its weights, a target's is the plain
+    causal-LM export.
     """
 
     # Fitted by bench/scale.py on Qwen3 0.6B, 1.7B and 4B shapes; the measurements are in docs/scale.md (2-core
@@ -255,6 +348,11 @@ class SizingModel(_Strict):
     ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_213_266)
     export_scratch_disk: LinearFit = LinearFit(a=1.0077, b=-52_375_713)
     quality_memory: LinearFit = LinearFit(a=1.0375, b=441_126_344)
+    draft_export_file: LinearFit = LinearFit(a=0.0, b=0)
+    target_export_file: LinearFit = LinearFit(a=0.0, b=0)
+    validate_file: LinearFit = LinearFit(a=0.0, b=0)
+    inspect_file: LinearFit = LinearFit(a=0.0, b=0)
+    quality_file: LinearFit = LinearFit(a=0.0, b=0)
 
 
 class RunnerSettings(_Strict):

@@ -323,7 +323,9 @@ class BuildFiles(_Record):
 
     `draft` and `target` list the built files of each repo; the card, the record and the chart are rendered at
     publish from the record and are not listed. The sources are the files downloaded and checked against the
-    Hub's hashes (a reused target: the published IR files, checked against that repo's record).
+    Hub's hashes (a reused target: the published IR files, checked against that repo's record). With an official
+    target (`official_target.used`), `target` lists its files as downloaded, which the bot does not publish, and
+    `target_source` the source target's files they were compared with.
     """
 
     draft: FileList
@@ -335,6 +337,27 @@ class BuildFiles(_Record):
 class Repos(_Record):
     draft: str
     target: str
+
+
+class OfficialTarget(_Record):
+    """An official int4 target repo the build tried as the target IR (`publish.official_targets`): used, the draft
+    was validated against it and no target was exported or published (the pair's target repo is this one);
+    refused, the target was exported as usual and `reason` says why the official one did not serve."""
+
+    repo: str
+    revision: str = Field(description="the commit whose files were downloaded (each checked against the Hub's hash)")
+    used: bool
+    reason: str | None = Field(None, description="why it did not serve (None when used)")
+
+    @property
+    def pinned(self) -> str:
+        return f"{self.repo}@{self.revision}"
+
+    def note(self) -> str:
+        """One line for the run report."""
+        if self.used:
+            return f"validated against the official target {self.repo}@{self.revision[:7]} (no target exported)"
+        return f"official target {self.repo} not used: {self.reason}"
 
 
 class StageResources(_Record):
@@ -377,10 +400,19 @@ class BuildRecord(_Record):
     card: CardInfo | None = Field(None, description="set when published: the card templates it was rendered with")
     repos: Repos | None = Field(None, description="set when published: the draft and target repos of the pair")
     files: BuildFiles | None = Field(None, description="every built file published and every source file (sha256)")
+    official_target: OfficialTarget | None = Field(
+        None, description="the official target repo the build tried (publish.official_targets), used or not and why"
+    )
 
     @property
     def passed(self) -> bool:
         return self.status == "validated"
+
+    @property
+    def draft_weight_format(self) -> str:
+        """The draft's published weight format: the one measured fastest, or the export's for a record written
+        before the draft was measured in several (its repo name and card tags say it)."""
+        return self.export.draft_weight_format or self.export.weight_format
 
     def inputs(self) -> BuildInputs:
         return BuildInputs(

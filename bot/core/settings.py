@@ -3,7 +3,7 @@
 Nothing else in `bot/` reads an environment variable for configuration: the CLI builds `Settings.from_env(os.environ)`
 and hands it (or the one field a function needs) on, to the processes it starts too (the builder gets the variables,
 a sandbox child its command line); tests build `Settings.from_env({...})` with exactly what they mean.
-tests/test_settings.py holds the list of the places that may still touch `os.environ` (to remove a token, to set
+tests/core/test_settings.py holds the list of the places that may still touch `os.environ` (to remove a token, to set
 a switch, to copy the environment for a child), and why.
 """
 

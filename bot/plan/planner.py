@@ -10,8 +10,10 @@ re-renders the card without rebuilding. The builds are handed on as `BuildJob`s,
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,6 +25,7 @@ from bot.core.toolchain import Toolchain
 from bot.discover.candidates import Candidate
 from bot.discover.checkpoints import DraftSpec, require_exportable
 from bot.hub import RepoListing
+from bot.plan.official import OfficialRepo
 from bot.plan.reuse import ReusedTarget
 
 REPO_ID = r"^[\w.-]+/[\w.-]+$"  # owner/name, as the Hub spells repo ids
@@ -42,7 +45,7 @@ class Decision:
     listing: RepoListing
     action: Action
     reasons: tuple[str, ...]
-    draft_repo: str
+    draft_repo: str | None  # the repo the draft is published in (its record was read there); None: not published
     published: BuildRecord | None  # the draft repo's record, when there is one
 
     def repos(self) -> Repos | None:
@@ -63,10 +66,19 @@ class BuildJob(BaseModel):
 
     candidate: Candidate
     reasons: tuple[str, ...]
+    # Where the draft is published now, or (a new draft) where its first weight format would be.
     draft_repo: str = Field(pattern=REPO_ID)
     target_repo: str = Field(pattern=REPO_ID)
+    # Weight format -> the repo the draft is published to when the build chooses that format (`bot.core.naming`);
+    # empty: `draft_repo` for every format.
+    draft_repos: dict[str, Annotated[str, Field(pattern=REPO_ID)]] = Field(default_factory=dict)
+    # The weight format `draft_repo`'s record holds (None: nothing published): the build keeps it unless another
+    # format measures faster by the recipe's `publish.format_switch_margin` (bot.build.weight_formats).
+    published_format: str | None = None
     # The published target whose int4 IR the build downloads instead of exporting the target (bot.plan.reuse).
     reuse_target: ReusedTarget | None = None
+    # The official target IR the build tries first; when it serves, no target is exported (bot.plan.official).
+    official_target: OfficialRepo | None = None
 
     @model_validator(mode="after")
     def _pinned(self) -> BuildJob:
@@ -82,14 +94,30 @@ class BuildJob(BaseModel):
         return self
 
     @classmethod
-    def from_candidate(cls, candidate: Candidate, reasons: tuple[str, ...], publish: PublishSettings) -> BuildJob:
-        """The job for a resolved candidate: the candidate itself, why it is built, and both output repos."""
+    def from_candidate(
+        cls,
+        candidate: Candidate,
+        reasons: tuple[str, ...],
+        publish: PublishSettings,
+        *,
+        formats: Sequence[str] = naming.DRAFT_WEIGHT_FORMATS,
+        published: tuple[str, str] | None = None,
+    ) -> BuildJob:
+        """The job for a resolved candidate: the candidate itself, why it is built, and its output repos.
+
+        Args:
+            formats: the recipe's `export.draft_weight_formats` (the first names a new draft's `draft_repo`).
+            published: (repo, weight format) of the draft as published now, as planning found it.
+        """
         assert candidate.repo_id and candidate.target_repo
+        draft_repos = draft_output_repos(publish, candidate.repo_id)
         return cls(
             candidate=candidate,
             reasons=tuple(reasons),
-            draft_repo=draft_output_repo(publish, candidate.repo_id),
+            draft_repo=published[0] if published else draft_repos[formats[0]],
             target_repo=target_output_repo(publish, candidate.target_repo),
+            draft_repos=draft_repos,
+            published_format=published[1] if published else None,
         )
 
     # The pinned ids, typed as set (`_pinned` checked them): what the run's bookkeeping goes by.
@@ -111,16 +139,36 @@ class BuildJob(BaseModel):
 
     @property
     def repos(self) -> Repos:
+        """The repos as planned (`draft_repo`); a build publishes to `repos_for` its chosen weight format."""
         return Repos(draft=self.draft_repo, target=self.target_repo)
 
+    def repos_for(self, weight_format: str) -> Repos:
+        """The repos a build whose draft was chosen in `weight_format` publishes to."""
+        return self.repos.model_copy(update={"draft": self.draft_repos.get(weight_format, self.draft_repo)})
 
-def draft_output_repo(publish: PublishSettings, source_repo: str) -> str:
-    """The draft's output repo (`bot.core.naming`: injective, within the Hub's limits).
+    def replaced_repo(self, weight_format: str) -> str | None:
+        """The published repo a build in `weight_format` replaces (its card then points to the new one): the draft
+        was published under another format's name; None when it goes to the same repo or nothing was published."""
+        new = self.repos_for(weight_format).draft
+        return self.draft_repo if self.published_format is not None and self.draft_repo != new else None
+
+
+def draft_output_repo(publish: PublishSettings, source_repo: str, weight_format: str) -> str:
+    """The draft's output repo in one weight format (`bot.core.naming`: injective, within the Hub's limits).
 
     Raises:
         Skip: no valid output name can be made from the source id.
     """
-    return naming.draft_output_repo(publish, source_repo)
+    return naming.draft_output_repo(publish, source_repo, weight_format)
+
+
+def draft_output_repos(publish: PublishSettings, source_repo: str) -> dict[str, str]:
+    """Weight format -> the draft's output repo in it: where planning looks for what is published.
+
+    Raises:
+        Skip: no valid output name can be made from the source id.
+    """
+    return naming.draft_output_repos(publish, source_repo)
 
 
 def target_output_repo(publish: PublishSettings, target_repo: str) -> str:
@@ -164,14 +212,21 @@ def decide(
     card_fingerprint: str,
     target_revision: str | None = None,
     force: bool = False,
+    published_repo: str | None = None,
 ) -> Decision:
     """Compare a listed source with its published record (pure: no Hub call).
 
     Args:
         toolchain: the toolchain the published build's target family plans with (`profiles.planned_toolchain`).
         target_revision: the target's current revision, when looked up (a new target commit rebuilds the pair).
+        published_repo: the repo `published` was read from (default: the one the record names).
+
+    Raises:
+        Skip: no valid output name can be made from the source id.
     """
-    draft_repo = draft_output_repo(publish, listing.repo_id)
+    draft_output_repos(publish, listing.repo_id)  # a source no name can be made for is skipped here
+    named = published.repos.draft if published is not None and published.repos is not None else None
+    draft_repo = published_repo or named
     if force:
         return Decision(listing, Action.BUILD, ("forced",), draft_repo, published)
     if published is None:

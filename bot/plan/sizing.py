@@ -1,8 +1,12 @@
 """How much memory and disk a build needs, from a model fitted on measured builds (docs/scale.md).
 
 Each stage's peak is a straight line in the bytes it reads, ``a × bytes + b``, fitted by `bench/scale.py` on
-random-weight checkpoints of real Qwen3 shapes; the constants live in the recipe (`recipe.SizingModel`). A build
-runs: download → export draft and target → inspect → quality → validate → bundle. Its peak memory is the largest of
+random-weight checkpoints of real Qwen3 shapes; the constants live in the recipe (`recipe.SizingModel`). Memory is
+the anonymous peak (plus swap): the pages the kernel cannot drop, so what a runner class must hold and what the
+memory guard (`bot.sandbox.isolation`) compares with its budget. The file-backed working set (mapped checkpoints and
+IR weights) is estimated beside it and reported: the kernel rereads those pages under pressure, so a runner short of
+room for them builds slower, not never. A build runs: download → export draft and target → inspect → quality →
+validate → bundle. Its peak memory is the largest of
 
 * the exports: the sum of both when they run side by side, the larger one when they run one after the other;
 * inspect and validate, which load the int4 IRs (a fraction of the bf16 bytes);
@@ -17,6 +21,7 @@ removed once both IRs are written (`BuildEstimate.remove_sources`), which `bot.b
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,16 +51,20 @@ class BuildEstimate:
     """The planned schedule of one build and its estimated peaks on a runner class.
 
     Attributes:
-        peak_memory_bytes: Estimated peak RSS of the build's processes for the chosen schedule.
+        peak_memory_bytes: Estimated anonymous peak (plus swap) of the build's processes for the chosen schedule:
+            what must fit the runner class's memory.
         peak_disk_bytes: Estimated peak disk use of the work folder and bundle.
         parallel_exports: Whether the draft and target exports run side by side.
         remove_sources: Whether the downloaded source weights must be removed once both IRs are written.
+        peak_file_bytes: Estimated file-backed working set of the stage that maps the most (mapped weights): room
+            for it keeps the build fast; it never decides whether a build fits.
     """
 
     peak_memory_bytes: int
     peak_disk_bytes: int
     parallel_exports: bool
     remove_sources: bool
+    peak_file_bytes: int = 0
 
     def fits(self, runner: RunnerClass) -> bool:
         return self.peak_memory_bytes <= runner.max_memory_bytes and self.peak_disk_bytes <= runner.max_disk_bytes
@@ -63,18 +72,27 @@ class BuildEstimate:
     def describe(self) -> str:
         schedule = "exports in parallel" if self.parallel_exports else "exports one after the other"
         removal = ", source weights removed after export" if self.remove_sources else ""
-        return f"memory {gb(self.peak_memory_bytes)}, disk {gb(self.peak_disk_bytes)} ({schedule}{removal})"
+        return (
+            f"memory {gb(self.peak_memory_bytes)}, disk {gb(self.peak_disk_bytes)} ({schedule}{removal}; "
+            f"+{gb(self.peak_file_bytes)} file-backed)"
+        )
 
 
 @dataclass(frozen=True)
 class StagePeaks:
-    """The model's per-stage figures for one pair (the terms `estimate_build` combines)."""
+    """The model's per-stage figures for one pair (the terms `estimate_build` combines): anonymous peaks
+    (`*_memory`), file-backed working sets (`*_file`), disk."""
 
     draft_export_memory: int
     target_export_memory: int
     validate_memory: int
     inspect_memory: int
     quality_memory: int
+    draft_export_file: int
+    target_export_file: int
+    validate_file: int
+    inspect_file: int
+    quality_file: int
     draft_ir_bytes: int
     target_ir_bytes: int
     # Disk an export holds beyond its final IR while it runs: optimum-cli writes the floating-point IR to a
@@ -93,6 +111,11 @@ def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel, *, targ
         inspect_memory=model.inspect_memory.at(target_bytes),
         # A reused target brings its quality figures with it: no quality step (bot.plan.reuse).
         quality_memory=0 if target_reused else model.quality_memory.at(reference_memory_bytes(target_bytes)),
+        draft_export_file=model.draft_export_file.at(draft_bytes),
+        target_export_file=0 if target_reused else model.target_export_file.at(target_bytes),
+        validate_file=model.validate_file.at(draft_bytes + target_bytes),
+        inspect_file=model.inspect_file.at(target_bytes),
+        quality_file=0 if target_reused else model.quality_file.at(target_bytes),
         draft_ir_bytes=model.ir_bytes.at(draft_bytes),
         target_ir_bytes=model.ir_bytes.at(target_bytes),
         draft_export_scratch=model.export_scratch_disk.at(draft_bytes),
@@ -120,10 +143,13 @@ def estimate_schedule(
     """
     peaks = stage_peaks(draft_bytes, target_bytes, model, target_reused=target_reused)
     after_export = max(peaks.validate_memory, peaks.inspect_memory, peaks.quality_memory)
+    mapped_after_export = max(peaks.validate_file, peaks.inspect_file, peaks.quality_file)
     if parallel_exports:
         exports = peaks.draft_export_memory + peaks.target_export_memory
+        mapped_exports = peaks.draft_export_file + peaks.target_export_file
     else:
         exports = max(peaks.draft_export_memory, peaks.target_export_memory)
+        mapped_exports = max(peaks.draft_export_file, peaks.target_export_file)
     sources = draft_bytes + (0 if target_reused else target_bytes)  # a reused target IR is counted in `irs`
     irs = peaks.draft_ir_bytes + peaks.target_ir_bytes
     if parallel_exports:  # both exports' temporary IRs at once
@@ -137,6 +163,7 @@ def estimate_schedule(
         peak_disk_bytes=max(exporting, bundling),
         parallel_exports=parallel_exports,
         remove_sources=remove_sources,
+        peak_file_bytes=max(mapped_exports, mapped_after_export),
     )
 
 
@@ -196,15 +223,13 @@ def choose_runner(
             return runner, estimate, f"runner class '{runner.name}': {estimate.describe()}"
     assert estimate is not None  # classes has at least one entry
     largest = runners.classes[-1]
-    needed = BuildEstimate(
-        estimate.peak_memory_bytes, estimate.peak_disk_bytes, estimate.parallel_exports, estimate.remove_sources
-    )
+    needed = estimate
     return (
         None,
         needed,
         (
             f"estimated peak memory {gb(needed.peak_memory_bytes)} and disk {gb(needed.peak_disk_bytes)} "
-            f"({needed.describe().split('(', 1)[1].rstrip(')')}) do not fit the largest runner class "
+            f"({needed.describe().split('(', 1)[1].split(';')[0]}) do not fit the largest runner class "
             f"'{largest.name}' ({gb(largest.max_memory_bytes)} memory, {gb(largest.max_disk_bytes)} disk): add a class "
             f"to the recipe's runners.classes with max_memory_bytes >= {round_up(needed.peak_memory_bytes)} and "
             f"max_disk_bytes >= {round_up(needed.peak_disk_bytes)}, e.g. {{name: large, max_memory_bytes: "
@@ -214,16 +239,54 @@ def choose_runner(
     )
 
 
-def local_runner(work: Path, *, meminfo: Path = Path("/proc/meminfo")) -> RunnerClass:
+def local_runner(
+    work: Path,
+    *,
+    meminfo: Path = Path("/proc/meminfo"),
+    proc_cgroup: Path = Path("/proc/self/cgroup"),
+    cgroup_root: Path = Path("/sys/fs/cgroup"),
+) -> RunnerClass:
     """This machine as a runner class, for builds outside the Actions fan-out (`run`, `build`): the memory it has
-    available now and the free disk under `work`."""
+    available now, or its memory cgroup's limit when that is less (a container, `systemd-run -p MemoryMax=`: the
+    kernel enforces that one, whatever /proc/meminfo says), and the free disk under `work`."""
     available = next(
         int(line.split()[1]) * 1024 for line in meminfo.read_text().splitlines() if line.startswith("MemAvailable:")
     )
+    limit = cgroup_memory_limit(proc_cgroup, cgroup_root)
     work.mkdir(parents=True, exist_ok=True)
     return RunnerClass(
-        name="local", max_memory_bytes=available, max_disk_bytes=shutil.disk_usage(work).free, runs_on="local"
+        name="local",
+        max_memory_bytes=min(available, limit) if limit else available,
+        max_disk_bytes=shutil.disk_usage(work).free,
+        runs_on="local",
     )
+
+
+def cgroup_memory_limit(proc_cgroup: Path, cgroup_root: Path) -> int | None:
+    """The smallest memory limit on this process's memory cgroup and its ancestors (v1 `memory.limit_in_bytes`,
+    v2 `memory.max`); None when there is none or it cannot be read."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    limits = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            mount, name = cgroup_root / "memory", "memory.limit_in_bytes"
+        elif controllers == "":
+            mount, name = cgroup_root, "memory.max"
+        else:
+            continue
+        folder = mount / path.lstrip("/")
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                limits.append(int((folder / name).read_text().strip()))  # "max" (v2, none) is skipped
+            if folder == mount or mount not in folder.parents:
+                break
+            folder = folder.parent
+    unlimited = 2**62  # v1 writes "no limit" as a page-rounded 2**63 - 1
+    return min((n for n in limits if n < unlimited), default=None)
 
 
 def gb(n: int) -> str:

@@ -84,9 +84,21 @@ def _environment(folder: Path | None) -> jinja2.Environment:
     )
 
 
+# Bits per weight of each weight format the bot publishes (`bot.core.naming.DRAFT_WEIGHT_FORMATS`).
+FORMAT_BITS = {"int4": 4, "int8": 8}
+
+
 def _metadata(
-    *, base_model: str, license_: str | None, license_link: str | None, tags: list[str], pipeline_tag: str
+    *,
+    base_model: str,
+    license_: str | None,
+    license_link: str | None,
+    weight_format: str,
+    tags: list[str],
+    pipeline_tag: str,
 ) -> str:
+    """The card's YAML: the weight format is a tag and the `quantization` entry, from the record, never assumed."""
+    quantization = {"weight_format": weight_format, "bits": FORMAT_BITS.get(weight_format), "library": "nncf"}
     data = ModelCardData(
         base_model=base_model,
         base_model_relation="quantized",
@@ -94,13 +106,18 @@ def _metadata(
         license_link=license_link,
         library_name="openvino",
         pipeline_tag=pipeline_tag,
-        tags=tags,
+        tags=["openvino", "nncf", weight_format, *tags],
+        quantization={key: value for key, value in quantization.items() if value is not None},
     )
     return data.to_yaml()
 
 
-def render_draft_card(built: BuildRecord, *, folder: Path | None = None) -> str:
-    """The draft repo's README.md from its published record (`built.repos` names both repos)."""
+def render_draft_card(built: BuildRecord, *, folder: Path | None = None, superseded_by: str | None = None) -> str:
+    """The draft repo's README.md from its published record (`built.repos` names both repos).
+
+    Args:
+        superseded_by: the repo this draft moved to (another weight format's): its card then says so at the top.
+    """
     if built.repos is None:
         raise ValueError("a draft card needs the record's repos (BuildRecord.published_as)")
     family = "dspark" if built.draft.kind == "dspark" else "dflash"
@@ -108,7 +125,8 @@ def render_draft_card(built: BuildRecord, *, folder: Path | None = None) -> str:
         base_model=built.source.repo or "local",
         license_=built.source.license,
         license_link=built.source.license_link,
-        tags=["openvino", "nncf", "int4", family, "speculative-decoding"],
+        weight_format=built.draft_weight_format,
+        tags=[family, "speculative-decoding"],
         pipeline_tag="text-generation",
     )
     return (
@@ -120,6 +138,8 @@ def render_draft_card(built: BuildRecord, *, folder: Path | None = None) -> str:
             draft_repo=built.repos.draft,
             target_repo=built.repos.target,
             family=family,
+            weight_format=built.draft_weight_format,
+            superseded_by=superseded_by,
             best=built.validation.best_run,
             speeds_up=built.validation.speeds_up,
             facts=facts(built.draft.format),
@@ -133,7 +153,8 @@ def render_target_card(target: TargetRecord, *, target_repo: str, folder: Path |
         base_model=target.target.repo or "local",
         license_=target.target.license,
         license_link=target.target.license_link,
-        tags=["openvino", "nncf", "int4", "speculative-decoding"],
+        weight_format=target.export.weight_format,
+        tags=["speculative-decoding"],
         pipeline_tag="image-text-to-text" if target.target.is_vlm else "text-generation",
     )
     return (

@@ -5,6 +5,13 @@ repos come from the build job (plan named them) and the record from memory. Befo
 so a stale bundle never overwrites newer work, a repo that holds another source's build is never overwritten, and
 a second publisher of the same build reports "up-to-date". Every commit carries every file of the repo and
 `parent_commit`, so a crash or a race leaves a repo at its previous commit or at the complete new one.
+
+A draft is published to the repo named after its weight format (`bot.core.naming`). When a build moved it to
+another format, the repo it was in before keeps its files, and its card is rewritten in the same step to say
+which repo supersedes it; the target's card then lists the new repo in place of the old one.
+
+A draft validated against an official target (`BuildRecord.official_target`, `bot.build.official`) has no target
+repo of the bot's own: only the draft repo is committed, and its record names the official repo as the pair's target.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import random
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +27,7 @@ from bot.build.bundle import Bundle, check_folder
 from bot.core import log, record
 from bot.core.errors import BotError, Failure, PreconditionFailed, Skip, Stage
 from bot.core.outcome import Status
-from bot.core.record import PROVENANCE_FILE, BuildRecord, Repos, TargetRecord
+from bot.core.record import PROVENANCE_FILE, BuildRecord, DraftSummary, Repos, TargetRecord
 from bot.core.record_files import differs_from_record
 from bot.hub import Hub, RepoFiles
 from bot.publish.card import render_draft_card, render_target_card, template_fingerprint
@@ -50,21 +58,29 @@ def publish_bundle(hub: Hub, bundle: Bundle, repos: Repos, *, private: bool) -> 
     return result
 
 
-def publish_group(hub: Hub, members: list[tuple[Bundle, Repos]], *, private: bool) -> list[PublishResult | BotError]:
+def publish_group(
+    hub: Hub, members: list[tuple[Bundle, Repos]], *, private: bool, replaces: Mapping[str, str] | None = None
+) -> list[PublishResult | BotError]:
     """Publish the drafts of one target: the target repo once (listing every draft built now), then each draft.
+
+    Args:
+        replaces: new draft repo -> the repo the same source was published in before (another weight format's
+            name): once the new repo is published, the old one's card is rewritten to point to it.
 
     Returns:
         per member, in order, its result or the skip/failure that stopped it (one member's problem never stops
         the others).
     """
     card_fp = template_fingerprint()
+    replaces = replaces or {}
+    members = [(bundle, pair_repos(bundle.record, repos)) for bundle, repos in members]
     results: list[PublishResult | BotError | None] = [None] * len(members)
     for attempt in range(1, _RACE_ATTEMPTS + 1):
         pending = [i for i, result in enumerate(results) if result is None]
         if not pending:
             break
         try:
-            _publish_once(hub, members, pending, results, card_fp, private)
+            _publish_once(hub, members, pending, results, card_fp, private, replaces)
         except PreconditionFailed as error:
             # Another writer committed first: re-read the Hub and decide again (it may hold this very build).
             log.step("%s: lost a commit race (412), re-reading the Hub", members[pending[0]][1].target)
@@ -84,31 +100,35 @@ def _publish_once(
     results: list[PublishResult | BotError | None],
     card_fp: str,
     private: bool,
+    replaces: Mapping[str, str],
 ) -> None:
-    """Target weights first (its card listing only drafts already published), then each draft, then the target's
-    card listing the drafts now published: a run killed at any point leaves no card linking a missing repo, and
-    the next run finishes the work."""
+    """Target weights first (its card listing only drafts already published), then each draft (and the card of the
+    repo it replaces), then the target's card listing the drafts now published: a run killed at any point leaves no
+    card linking a missing repo, and the next run finishes the work."""
     ready: list[int] = []
     current: list[int] = []
     seen: dict[int, RepoFiles | None] = {}  # the draft repo as each decision read it
     for i in pending:
         bundle, repos = members[i]
         try:
-            is_current, seen[i] = _draft_is_current(hub, bundle.record, repos, card_fp)
+            is_current, seen[i] = _draft_is_current(
+                hub, bundle.record, repos, card_fp, replacing=repos.draft in replaces
+            )
             (current if is_current else ready).append(i)
         except BotError as error:
             results[i] = error
     commits: dict[int, list[tuple[str, str]]] = {i: [] for i in ready + current}
     published: list[int] = []
-    if ready:
+    own = [i for i in ready if not _official_target_used(members[i][0].record)]  # an official target is not ours
+    if own:
         try:
-            _publish_target(hub, [members[i] for i in ready], card_fp, commits[ready[0]], private, list_new=False)
+            _publish_target(hub, [members[i] for i in own], card_fp, commits[own[0]], private, list_new=False)
         except PreconditionFailed:
             raise
         except BotError as error:
-            for i in ready:
+            for i in own:
                 results[i] = error
-            ready = []
+            ready = [i for i in ready if i not in own]
     for i in ready:
         bundle, repos = members[i]
         try:
@@ -120,18 +140,39 @@ def _publish_once(
             continue
         published.append(i)
     listed = published + current
-    if listed:
+    for i in listed:
+        _, repos = members[i]
+        if repos.draft in replaces:
+            _supersede(hub, replaces[repos.draft], repos.draft, members[i][0].record, commits[i], private)
+    listed_own = [i for i in listed if not _official_target_used(members[i][0].record)]
+    if listed_own:
         # Every draft that is on the Hub now, current ones included (a run killed before this step left them
         # off the target's card): one card-only commit when the list changed.
-        _publish_target(hub, [members[i] for i in listed], card_fp, commits[listed[0]], private, list_new=True)
+        _publish_target(hub, [members[i] for i in listed_own], card_fp, commits[listed_own[0]], private, list_new=True)
     for i in listed:
         # Nothing committed: another writer published this very build between our check and our commit.
         results[i] = PublishResult(Status.PUBLISHED if commits[i] else Status.UP_TO_DATE, members[i][1], commits[i])
 
 
-def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) -> tuple[bool, RepoFiles | None]:
+def pair_repos(built: BuildRecord, repos: Repos) -> Repos:
+    """The repos a build's pair lives in: the planned ones, but an official target's repo when the draft was
+    validated against it (`BuildRecord.official_target`: no target of the bot's own exists for it)."""
+    official = built.official_target
+    return repos.model_copy(update={"target": official.repo}) if _official_target_used(built) and official else repos
+
+
+def _official_target_used(built: BuildRecord) -> bool:
+    return built.official_target is not None and built.official_target.used
+
+
+def _draft_is_current(
+    hub: Hub, built: BuildRecord, repos: Repos, card_fp: str, *, replacing: bool = False
+) -> tuple[bool, RepoFiles | None]:
     """Whether the draft repo already holds this build with this card, and the repo as it was read (None: no repo);
     a commit of this bundle must have that commit as its parent (`Hub.publish_folder(seen=...)`).
+
+    With `replacing` (the draft comes back to this repo from another format's), only this very bundle is current:
+    an equal build published here before is the one whose card now points away.
 
     Raises:
         Failure: the bundle did not pass its gates, or was built from local folders.
@@ -158,7 +199,7 @@ def _draft_is_current(hub: Hub, built: BuildRecord, repos: Repos, card_fp: str) 
             subject=source,
             stage=Stage.PUBLISH,
         )
-    if not published.inputs().changes_to(built.inputs()):
+    if not published.inputs().changes_to(built.inputs()) and (not replacing or published.built_at == built.built_at):
         if published.card is not None and published.card.template_fingerprint == card_fp:
             log.step("%s already holds this build", repos.draft)
             return True, head
@@ -208,7 +249,7 @@ def _publish_target(
     target_record = published if published is not None and weights_current else fresh
     if list_new:
         for bundle, draft_repos in members:
-            target_record = target_record.with_draft(bundle.record.summary(draft_repos.draft), card_fp)
+            target_record = _listing(target_record, bundle.record.summary(draft_repos.draft), card_fp)
     else:
         target_record = target_record.model_copy(update={"card": fresh.card})
     if (
@@ -225,7 +266,7 @@ def _publish_target(
     record.write(target_record, folder)
     (folder / "README.md").write_text(render_target_card(target_record, target_repo=repos.target), encoding="utf-8")
     message = (
-        _message("target", built.target)
+        _message("target", built.target, built.export.weight_format)
         if not weights_current
         else f"List {len(target_record.drafts)} validated draft(s) on the model card"
     )
@@ -265,12 +306,54 @@ def _publish_draft(
     write_acceptance_chart(folder, built.validation)
     (folder / "README.md").write_text(render_draft_card(built), encoding="utf-8")
     result = hub.publish_folder(
-        repos.draft, folder, message=_message("draft", built.source), private=private, seen=seen
+        repos.draft,
+        folder,
+        message=_message("draft", built.source, built.draft_weight_format),
+        private=private,
+        seen=seen,
     )
     if result.commit:
         commits.append((repos.draft, result.commit))
         log.step("%s: commit %s (%d files)", repos.draft, result.commit[:7], len(result.files))
     hub.tag(repos.draft, f"src-{str(built.source.revision)[:7]}", result.commit)
+
+
+def _listing(target: TargetRecord, summary: DraftSummary, card_fp: str) -> TargetRecord:
+    """The target record listing `summary`'s draft, and no other repo of its source (the one a format switch left
+    behind)."""
+    kept = [d for d in target.drafts if d.source != summary.source or d.repo == summary.repo]
+    return target.model_copy(update={"drafts": kept}).with_draft(summary, card_fp)
+
+
+def _supersede(
+    hub: Hub, old_repo: str, new_repo: str, built: BuildRecord, commits: list[tuple[str, str]], private: bool
+) -> None:
+    """Rewrite the card of the repo a draft moved away from (another weight format's) to point to `new_repo` at its
+    top; its files and record stay, and the card is still rendered from that record, so its metadata stays valid.
+
+    A problem here is logged as a warning, never the new draft's failure: the new repo is published and the status
+    page and collection list it.
+    """
+    try:
+        head = hub.files_or_none(old_repo)
+        old = hub.draft_record(old_repo, revision=head.sha) if head is not None else None
+        if old is None or old.repos is None or old.source.repo != built.source.repo:
+            log.step("%s holds no published build of %s: no card to point to %s", old_repo, built.source.repo, new_repo)
+            return
+        with tempfile.TemporaryDirectory(prefix="dflash-bot-superseded-") as tmp:
+            folder = Path(tmp)
+            (folder / "README.md").write_text(render_draft_card(old, superseded_by=new_repo), encoding="utf-8")
+            result = hub.publish_folder(
+                old_repo, folder, message=f"Superseded by {new_repo}", private=private, only=("README.md",), seen=head
+            )
+    except PreconditionFailed:
+        raise  # another writer: the whole step is decided again
+    except BotError as error:
+        log.get().warning("%s: card not pointed to %s (%s)", old_repo, new_repo, error.one_line())
+        return
+    if result.commit:
+        commits.append((old_repo, result.commit))
+        log.step("%s: commit %s (card points to %s)", old_repo, result.commit[:7], new_repo)
 
 
 def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> PublishResult:
@@ -345,5 +428,5 @@ def _listed(files: record.FileList | None, repo: str) -> record.FileList:
     return files
 
 
-def _message(role: str, ref: record.SourceRef) -> str:
-    return f"Export {role} {ref.repo}@{str(ref.revision)[:7]} to OpenVINO int4 (dflash-bot)"
+def _message(role: str, ref: record.SourceRef, weight_format: str) -> str:
+    return f"Export {role} {ref.repo}@{str(ref.revision)[:7]} to OpenVINO {weight_format} (dflash-bot)"

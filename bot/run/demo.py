@@ -76,12 +76,11 @@ def run_demo(work: Path | None = None, *, settings: Settings | None = None) -> i
     `settings` are the CLI's (where profile environments live, the builders' confinement); the Hub is the local one.
 
     Offline means offline: telemetry is switched off first (`dflash-bot demo` has done so already), so the only
-    connections are to the local hub on loopback (tests/test_egress.py checks that under strace).
+    connections are to the local hub on loopback (tests/sandbox/test_telemetry.py checks that under strace).
     """
     switch_off()
     from bot.core.recipe import load_recipe
     from bot.hub import Hub, configure_client
-    from bot.plan.planner import draft_output_repo
     from bot.run.pipeline import RunOptions, run
 
     recipe = load_recipe()
@@ -98,11 +97,11 @@ def run_demo(work: Path | None = None, *, settings: Settings | None = None) -> i
             hub = Hub(hub_server.url, token)
             first = run(recipe, hub, hub, replace(options, work=tmp_path))
             first.print_table()
-            card = hub.read_file(draft_output_repo(recipe.publish, DRAFT_REPO), "README.md")
+            # The draft's repo is named after the weight format its build measured fastest: the report says which.
+            draft_out = next((o.repos[0] for o in first.outcomes if o.source == DRAFT_REPO and o.repos), None)
+            card = hub.read_file(draft_out, "README.md") if draft_out else None
             if card:
-                print(
-                    "\n" + "=" * 30 + f" published card of {draft_output_repo(recipe.publish, DRAFT_REPO)} " + "=" * 30
-                )
+                print("\n" + "=" * 30 + f" published card of {draft_out} " + "=" * 30)
                 print(card.decode("utf-8"))
             log.get().info("Running the job again: nothing is new, so nothing is rebuilt.")
             second = run(recipe, hub, hub, replace(options, work=tmp_path))

@@ -91,8 +91,17 @@ def _checked_bundle(report: RunReport, job: BuildJob, folder: Path | None) -> Bu
             f"bundle holds {holds[0]}@{str(holds[1])[:7]} for {holds[2]}@"
             f"{str(holds[3])[:7]}, not the planned revisions: not published",
         )
+    official, planned = built.official_target, job.official_target
+    pinned = (planned.repo, planned.revision) if planned is not None else None
+    if official is not None and (official.repo, official.revision) != pinned:
+        raise refuse(
+            Status.FAILED,
+            f"bundle names the official target {official.repo}@{official.revision[:7]}, which its job did not pin: "
+            "not published",
+        )
+    served = official is not None and official.used  # validated against the official IR: no target to publish
     missing = [name for name in ("openvino_model.xml", "openvino_model.bin") if not (bundle.draft_dir / name).is_file()]
-    if missing or not (bundle.target_dir / "openvino_tokenizer.xml").is_file():
+    if missing or not (served or (bundle.target_dir / "openvino_tokenizer.xml").is_file()):
         raise refuse(
             Status.FAILED, f"bundle is incomplete (missing {', '.join(missing) or 'target IR files'}): not published"
         )

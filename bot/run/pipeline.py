@@ -30,6 +30,7 @@ import yaml
 
 from bot.build.bundle import Bundle
 from bot.build.group import Checkout, DraftBuild, DraftOutcome, build_group, estimate_group
+from bot.build.official import check_official
 from bot.core import log
 from bot.core.draft_formats import report_note
 from bot.core.errors import BotError, Failure, Skip, Stage, UsageError
@@ -40,8 +41,8 @@ from bot.core.settings import Settings
 from bot.discover.fetch import require_free_disk
 from bot.hub import REQUESTS, Hub
 from bot.plan.planner import BuildJob
-from bot.plan.sizing import BuildEstimate, local_runner
-from bot.publish.publisher import publish_group, refresh_cards
+from bot.plan.sizing import local_runner
+from bot.publish.publisher import pair_repos, publish_group, refresh_cards
 from bot.run.handoff import artifact_name, read_built, write_outcome
 from bot.run.planning import (
     RunMemory,
@@ -208,10 +209,12 @@ def build_and_hand_off(
         for job, result in built:
             if result.bundle is not None:
                 shutil.move(str(result.bundle.root), str(out / artifact_name(job.source)))
+            repos = job.repos_for(result.bundle.record.draft_weight_format) if result.bundle else job.repos
+            repos = pair_repos(result.bundle.record, repos) if result.bundle else repos  # an official target's
             outcomes[job.source] = (
                 Outcome.of_error(job.source, job.revision, result.error)
                 if result.error is not None
-                else Outcome(job.source, job.revision, Status.BUILT, "", [job.draft_repo, job.target_repo])
+                else Outcome(job.source, job.revision, Status.BUILT, "", [repos.draft, repos.target])
             )
     finally:
         if not keep_work:
@@ -233,7 +236,8 @@ def fetch_and_build(
     settings: Settings | None = None,
 ) -> list[tuple[BuildJob, DraftOutcome]]:
     """Download one target and its drafts with the reader, then build each draft (`bot.build.group.build_group`,
-    with the CLI's `settings`).
+    with the CLI's `settings`). The drafts come first: an official target the plan pinned is checked against the
+    layers they tap (`bot.build.official`), and the source target is downloaded only when it does not serve.
 
     Sources that cannot be downloaded get their outcome in `report`.
 
@@ -247,47 +251,74 @@ def fetch_and_build(
     estimate = estimate_group([job.candidate for job in members], recipe, local_runner(scratch), target_reused=reused)
     with log.group(f"fetch {first.target} and {len(members)} draft(s)"):
         try:
-            target_dir = _fetch_target(reader, members, estimate, scratch, group_dir)
+            require_free_disk(scratch, estimate.peak_disk_bytes, "download and export", subject=first.target)
         except BotError as error:
-            failure = error if isinstance(error, Skip) else Failure(error.message, stage=error.stage or Stage.DOWNLOAD)
-            for job in members:
-                reason = f"target {first.target}: {failure.reason()}"
-                report.add(Outcome(job.source, job.revision, status_of(error), reason))
+            _target_failed(report, members, error)
             return []
-        downloaded: list[tuple[BuildJob, DraftBuild]] = []
-        for index, job in enumerate(members):
-            try:
-                files = job.candidate.draft_files
-                path = reader.download(job.source, job.revision, group_dir / f"draft-{index}", files).path
-            except BotError as error:
-                report.add(Outcome.of_error(job.source, job.revision, error))
-                continue
-            checkout = Checkout(path, job.source, job.revision)
-            downloaded.append((job, DraftBuild(job.candidate, checkout, group_dir / "bundles" / f"draft-{index}")))
-    if not downloaded:
-        return []
-    target = Checkout(target_dir, first.target, first.target_revision)
-    drafts = [draft for _, draft in downloaded]
+        downloaded = _fetch_drafts(reader, members, group_dir, report)
+        if not downloaded:
+            return []
+        official = None
+        if first.official_target is not None:
+            official = check_official(
+                reader,
+                first.official_target,
+                first.candidate,
+                [draft.checkout.path for _, draft in downloaded],
+                group_dir,
+                recipe=recipe,
+                settings=settings or Settings(),
+            )
+        official_ir = official.ir if official is not None else None
+        try:
+            target_dir = official_ir.path if official_ir is not None else _fetch_target(reader, first, group_dir)
+        except BotError as error:
+            _target_failed(report, [job for job, _ in downloaded], error)
+            return []
     outcomes = build_group(
-        target,
-        drafts,
+        Checkout(target_dir, first.target, first.target_revision),
+        [draft for _, draft in downloaded],
         recipe,
         work=scratch,
         keep_work=keep_work,
-        reused=first.reuse_target,
+        reused=None if official_ir is not None else first.reuse_target,
         settings=settings,
         estimate=estimate,
+        official=official,
     )
     return [(job, outcome) for (job, _), outcome in zip(downloaded, outcomes, strict=True)]
 
 
-def _fetch_target(
-    reader: Hub, members: list[BuildJob], estimate: BuildEstimate, scratch: Path, group_dir: Path
-) -> Path:
-    """Refuse a group this machine's disk cannot take, then download its target: the bf16 weights, or the published
-    int4 IR the plan chose to reuse instead (`bot.plan.reuse`)."""
-    first, reuse = members[0], members[0].reuse_target
-    require_free_disk(scratch, estimate.peak_disk_bytes, "download and export", subject=first.target)
+def _fetch_drafts(
+    reader: Hub, members: list[BuildJob], group_dir: Path, report: RunReport
+) -> list[tuple[BuildJob, DraftBuild]]:
+    """Download each draft of the group; one that cannot be downloaded gets its outcome in `report`."""
+    downloaded: list[tuple[BuildJob, DraftBuild]] = []
+    for index, job in enumerate(members):
+        try:
+            files = job.candidate.draft_files
+            path = reader.download(job.source, job.revision, group_dir / f"draft-{index}", files).path
+        except BotError as error:
+            report.add(Outcome.of_error(job.source, job.revision, error))
+            continue
+        checkout = Checkout(path, job.source, job.revision)
+        out = group_dir / "bundles" / f"draft-{index}"
+        downloaded.append((job, DraftBuild(job.candidate, checkout, out, published_format=job.published_format)))
+    return downloaded
+
+
+def _target_failed(report: RunReport, jobs: list[BuildJob], error: BotError) -> None:
+    """Each job's outcome when the group's target cannot be downloaded (or the disk cannot take the group)."""
+    failure = error if isinstance(error, Skip) else Failure(error.message, stage=error.stage or Stage.DOWNLOAD)
+    for job in jobs:
+        reason = f"target {job.target}: {failure.reason()}"
+        report.add(Outcome(job.source, job.revision, status_of(error), reason))
+
+
+def _fetch_target(reader: Hub, first: BuildJob, group_dir: Path) -> Path:
+    """Download the group's target: the bf16 weights, or the published int4 IR the plan chose to reuse instead
+    (`bot.plan.reuse`)."""
+    reuse = first.reuse_target
     if reuse is not None:
         return reader.download(reuse.repo, reuse.revision, group_dir / "target-ir", reuse.files).path
     files = first.candidate.target_files
@@ -344,8 +375,17 @@ def publish_built(
 def publish_jobs(
     report: RunReport, writer: Hub, recipe: Recipe, ready: list[tuple[BuildJob, Bundle]], state: RunMemory
 ) -> None:
-    """Publish the bundles of one target group (the target repo once) and record each draft's outcome."""
-    results = publish_group(writer, [(bundle, job.repos) for job, bundle in ready], private=recipe.publish.private)
+    """Publish the bundles of one target group (the target repo once) and record each draft's outcome.
+
+    Each draft goes to the repo of the weight format its build chose; a draft that moved to another format's repo
+    has its old repo's card pointed to the new one in the same step (`publish_group(replaces=...)`)."""
+    members = [(bundle, job.repos_for(bundle.record.draft_weight_format)) for job, bundle in ready]
+    replaces = {
+        repos.draft: old
+        for (job, bundle), (_, repos) in zip(ready, members, strict=True)
+        if (old := job.replaced_repo(bundle.record.draft_weight_format)) is not None
+    }
+    results = publish_group(writer, members, private=recipe.publish.private, replaces=replaces)
     for (job, bundle), result in zip(ready, results, strict=True):
         if isinstance(result, BotError):
             report.add(Outcome.of_error(job.source, job.revision, result))
@@ -355,8 +395,12 @@ def publish_jobs(
             cost = bundle.record.resources.get("build")
             if cost is not None:
                 notes.append(build_cost_note(cost))
+            if bundle.record.official_target is not None:
+                notes.append(bundle.record.official_target.note())
+            if (old := replaces.get(result.repos.draft)) is not None:
+                notes.append(f"now {bundle.record.draft_weight_format}: replaces {old}, whose card points here")
             report.add_published(job.source, job.revision, result, "; ".join((*job.reasons, *notes)))
-            state.published[job.source] = (bundle.record, job.repos)
+            state.published[job.source] = (bundle.record, result.repos)
 
 
 def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, options: RunOptions) -> None:

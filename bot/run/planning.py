@@ -24,6 +24,7 @@ from bot.core.toolchain import Toolchain, detect
 from bot.discover import candidates as discover
 from bot.hub import Hub, RepoListing
 from bot.plan import planner as plan
+from bot.plan.official import OfficialRepo, find_official
 from bot.plan.reuse import ReusedTarget, plan_reuse
 from bot.publish.card import template_fingerprint
 from bot.run.report import RunReport
@@ -122,8 +123,8 @@ def plan_run(
 
 class _Planner:
     """One run's planning, and what it looks up once per run: this environment's toolchain, the card fingerprint,
-    toolchains by target family, target revisions by target repo, reuse by target, and the draft records read to
-    check the memory (so an examined source does not read its record twice)."""
+    toolchains by target family, target revisions by target repo, reuse and official targets by target, and the draft
+    records read to check the memory (so an examined source does not read its record twice)."""
 
     def __init__(self, reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport, state: RunMemory) -> None:
         self.reader, self.recipe, self.options, self.report, self.state = reader, recipe, options, report, state
@@ -133,6 +134,7 @@ class _Planner:
         self._families: dict[str, Toolchain | None] = {}
         self._heads: dict[str, str | None] = {}
         self._reusable: dict[tuple[str, str], tuple[ReusedTarget | None, str | None]] = {}
+        self._official: dict[str, tuple[OfficialRepo | None, str | None]] = {}
         self._records: dict[str, BuildRecord | None] = {}
 
     def plan_all(self) -> tuple[list[plan.Decision], list[plan.BuildJob]]:
@@ -198,9 +200,9 @@ class _Planner:
         return self._decide(listing, record, target_revision=None).action == plan.Action.UP_TO_DATE
 
     def _plan_one(self, listing: RepoListing, decisions: list[plan.Decision], jobs: list[plan.BuildJob]) -> None:
-        published = self._draft_record(plan.draft_output_repo(self.recipe.publish, listing.repo_id))
+        published_repo, published = self._published_draft(listing.repo_id)
         target_revision = self._target_head(published) if published and not self.options.force else None
-        decision = self._decide(listing, published, target_revision=target_revision)
+        decision = self._decide(listing, published, target_revision=target_revision, published_repo=published_repo)
         log.step("%s: %s %s", listing.repo_id, decision.action, "; ".join(decision.reasons))
         if decision.action == plan.Action.UP_TO_DATE:
             repos = decision.repos()
@@ -216,7 +218,12 @@ class _Planner:
         decisions.append(decision)
 
     def _decide(
-        self, listing: RepoListing, published: BuildRecord | None, *, target_revision: str | None
+        self,
+        listing: RepoListing,
+        published: BuildRecord | None,
+        *,
+        target_revision: str | None,
+        published_repo: str | None = None,
     ) -> plan.Decision:
         # A published build is compared with its target family's planned toolchain, not this process's.
         family = self._family(published.target.model_type) if published is not None else None
@@ -229,13 +236,24 @@ class _Planner:
             card_fingerprint=self.card_fp,
             target_revision=target_revision,
             force=self.options.force,
+            published_repo=published_repo,
         )
 
     def _job(self, listing: RepoListing, decision: plan.Decision) -> plan.BuildJob:
-        """Resolve the candidate (config, card, target, sizes) and plan its build, reusing the published target IR
-        when that is provably the build this one would export (`bot.plan.reuse`); a forced build exports all."""
+        """Resolve the candidate (config, card, target, sizes) and plan its build: the official target IR to try
+        first (`bot.plan.official`, forced builds too), and the published target IR to reuse when that is provably
+        the build this one would export (`bot.plan.reuse`; a forced build exports all)."""
         candidate = discover.resolve(self.reader, listing, self.recipe, profiles_dir=self.options.settings.profiles_dir)
-        job = plan.BuildJob.from_candidate(candidate, decision.reasons, self.recipe.publish)
+        job = plan.BuildJob.from_candidate(
+            candidate,
+            decision.reasons,
+            self.recipe.publish,
+            formats=self.recipe.export.draft_weight_formats,
+            published=_published_as(decision),
+        )
+        official, official_not = self._official_target(job)
+        official_reasons = (*job.reasons, *([f"official target not used: {official_not}"] if official_not else []))
+        job = job.model_copy(update={"official_target": official, "reasons": official_reasons})
         if self.options.force:
             return job
         reuse, why_not = self._reusable_target(job)
@@ -252,6 +270,22 @@ class _Planner:
             except Skip:
                 self._families[model_type] = None
         return self._families[model_type]
+
+    def _published_draft(self, source: str) -> tuple[str | None, BuildRecord | None]:
+        """Where a source's draft is published, and its record: the repo of each weight format's name is read (one
+        request each; none for a name the status memory's namespace listing does not hold), and of two, this
+        source's newest build wins (the other is the repo a format switch left behind, its card pointing here)."""
+        listed = {repo.lower() for repo in self.state.memory.namespace_listing} if self.state.memory else None
+        found: list[tuple[str, BuildRecord]] = []
+        for repo in dict.fromkeys(plan.draft_output_repos(self.recipe.publish, source).values()):
+            if listed is not None and repo.lower() not in listed:
+                continue
+            record = self._draft_record(repo)
+            if record is not None:
+                found.append((repo, record))
+        if not found:
+            return None, None
+        return max(found, key=lambda item: (item[1].source.repo == source, item[1].built_at))
 
     def _draft_record(self, draft_repo: str, revision: str | None = None) -> BuildRecord | None:
         """A published draft repo's record (one request per repo and run)."""
@@ -281,6 +315,15 @@ class _Planner:
             )
         return self._reusable[key]
 
+    def _official_target(self, job: plan.BuildJob) -> tuple[OfficialRepo | None, str | None]:
+        """The official target IR this job tries before exporting the target, or why the official repos found do not
+        serve (`bot.plan.official`); looked up once per target and run."""
+        if job.target not in self._official:
+            self._official[job.target] = find_official(
+                self.reader, self.recipe.publish, job.target, is_vlm=job.candidate.target_is_vlm
+            )
+        return self._official[job.target]
+
     def _target_head(self, published: BuildRecord) -> str | None:
         """The target's current revision (one light request per target); None when it cannot be read now."""
         repo = published.target.repo
@@ -293,6 +336,16 @@ class _Planner:
                 log.step("%s: cannot read the target's revision (%s); not compared", repo, error.message)
                 self._heads[repo] = None
         return self._heads[repo]
+
+
+def _published_as(decision: plan.Decision) -> tuple[str, str] | None:
+    """(repo, weight format) of the source's own published build, which its build keeps unless another format is
+    faster by the recipe's margin; None when nothing of this source is published (another source's build in the
+    repo is never kept, nor superseded: publish refuses to overwrite it)."""
+    published, repo = decision.published, decision.draft_repo
+    if published is None or repo is None or published.source.repo != decision.listing.repo_id:
+        return None
+    return repo, published.draft_weight_format
 
 
 def load_memory(

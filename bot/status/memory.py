@@ -230,7 +230,9 @@ def source_fault(entry: StatusEntry) -> bool:
     return stage is None or stage.fault is not Fault.OUTPUT
 
 
-def stale_published(entries: Iterable[StatusEntry], namespace_listing: Mapping[str, str]) -> list[str]:
+def stale_published(
+    entries: Iterable[StatusEntry], namespace_listing: Mapping[str, str], *, namespace: str | None = None
+) -> list[str]:
     """Published repos that changed behind the bot's back: a sha other than the recorded one, or gone.
 
     Only a hint in the direction of doing more work: a repo listed here is examined again; a repo not listed
@@ -241,6 +243,8 @@ def stale_published(entries: Iterable[StatusEntry], namespace_listing: Mapping[s
         entries: the status file's entries (those with published repos are looked at).
         namespace_listing: repo id -> current sha, from one listing of the output namespace
             (`Hub.list_namespace`).
+        namespace: the output namespace; a repo outside it is not the bot's (an official target the drafts were
+            validated with, `publish.official_targets`) and never stale.
 
     Returns:
         Sorted repo ids; the sources that published them must be examined again.
@@ -248,6 +252,8 @@ def stale_published(entries: Iterable[StatusEntry], namespace_listing: Mapping[s
     stale = set()
     for entry in entries:
         for repo in entry.repos:
+            if namespace is not None and repo.split("/")[0] != namespace:
+                continue
             recorded = entry.repo_shas.get(repo)
             if namespace_listing.get(repo) is None or recorded != namespace_listing[repo]:
                 stale.add(repo)

@@ -135,21 +135,28 @@ def vetted(read: StatusRead, recipe: Recipe) -> StatusRead:
 def foreign_repos(entry: StatusEntry, publish: PublishSettings) -> str | None:
     """Why an entry names a repo this recipe does not publish for its source (None: it names only its own).
 
-    Its draft repo must be the one `bot.core.naming` gives its source, its target repo the one it gives its target,
-    both in `publish.namespace`, and its recorded shas may only be of those two.
+    Its draft repo must be one `bot.core.naming` gives its source (one per weight format), its target repo the one it
+    gives its target, both in `publish.namespace`, and its recorded shas may only be of those two.
     """
     if (entry.draft_repo is None) != (entry.target_repo is None):
         return "names a draft repo without a target repo, or the reverse"
     try:
+        drafts = list(dict.fromkeys(naming.draft_output_repos(publish, entry.source).values()))
         expected = {
-            entry.draft_repo: naming.draft_output_repo(publish, entry.source) if entry.draft_repo else None,
-            entry.target_repo: naming.target_output_repo(publish, entry.target) if entry.target else None,
+            entry.draft_repo: drafts if entry.draft_repo else [],
+            # or an official target repo the drafts were validated with (`publish.official_targets`)
+            entry.target_repo: [
+                naming.target_output_repo(publish, entry.target),
+                *publish.official_target_repos(entry.target),
+            ]
+            if entry.target
+            else [],
         }
     except Skip as skip:
         return f"its repos cannot be named ({skip.message})"
     for repo, wanted in expected.items():
-        if repo is not None and repo != wanted:
-            return f"names {repo}, which this recipe does not publish for it (expected {wanted})"
+        if repo is not None and repo not in wanted:
+            return f"names {repo}, which this recipe does not publish for it (expected {' or '.join(wanted)})"
     extra = set(entry.repo_shas) - set(entry.repos)
     if extra:
         return f"records shas of repos it does not name: {', '.join(sorted(extra))}"

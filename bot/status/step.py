@@ -127,7 +127,8 @@ def load_memory(
         )
         status, repaired, unreadable = None, False, True
     listing = reader.list_namespace(recipe.publish.namespace)
-    stale = frozenset(stale_published(status.entries, listing)) if status is not None else frozenset()
+    entries = status.entries if status is not None else ()
+    stale = frozenset(stale_published(entries, listing, namespace=recipe.publish.namespace))
     if stale:
         log.get().info("published repos changed outside the bot, re-examined: %s", ", ".join(sorted(stale)))
     return Memory(

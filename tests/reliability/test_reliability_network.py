@@ -1,0 +1,212 @@
+"""The hostile suite's network faults: a Hub, proxy or CDN that serves wrong bytes, goes silent, trickles, or answers
+404 without the Hub's own error code (issues 20 and 21).
+
+Each scenario runs the bot's own stages (`plan_run`, `fetch_and_build`, `Hub.download`) against the local Hub over
+real HTTP and records one row for RELIABILITY.md (`tests/reliability/rows.py`): what was tried, what the bot did (its
+real outcome) and the hub's state afterwards, read back from the hub. Timeouts are the recipe's `hub:` settings,
+made small so a silent Hub costs a scenario seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import pytest
+from huggingface_hub import HfApi
+
+from bot.core.errors import BotError, HubError
+from bot.core.recipe import HubSettings
+from bot.hub import Hub
+from bot.run import demo
+from bot.run.pipeline import RunOptions, fetch_and_build, plan_run
+from bot.run.report import RunReport
+from hubserver import LocalHub
+from tests.conftest import HUB_TOKEN as TOKEN
+from tests.conftest import fast_recipe
+from tests.reliability.rows import record
+
+FAST = HubSettings(connect_timeout_s=2, read_timeout_s=0.5, min_bytes_per_s=2000, download_attempts=2)
+BASE = fast_recipe(num_assistant_tokens=[3])
+RECIPE = BASE.model_copy(update={"hub": FAST, "publish": BASE.publish.model_copy(update={"namespace": "rel-net"})})
+DRAFT_WEIGHTS = f"^/{demo.DRAFT_REPO}/resolve/[^/]+/model.safetensors$"
+
+
+@pytest.fixture(scope="module")
+def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
+    """The shared local Hub (conftest) with the demo's published pair."""
+    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"), repos=demo.DEMO_REPOS[:2])
+    return hub
+
+
+@pytest.fixture()
+def under(hub):
+    """under(*rules): this scenario's faults, on a fresh request log; checks afterwards that a fault fired."""
+    state = {"rules": 0}
+
+    def apply(*rules: dict) -> None:
+        hub.clear_requests()
+        hub.set_faults(list(rules))
+        state["rules"] = len(rules)
+
+    yield apply
+    hub.clear_faults()
+    assert not state["rules"] or any(r.get("fault") for r in hub.requests()), "the fault never fired"
+
+
+def reader(hub) -> Hub:
+    return Hub(hub.url, TOKEN, max_attempts=2, backoff_s=0.05, settings=FAST)
+
+
+def repos(hub) -> dict[str, str]:
+    return {m.id: str(m.sha) for m in HfApi(endpoint=hub.url, token=TOKEN).list_models(expand=["sha"])}
+
+
+def hub_state(hub, before: dict[str, str]) -> tuple[str, bool]:
+    """The hub after a scenario, compared with before it: every repo at the same commit, nothing published."""
+    after = repos(hub)
+    if after == before:
+        return f"unchanged: {len(after)} repos at the same commits, nothing published", True
+    return f"CHANGED: {sorted(set(after.items()) ^ set(before.items()))}", False
+
+
+def planned_job(hub):
+    (job,) = plan_run(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), RunReport())[1]
+    return job
+
+
+def test_corrupted_draft_weights_every_time_fail_the_build_naming_both_hashes(hub, tmp_path, under):
+    job = planned_job(hub)
+    good = hashlib.sha256(Hub(hub.url, TOKEN).read_file(demo.DRAFT_REPO, "model.safetensors", job.revision,
+                                                        max_bytes=1 << 30) or b"").hexdigest()  # fmt: skip
+    before = repos(hub)
+    under({"path": DRAFT_WEIGHTS, "corrupt": True, "times": -1})
+    report = RunReport()
+    built = fetch_and_build(reader(hub), RECIPE, [job], tmp_path, report)
+    (outcome,) = report.outcomes
+    assert built == [] and outcome.status == "failed" and outcome.stage == "download", outcome
+    assert "model.safetensors" in outcome.reason and good in outcome.reason, outcome.reason
+    assert len([r for r in hub.requests() if r.get("fault")]) == 2  # retried once, fresh, then never built
+    state, whole = hub_state(hub, before)
+    record(
+        "fault",
+        "corrupted bytes (same length and headers) for a draft's LFS weights, on every download",
+        f"{outcome.status} before any export: {outcome.reason[:320]}",
+        state,
+        whole,
+    )
+
+
+def test_corrupted_bytes_once_are_healed_by_downloading_that_file_again(hub, tmp_path, under):
+    job = planned_job(hub)
+    before = repos(hub)
+    under({"path": DRAFT_WEIGHTS, "corrupt": True})
+    download = reader(hub).download(job.source, job.revision, tmp_path / "draft", job.candidate.draft_files)
+    weights = download.files["model.safetensors"]
+    fetched = [r for r in hub.requests() if r["path"].endswith("/model.safetensors")]
+    assert len(fetched) == 2 and weights.sha256 == hashlib.sha256(
+        (tmp_path / "draft" / "model.safetensors").read_bytes()).hexdigest()  # fmt: skip
+    state, whole = hub_state(hub, before)
+    record(
+        "fault",
+        "corrupted bytes for a draft's LFS weights, once",
+        f"hash mismatch caught, that file downloaded again ({len(fetched)} GETs); verified sha256 "
+        f"{weights.sha256[:12]}… recorded for the build",
+        state,
+        whole,
+    )
+
+
+def test_a_hub_that_accepts_and_says_nothing_fails_the_source_within_the_timeouts(hub, under):
+    before = repos(hub)
+    under({"path": f"^/api/models/{demo.DRAFT_REPO}/revision/", "stall": 5, "times": -1})
+    report = RunReport()
+    started = time.monotonic()
+    plan_run(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), report)
+    took = time.monotonic() - started
+    (outcome,) = [o for o in report.outcomes if o.source == demo.DRAFT_REPO]
+    assert outcome.status == "failed" and took < 5, (outcome, took)  # a failure: tried again next run
+    state, whole = hub_state(hub, before)
+    record(
+        "fault",
+        "the Hub accepts the connection and says nothing (repo info, every time)",
+        f"{outcome.status} after {took:.1f} s (read timeout 0.5 s, 2 attempts; a failure, examined again next "
+        f"run): {outcome.reason[:120]}",
+        state,
+        whole,
+    )
+
+
+def test_a_download_that_stalls_part_way_resumes_from_the_byte_it_had(hub, tmp_path, under):
+    job = planned_job(hub)
+    before = repos(hub)
+    under({"path": DRAFT_WEIGHTS, "stall": 5, "after_bytes": 200_000})
+    download = reader(hub).download(job.source, job.revision, tmp_path / "draft", job.candidate.draft_files)
+    gets = sorted((r for r in hub.requests() if r["path"].endswith("/model.safetensors")), key=lambda r: r["time"])
+    size = download.files["model.safetensors"].size
+    assert [r["bytes_out"] for r in gets] == [200_000, size - 200_000]
+    state, whole = hub_state(hub, before)
+    record(
+        "fault",
+        "a download that stalls after 200 kB (silence, then hang-up)",
+        f"resumed with a Range from byte 200000 ({gets[1]['bytes_out']} more bytes); hash verified",
+        state,
+        whole,
+    )
+
+
+def test_a_trickling_download_fails_naming_the_repo_file_and_bytes_received(hub, tmp_path, under):
+    job = planned_job(hub)
+    before = repos(hub)
+    under({"path": DRAFT_WEIGHTS, "trickle": 0.1, "times": -1})
+    started = time.monotonic()
+    with pytest.raises(HubError) as caught:
+        reader(hub).download(job.source, job.revision, tmp_path / "draft", job.candidate.draft_files)
+    error, took = caught.value, time.monotonic() - started
+    assert error.subject == demo.DRAFT_REPO and "model.safetensors" in error.message and took < 8, (error, took)
+    assert "bytes received" in error.message
+    state, whole = hub_state(hub, before)
+    record(
+        "fault",
+        "a download answered one byte every 0.1 s",
+        f"stalled after {took:.1f} s: {error.one_line()[:200]}",
+        state,
+        whole,
+    )
+
+
+def test_a_404_without_the_hubs_error_code_is_a_failure_not_a_remembered_skip(hub, under):
+    before = repos(hub)
+    under({"path": f"^/{demo.DRAFT_REPO}/resolve/[^/]+/config.json$", "status": 404, "bare": True, "times": -1})
+    report = RunReport()
+    plan_run(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), report)
+    (outcome,) = [o for o in report.outcomes if o.source == demo.DRAFT_REPO]
+    assert outcome.status == "failed" and "404" in outcome.reason, outcome
+    hub.clear_faults()
+    _, jobs = plan_run(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), RunReport())
+    assert [job.source for job in jobs] == [demo.DRAFT_REPO]  # the next run plans it
+    state, whole = hub_state(hub, before)
+    record(
+        "fault",
+        "404 without X-Error-Code (a proxy's or CDN's answer) on a draft's config.json",
+        f"{outcome.status} (retried next run, not remembered): {outcome.reason[:120]}; next run: planned",
+        state,
+        whole,
+    )
+
+
+def test_a_plan_past_its_deadline_stops_at_its_next_request(hub, under):
+    before = repos(hub)
+    under({"path": "^/api/models$", "delay": 1, "times": -1})  # a slow listing
+    recipe = RECIPE.model_copy(update={"hub": FAST.model_copy(update={"plan_deadline_s": 0.3})})
+    with pytest.raises(BotError) as caught:
+        plan_run(reader(hub), recipe, RunOptions(dry_run=True), RunReport())
+    assert isinstance(caught.value, HubError) and "plan deadline" in caught.value.message, caught.value
+    state, whole = hub_state(hub, before)
+    record(
+        "fault",
+        "planning that outlives the recipe's plan deadline",
+        f"stopped: {caught.value.one_line()}",
+        state,
+        whole,
+    )
