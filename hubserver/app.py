@@ -134,7 +134,8 @@ class HubHTTPServer(ThreadingHTTPServer):
 
     def server_bind(self) -> None:
         """Bind without `HTTPServer.server_bind`'s `getfqdn(host)`: a name lookup of the address, sent to DNS where
-        /etc/hosts lacks it, and the offline demo makes no connection outside loopback (tests/sandbox/test_telemetry.py)."""
+        /etc/hosts lacks it, and the offline demo makes no connection outside loopback
+        (tests/sandbox/test_telemetry.py)."""
         socketserver.TCPServer.server_bind(self)
         self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
 

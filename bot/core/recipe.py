@@ -341,18 +341,18 @@ class SizingModel(_Strict):
 
     # Fitted by bench/scale.py on Qwen3 0.6B, 1.7B and 4B shapes; the measurements are in docs/scale.md (2-core
     # AMD EPYC, 24 GiB, optimum-intel 2.2.0, NNCF 3.4.0, OpenVINO 2026.4.1). Rerun the benchmark to refit.
-    draft_export_memory: LinearFit = LinearFit(a=1.3615, b=626_945_879)
-    target_export_memory: LinearFit = LinearFit(a=1.2586, b=960_984_421)
-    validate_memory: LinearFit = LinearFit(a=1.1865, b=2_293_367_681)
-    inspect_memory: LinearFit = LinearFit(a=0.0018, b=125_667_002)
-    ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_213_266)
-    export_scratch_disk: LinearFit = LinearFit(a=1.0077, b=-52_375_713)
-    quality_memory: LinearFit = LinearFit(a=1.0375, b=441_126_344)
-    draft_export_file: LinearFit = LinearFit(a=0.0, b=0)
-    target_export_file: LinearFit = LinearFit(a=0.0, b=0)
-    validate_file: LinearFit = LinearFit(a=0.0, b=0)
-    inspect_file: LinearFit = LinearFit(a=0.0, b=0)
-    quality_file: LinearFit = LinearFit(a=0.0, b=0)
+    draft_export_memory: LinearFit = LinearFit(a=0.3341, b=507_720_209)
+    target_export_memory: LinearFit = LinearFit(a=0.2963, b=2_152_164_906)
+    validate_memory: LinearFit = LinearFit(a=0.3922, b=1_046_010_269)
+    inspect_memory: LinearFit = LinearFit(a=0.0, b=101_337_770)
+    ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_212_424)
+    export_scratch_disk: LinearFit = LinearFit(a=1.001, b=-3_488_713)
+    quality_memory: LinearFit = LinearFit(a=0.2579, b=1_719_518_071)
+    draft_export_file: LinearFit = LinearFit(a=0.996, b=208_919_365)
+    target_export_file: LinearFit = LinearFit(a=0.9311, b=347_076_287)
+    validate_file: LinearFit = LinearFit(a=0.2687, b=211_538_791)
+    inspect_file: LinearFit = LinearFit(a=0.0, b=43_347_968)
+    quality_file: LinearFit = LinearFit(a=1.0015, b=170_214_827)
 
 
 class RunnerSettings(_Strict):

@@ -15,6 +15,11 @@ MODEL = SizingModel(
     ir_bytes=LinearFit(a=0.25, b=0),
     export_scratch_disk=LinearFit(a=0.0, b=0),
     quality_memory=LinearFit(a=0.0, b=0),
+    draft_export_file=LinearFit(a=1.0, b=0),
+    target_export_file=LinearFit(a=1.0, b=0),
+    validate_file=LinearFit(a=0.25, b=0),
+    inspect_file=LinearFit(a=0.0, b=0),
+    quality_file=LinearFit(a=1.0, b=0),
 )
 
 # Safetensors bytes of the real checkpoints (shapes from tinymodels.shapes, which reproduce the Hub's sizes).
@@ -98,26 +103,30 @@ def test_the_smallest_class_that_fits_is_chosen():
     runners = RunnerSettings(classes=[runner(64, 200, "large"), runner(15, 14, "standard")], sizing=MODEL)
     chosen, estimate, reason = choose_runner(1 * GB, 4 * GB, runners)
     assert chosen.name == "standard" and estimate.parallel_exports
-    assert reason.startswith("runner class 'standard': memory 7.0 GB, disk 7.5 GB (exports in parallel; +0.0 GB")
+    assert reason.startswith(
+        "runner class 'standard': memory 7.0 GB, disk 7.5 GB (exports in parallel; +5.0 GB file-backed)"
+    )
     chosen, estimate, _ = choose_runner(2 * GB, 16 * GB, runners)
     assert chosen.name == "large"
 
 
 def test_a_real_qwen3_4b_pair_plans_onto_the_standard_runner():
-    """As measured (docs/scale.md): the target export peaks at 11.1 GB and the draft's at 2.1 GB, so both fit the
-    15 GB side by side (13.2 GB; the validation's 13.1 GB is about the same). optimum-cli writes the bf16 IR to a
-    temporary folder before compressing it, so the exports hold sources + temporary IRs + int4 IRs, about 20.8 GB:
-    over the 14 GB GitHub documents, within the 30 GB the recipe claims for its runners (after watch.yml's "Make
-    room" step). On a class with only the documented disk the skip names the disk to add."""
+    """As measured (docs/scale.md), by anonymous peaks: the target export holds 4.4 GB anonymous (10.4 GB RSS, the
+    rest the mapped checkpoint) and the draft's 0.9 GB, so both fit the 15 GB side by side (5.4 GB; validation 4.6
+    GB). The file-backed working set beside it, about 9 GB, is reported and decides nothing. optimum-cli writes the
+    bf16 IR to a temporary folder before compressing it, so the exports hold sources + temporary IRs + int4 IRs,
+    about 20.9 GB: over the 14 GB GitHub documents, within the 30 GB the recipe claims for its runners (after
+    watch.yml's "Make room" step). On a class with only the documented disk the skip names the disk to add."""
     runners = load_recipe().runners
     chosen, estimate, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners)
     standard = runners.classes[0]
     assert chosen is not None and chosen.name == "standard", reason
-    assert estimate.parallel_exports and 13 * GB < estimate.peak_memory_bytes <= standard.max_memory_bytes
+    assert estimate.parallel_exports and 5 * GB < estimate.peak_memory_bytes < 6 * GB
+    assert 8 * GB < estimate.peak_file_bytes < 10 * GB and "file-backed" in reason
     assert 20 * GB < estimate.peak_disk_bytes < 22 * GB
     documented = runners.model_copy(update={"classes": [standard.model_copy(update={"max_disk_bytes": 14 * GB})]})
     chosen, _, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, documented)
-    assert chosen is None and "disk 20.8 GB" in reason and "max_disk_bytes >= 21000000000" in reason
+    assert chosen is None and "disk 20.9 GB" in reason and "max_disk_bytes >= 21000000000" in reason
 
 
 def test_a_local_hub_seeded_with_a_real_qwen3_4b_pair_gets_a_matrix_entry_on_standard(tmp_path):
@@ -147,18 +156,39 @@ def test_a_local_hub_seeded_with_a_real_qwen3_4b_pair_gets_a_matrix_entry_on_sta
 
 
 def test_a_qwen3_5_4b_pair_fits_the_standard_runner_by_the_qwen3_fit():
-    """A ~9.3 GB target (Qwen3.5-4B with its vision tower) by the Qwen3 fit: its validation (1.19 x the pair's bytes
-    + 2.3 GB) is the peak, 14.8 GB of the 15 GB (its VLM export itself is not measured yet)."""
+    """A ~9.3 GB target (Qwen3.5-4B with its vision tower) by the Qwen3 fit: both exports side by side, about 5.8 GB
+    anonymous of the 15 GB (its VLM export itself is not measured yet)."""
     chosen, estimate, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_5_4B, load_recipe().runners)
     assert chosen is not None and chosen.name == "standard", reason
-    assert 14 * GB < estimate.peak_memory_bytes <= 15 * GB
+    assert 5 * GB < estimate.peak_memory_bytes < 7 * GB
+
+
+def test_the_8b_and_9b_pairs_fit_standard_memory_but_not_its_disk():
+    """By anonymous peaks the Qwen3-8B and Qwen3.5-9B pairs fit the standard class's 15 GB (8.3 and 9.4 GB; the 8B
+    build ran its exports and inspection under a 15 GB cgroup with a 7.4 GB anonymous peak, docs/scale.md), but
+    not the 30 GB of disk the recipe claims for it: the bf16 sources, optimum-cli's temporary bf16 IR and the int4
+    IRs need 42.3 and 48.9 GB. Each is skipped naming the class it needs; their file-backed working sets (17.9 and
+    20.6 GB) exceed 15 GB, where the 8B quality step was measured thrashing."""
+    runners = load_recipe().runners
+    standard = runners.classes[0]
+    for draft_bytes, target_bytes, memory_gb, disk_gb in (
+        (QWEN3_8B_DFLASH, QWEN3_8B, 9, 43),
+        (QWEN3_5_9B_DFLASH, QWEN3_5_9B, 10, 49),
+    ):
+        chosen, estimate, reason = choose_runner(draft_bytes, target_bytes, runners)
+        assert chosen is None, reason
+        assert estimate.peak_memory_bytes <= standard.max_memory_bytes < estimate.peak_file_bytes
+        assert estimate.peak_disk_bytes > standard.max_disk_bytes
+        assert f"max_memory_bytes >= {memory_gb * GB} and max_disk_bytes >= {disk_gb * GB}" in reason
+        roomy = runners.model_copy(update={"classes": [standard.model_copy(update={"max_disk_bytes": disk_gb * GB})]})
+        assert choose_runner(draft_bytes, target_bytes, roomy)[0] is not None
 
 
 def test_an_8b_pair_is_skipped_with_the_peaks_and_the_class_to_add():
     runners = load_recipe().runners
     chosen, estimate, reason = choose_runner(QWEN3_8B_DFLASH, QWEN3_8B, runners)
     assert chosen is None
-    assert estimate.peak_memory_bytes > runners.classes[-1].max_memory_bytes
+    assert estimate.peak_disk_bytes > runners.classes[-1].max_disk_bytes
     assert f"estimated peak memory {estimate.peak_memory_bytes / GB:.1f} GB" in reason
     assert f"disk {estimate.peak_disk_bytes / GB:.1f} GB" in reason
     assert "largest runner class 'standard'" in reason
@@ -206,8 +236,8 @@ def test_a_memory_cgroup_limit_below_what_the_machine_has_is_the_local_budget(tm
 
 def test_a_reused_target_leaves_the_draft_export_and_genai_as_the_peak():
     """With the published target IR reused (bot.plan.reuse) no target export runs: the peak is the draft export or the
-    validation. Measured, not hoped: GenAI with the exact CPU properties holds 13.1 GB for a Qwen3-4B pair
-    (docs/scale.md), so a draft update for a Qwen3-8B target still needs ~24 GB, for validation alone."""
+    validation. Validation holds one pipeline at a time, 4.6 GB anonymous for a Qwen3-4B pair (docs/scale.md), so a
+    draft update for a Qwen3-8B target (no bf16 target on disk) fits the standard class."""
     runners = load_recipe().runners
     full = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners)[1]
     chosen, reused, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners, target_reused=True)
@@ -217,6 +247,7 @@ def test_a_reused_target_leaves_the_draft_export_and_genai_as_the_peak():
     assert reused.peak_disk_bytes < full.peak_disk_bytes / 2  # no bf16 target, no temporary IR
     chosen, eight_b, reason = choose_runner(QWEN3_8B_DFLASH, QWEN3_8B, runners, target_reused=True)
     assert (
-        chosen is None
+        chosen is not None
+        and chosen.name == "standard"
         and eight_b.peak_memory_bytes == stage_peaks(QWEN3_8B_DFLASH, QWEN3_8B, runners.sizing).validate_memory
     ), reason

@@ -1,0 +1,131 @@
+"""The build -> publish hand-off (`bot.run.handoff`): `write_outcome` folders read back by `read_built`, which hands
+on only the bundle the job planned and reports every other folder (missing, damaged, another job's, incomplete)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.core import record
+from bot.core.outcome import Outcome, Status
+from bot.discover.candidates import Candidate
+from bot.plan.planner import BuildJob
+from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name, read_built, write_outcome
+from bot.run.report import RunReport
+from tests.records import SOURCE_SHA, TARGET_SHA, build_record
+
+SOURCE, TARGET = "z-lab/Qwen3-Tiny-DFlash-b16", "Qwen/Qwen3-Tiny"
+
+
+def job(source: str = SOURCE, revision: str = SOURCE_SHA, target_revision: str = TARGET_SHA) -> BuildJob:
+    candidate = Candidate(
+        repo_id=source,
+        revision=revision,
+        kind="dflash",
+        draft_format="stateful",
+        target_repo=TARGET,
+        target_revision=target_revision,
+        target_model_type="qwen3",
+        target_is_vlm=False,
+        draft_bytes=100,
+        target_bytes=200,
+        profile="default",
+        download_bytes=300,
+    )
+    return BuildJob(candidate=candidate, reasons=("new",), draft_repo="ns/Tiny-DFlash-int4-ov", target_repo="ns/T")
+
+
+def bundle_folder(root: Path, planned: BuildJob, *, tokenizer: bool = True) -> Path:
+    """A built draft's folder as a build job leaves it: the record, the IR files, and `build-outcome.json`."""
+    folder = root / "bundle"
+    (folder / "draft").mkdir(parents=True)
+    (folder / "target").mkdir()
+    for name in ("openvino_model.xml", "openvino_model.bin"):
+        (folder / "draft" / name).write_text("ir")
+    if tokenizer:
+        (folder / "target" / "openvino_tokenizer.xml").write_text("tok")
+    record.write(build_record(), folder)
+    write_outcome(folder, planned, Outcome(planned.source, planned.revision, Status.BUILT, "built"))
+    return folder
+
+
+def test_write_outcome_creates_the_folder_and_round_trips(tmp_path):
+    folder = tmp_path / "a" / "b"
+    outcome = Outcome(SOURCE, SOURCE_SHA, Status.SKIPPED, "unsupported architecture", stage="discover")
+    write_outcome(folder, job(), outcome)
+    handed = BuildOutcomeFile.model_validate_json((folder / OUTCOME_FILE).read_bytes())
+    assert handed.job == job()
+    assert handed.outcome == outcome
+
+
+def test_a_planned_complete_bundle_is_handed_on(tmp_path):
+    planned = job()
+    folder = bundle_folder(tmp_path, planned)
+    report = RunReport()
+    bundle = read_built(report, planned, folder)
+    assert bundle is not None
+    assert bundle.record.source.repo == SOURCE and bundle.draft_dir == folder / "draft"
+    assert report.outcomes == []
+
+
+def test_a_missing_folder_or_outcome_file_fails_the_job(tmp_path):
+    report = RunReport()
+    assert read_built(report, job(), None) is None
+    assert read_built(report, job(), tmp_path / "absent") is None
+    assert [(o.source, o.status) for o in report.outcomes] == [(SOURCE, Status.FAILED)] * 2
+    assert "left no bundle" in report.outcomes[0].reason
+
+
+def test_an_unreadable_outcome_file_fails_the_job(tmp_path):
+    (tmp_path / OUTCOME_FILE).write_text("{not json")
+    report = RunReport()
+    assert read_built(report, job(), tmp_path) is None
+    assert report.outcomes[0].status == Status.FAILED
+    assert f"unreadable {OUTCOME_FILE}" in report.outcomes[0].reason
+
+
+def test_a_bundle_for_another_job_is_refused(tmp_path):
+    folder = bundle_folder(tmp_path, job(revision="c" * 40))
+    report = RunReport()
+    assert read_built(report, job(), folder) is None
+    (outcome,) = report.outcomes
+    assert outcome.status == Status.FAILED and outcome.revision == SOURCE_SHA
+    assert f"is for {SOURCE}@ccccccc, not this entry" in outcome.reason
+
+
+def test_a_bundle_holding_other_revisions_than_planned_is_refused(tmp_path):
+    planned = job(target_revision="d" * 40)  # the record says the target was built at b*40
+    folder = bundle_folder(tmp_path, planned)
+    report = RunReport()
+    assert read_built(report, planned, folder) is None
+    assert "not the planned revisions" in report.outcomes[0].reason
+
+
+def test_a_build_that_did_not_build_reports_its_own_outcome(tmp_path):
+    skipped = Outcome(SOURCE, SOURCE_SHA, Status.SKIPPED, "target_layer_ids do not fit", stage="build")
+    write_outcome(tmp_path, job(), skipped)
+    report = RunReport()
+    assert read_built(report, job(), tmp_path) is None
+    assert report.outcomes == [skipped]
+
+
+def test_an_incomplete_bundle_is_refused(tmp_path):
+    planned = job()
+    folder = bundle_folder(tmp_path, planned, tokenizer=False)
+    (folder / "draft" / "openvino_model.bin").unlink()
+    report = RunReport()
+    assert read_built(report, planned, folder) is None
+    assert "missing openvino_model.bin" in report.outcomes[0].reason
+
+
+def test_a_damaged_record_is_refused(tmp_path):
+    planned = job()
+    folder = bundle_folder(tmp_path, planned)
+    (folder / record.PROVENANCE_FILE).write_text("[]")
+    report = RunReport()
+    assert read_built(report, planned, folder) is None
+    assert "is unusable" in report.outcomes[0].reason
+
+
+def test_artifact_names_are_unique_per_source_and_legal():
+    assert artifact_name("z-lab/Qwen3 Tiny:DFlash") == "bundle-z-lab--Qwen3_Tiny_DFlash"
+    assert artifact_name("a/b") != artifact_name("a-b")

@@ -1,0 +1,159 @@
+"""The plan step's pure helpers (`bot.run.planning`): `guard` and `guard_group` turning errors into outcomes (an
+unexpected one logged with its traceback at error level), `group_jobs`, `card_refreshes` and `report_planned`."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from bot.core import log
+from bot.core.errors import Failure, Skip, Stage
+from bot.core.outcome import Outcome, Status
+from bot.discover.candidates import Candidate
+from bot.hub import RepoListing
+from bot.plan.planner import CARD_CHANGED, Action, BuildJob, Decision
+from bot.run.planning import card_refreshes, group_jobs, guard, guard_group, report_planned
+from bot.run.report import RunReport
+from tests.records import SOURCE_SHA, build_record
+
+SHA = "a" * 40
+
+
+def job(source: str, target: str = "Qwen/T", target_revision: str = "b" * 40) -> BuildJob:
+    candidate = Candidate(
+        repo_id=source,
+        revision=SHA,
+        kind="dflash",
+        draft_format="stateful",
+        target_repo=target,
+        target_revision=target_revision,
+        target_model_type="qwen3",
+        target_is_vlm=False,
+        draft_bytes=1,
+        target_bytes=2,
+        profile="default",
+        download_bytes=3,
+    )
+    name = source.split("/")[1]
+    return BuildJob(candidate=candidate, reasons=("new", "forced"), draft_repo=f"ns/{name}", target_repo="ns/T")
+
+
+def decision(repo: str, action: Action, published=None) -> Decision:
+    listing = RepoListing(
+        repo_id=repo,
+        sha=SHA,
+        last_modified=None,
+        tags=(),
+        gated=False,
+        private=False,
+        architectures=(),
+        model_type=None,
+    )
+    return Decision(listing=listing, action=action, reasons=(), draft_repo=None, published=published)
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture()
+def logged():
+    """The bot logger's records during one test (whatever another test set its propagation to)."""
+    handler = Records()
+    logger = log.get()
+    logger.addHandler(handler)
+    try:
+        yield handler.records
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_guard_returns_true_and_reports_nothing_when_the_step_finishes():
+    report = RunReport()
+    ran = []
+    assert guard(report, "z/A", SHA, lambda: ran.append(1)) is True
+    assert ran == [1] and report.outcomes == []
+
+
+def test_guard_reports_a_bot_error_as_its_outcome(logged):
+    report = RunReport()
+
+    def skip():
+        raise Skip("unsupported architecture", stage=Stage.DISCOVER)
+
+    def fail():
+        raise Failure("export crashed")
+
+    assert guard(report, "z/A", SHA, skip) is False
+    assert guard(report, "z/B", None, fail) is False
+    assert report.outcomes == [
+        Outcome("z/A", SHA, Status.SKIPPED, f"{Stage.DISCOVER}: unsupported architecture", stage=str(Stage.DISCOVER)),
+        Outcome("z/B", None, Status.FAILED, "export crashed"),
+    ]
+    assert not [r for r in logged if r.levelno >= logging.ERROR]  # an expected error is no bug
+
+
+def test_guard_logs_an_unexpected_exception_with_its_traceback_at_error_level(logged):
+    report = RunReport()
+
+    def buggy():
+        raise ValueError("config\n  missing")
+
+    assert guard(report, "z/A", SHA, buggy) is False
+    (outcome,) = report.outcomes
+    assert outcome.status == Status.FAILED
+    assert outcome.reason == "unexpected ValueError: config missing"
+    errors = [r for r in logged if r.levelno == logging.ERROR]
+    assert len(errors) == 1
+    assert errors[0].getMessage() == "z/A: unexpected ValueError: config missing"
+    assert errors[0].exc_info is not None and errors[0].exc_info[0] is ValueError
+    assert "in buggy" in logging.Formatter().formatException(errors[0].exc_info)
+
+
+def test_guard_group_gives_each_source_of_the_group_the_cause():
+    jobs = [job("z/A"), job("z/B"), job("z/C")]
+    report = RunReport()
+
+    def fail():
+        raise Failure("target export failed", stage=Stage.EXPORT_TARGET)
+
+    assert guard_group(report, jobs, fail) is False
+    assert [o.source for o in report.outcomes] == ["z/A", "z/B", "z/C"]
+    assert {(o.status, o.reason) for o in report.outcomes} == {
+        (Status.FAILED, f"{Stage.EXPORT_TARGET}: target export failed")
+    }
+    assert guard_group(RunReport(), jobs, lambda: None) is True
+
+
+def test_group_jobs_groups_by_target_and_target_revision_in_order():
+    a, b, c = job("z/A"), job("z/B", target_revision="c" * 40), job("z/C")
+    d = job("z/D", target="Qwen/Other")
+    groups = group_jobs([a, b, c, d])
+    assert groups == {("Qwen/T", "b" * 40): [a, c], ("Qwen/T", "c" * 40): [b], ("Qwen/Other", "b" * 40): [d]}
+    assert group_jobs([]) == {}
+
+
+def test_card_refreshes_are_the_published_records_of_card_decisions():
+    record = build_record()
+    decisions = [
+        decision("z/A", Action.CARD, record),
+        decision("z/B", Action.BUILD, record),
+        decision("z/C", Action.UP_TO_DATE, record),
+        decision("z/D", Action.CARD, None),
+    ]
+    assert card_refreshes(decisions) == [record]
+
+
+def test_report_planned_words_builds_and_card_refreshes():
+    report = RunReport()
+    report_planned(report, [(job("z/A"), "standard")], [build_record()])
+    assert report.outcomes == [
+        Outcome("z/A", SHA, Status.PLANNED, "build on standard: new; forced (target Qwen/T)"),
+        Outcome("z-lab/Qwen3-Tiny-DFlash-b16", SOURCE_SHA, Status.PLANNED, f"card: {CARD_CHANGED}"),
+    ]
