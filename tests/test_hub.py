@@ -147,7 +147,7 @@ def test_a_stalled_download_resumes_where_it_stopped(hub, tmp_path, faults):
     faults({"path": "/resolve/.+model.safetensors", "stall": 3, "after_bytes": 100_000})
     download = within(20, lambda: Hub(hub.url, TOKEN, backoff_s=0.05, settings=FAST).download(
         REPO, commit(hub), tmp_path / "checkpoint", ["model.safetensors"]))  # fmt: skip
-    assert download.files["model.safetensors"].sha256 == sha256(FILES["model.safetensors"])  # type: ignore[attr-defined]
+    assert download.files["model.safetensors"].sha256 == sha256(FILES["model.safetensors"])
     # By start time: the stalled request is logged when its handler gives up, after the second one.
     first, second = sorted((r for r in hub.requests() if r["path"].endswith("/model.safetensors")),
                            key=lambda r: r["time"])  # fmt: skip
@@ -248,4 +248,4 @@ def test_every_request_gets_the_settings_timeouts_whatever_the_call_site_asks(hu
     faults({"path": f"^/api/models/{REPO}/revision/", "stall": 4, "times": 1})
     started = time.monotonic()
     files = within(10, lambda: Hub(hub.url, TOKEN, backoff_s=0.05, settings=FAST).repo_files(REPO, "main"))
-    assert files.sha and time.monotonic() - started < 3  # type: ignore[attr-defined]
+    assert files.sha and time.monotonic() - started < 3

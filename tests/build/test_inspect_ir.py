@@ -4,6 +4,7 @@ and every rule it breaks is reported, the record failing."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import openvino.opset13 as ops
 from bot.build.inspect_ir import inspect_folder
 
 
-def _save(folder: Path, rt_info: dict[str, object]) -> Path:
+def _save(folder: Path, rt_info: Mapping[str, object]) -> Path:
     ids = ops.parameter([1, 4], np.float32, name="input_ids")
     hidden = ops.parameter([1, 4], np.float32, name="hidden_states")
     total = ops.add(ids, hidden)

@@ -38,7 +38,7 @@ def test_as_provenance_holds_every_field():
 
 def test_facts_are_frozen():
     with pytest.raises(AttributeError):
-        facts(STATEFUL).label = "other"  # type: ignore[misc]
+        facts(STATEFUL).label = "other"
 
 
 @pytest.mark.parametrize(

@@ -159,9 +159,10 @@ def environment_uses(path: Path) -> list[tuple[str, str, int]]:
     found = []
     for node in ast.walk(tree):
         is_os = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
-        name = node.attr if is_os else imported.get(node.id) if isinstance(node, ast.Name) else None
+        name = node.attr if is_os and isinstance(node, ast.Attribute) else None
+        name = imported.get(node.id) if isinstance(node, ast.Name) else name
         if name in ("getenv", "getenvb"):
-            found.append((where(node), "read", node.lineno))
+            found.append((where(node), "read", getattr(node, "lineno", 0)))
         elif name in ("environ", "environb"):
             parent = parents.get(node)
             if isinstance(parent, ast.Subscript):
@@ -172,7 +173,7 @@ def environment_uses(path: Path) -> list[tuple[str, str, int]]:
                 kind = "read"
             else:
                 kind = "whole"
-            found.append((where(node), kind, node.lineno))
+            found.append((where(node), kind, getattr(node, "lineno", 0)))
     return found
 
 

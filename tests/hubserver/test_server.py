@@ -196,12 +196,12 @@ def test_upload_folder_and_model_info(api: HfApi, published: tuple[str, Path, st
     assert info.library_name == "openvino" and info.pipeline_tag == "text-generation"
     assert info.config == {"model_type": "qwen3", "architectures": ["DFlashDraftModel"],
                            "auto_map": {"AutoModel": "x.Y"}}  # fmt: skip
-    assert {"openvino", "safetensors", "qwen3", "dflash", "custom_code", "license:apache-2.0"} <= set(info.tags)
+    assert {"openvino", "safetensors", "qwen3", "dflash", "custom_code", "license:apache-2.0"} <= set(info.tags or [])
     siblings = {s.rfilename: s for s in info.siblings}
     assert set(siblings) == {".gitattributes", "README.md", "config.json", "openvino_model.xml", "model.safetensors"}
     weights = siblings["model.safetensors"]
     assert weights.size == BIG and weights.lfs is not None and weights.lfs.size == BIG
-    assert siblings["config.json"].lfs is None and len(siblings["config.json"].blob_id) == 40
+    assert siblings["config.json"].lfs is None and len(siblings["config.json"].blob_id or "") == 40
     # Without files_metadata the Hub lists names only.
     assert api.model_info(repo_id).siblings[0].size is None
 

@@ -63,13 +63,13 @@ def test_capabilities_and_profile_do_not_matter():
 
 
 def test_record_without_file_hashes_is_not_trusted():
-    reason = reuse._why_not_trusted(None, "o/t", "d" * 40, published(), "bot", False)  # type: ignore[arg-type]
+    reason = reuse._why_not_trusted(None, "o/t", "d" * 40, published(), "bot", False)
     assert reason == "its record lists no file hashes (built by an older bot)"
 
 
 def test_record_without_its_ir_file_is_not_trusted():
     files = {"config.json": FileDigest(sha256="1" * 64, size=1)}
-    reason = reuse._why_not_trusted(None, "o/t", "d" * 40, published(files), "bot", False)  # type: ignore[arg-type]
+    reason = reuse._why_not_trusted(None, "o/t", "d" * 40, published(files), "bot", False)
     assert reason == "its record does not list its IR file"
 
 

@@ -265,7 +265,7 @@ def test_status_page_faults_never_touch_the_models_and_the_next_run_heals(hub, b
     )
 
 
-def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes], drop: list[str] = ()) -> None:
+def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes], drop: tuple[str, ...] = ()) -> None:
     from huggingface_hub import CommitOperationAdd, HfApi
 
     pair = tmp_path / "hostile"

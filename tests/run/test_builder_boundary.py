@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.core.errors import Failure, Skip
+from bot.core.errors import Failure, Skip, Stage
 from bot.core.outcome import Status
 from bot.run.pipeline import guard, guard_group
 from bot.run.report import RunReport
@@ -20,8 +20,8 @@ def _boom() -> None:
     "action,status,reason",
     [
         (_boom, Status.FAILED, "unexpected OverflowError: int too large to convert to float"),
-        (lambda: (_ for _ in ()).throw(Skip("gated repo", stage="info")), Status.SKIPPED, "info: gated repo"),
-        (lambda: (_ for _ in ()).throw(Failure("Hub answered 500", stage="commit")), Status.FAILED, "commit: Hub"),
+        (lambda: (_ for _ in ()).throw(Skip("gated repo", stage=Stage.INFO)), Status.SKIPPED, "info: gated repo"),
+        (lambda: (_ for _ in ()).throw(Failure("Hub answered 500", stage=Stage.COMMIT)), Status.FAILED, "commit: Hub"),
     ],
 )
 def test_any_error_in_one_step_is_that_sources_outcome_and_the_next_step_runs(action, status, reason):

@@ -406,7 +406,7 @@ def test_workflow_result_equals_a_single_process_run(workflow, single_run, hubs,
             m.repo_id for m in hub.list_models(author=RECIPE.publish.namespace, search=None, filter_tags=(), limit=100)
         ):
             files = sorted(hub.repo_files(repo).sizes)
-            provenance = json.loads(hub.read_file(repo, "openvino_export.json"))
+            provenance = json.loads(hub.read_file(repo, "openvino_export.json") or b"")
             sources = {
                 role: (provenance[role]["repo"], provenance[role]["revision"] == shas[provenance[role]["repo"]])
                 for role in ("source", "target")

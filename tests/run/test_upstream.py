@@ -92,7 +92,12 @@ class RecordedIndex:
     its stack pinned) keep every `name==version` they are given and fill the rest from `stack`."""
 
     def __init__(
-        self, stack_report: dict, model_configs: Path, transformers: list[str], *, refuse_pinned: set[str] = frozenset()
+        self,
+        stack_report: dict,
+        model_configs: Path,
+        transformers: list[str],
+        *,
+        refuse_pinned: frozenset[str] = frozenset(),
     ):
         self.stack_report, self.configs, self.transformers = stack_report, model_configs, transformers
         self.refuse_pinned = refuse_pinned

@@ -125,7 +125,7 @@ def test_a_forged_publish_entry_is_checked_against_the_record(server, first, tmp
     import json
 
     api = HfApi(endpoint=server.url, token=TOKEN)
-    data = json.loads(Hub(server.url, TOKEN).read_file(STATUS_REPO, STATUS_JSON, repo_type="dataset"))
+    data = json.loads(Hub(server.url, TOKEN).read_file(STATUS_REPO, STATUS_JSON, repo_type="dataset") or b"")
     entry = next(e for e in data["entries"] if e["source"] == demo.DRAFT_REPO)
     real = (entry["accept_length"], entry["speedup"])
     entry.update(accept_length=42.0, speedup=99.0)

@@ -48,7 +48,7 @@ def read_card(checkout: Path) -> tuple[dict, str]:
 
 
 def flatten(config: dict, prefix: str = "") -> dict:
-    flat = {}
+    flat: dict = {}
     for key, value in config.items():
         if isinstance(value, dict):
             flat |= flatten(value, f"{prefix}{key}.")
