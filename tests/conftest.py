@@ -115,7 +115,7 @@ def own_logger():
     import logging
 
     logger = logging.getLogger("dflash-bot")
-    handlers, propagate, level = list(logger.handlers), logger.propagate, logger.level
+    handlers, propagate, level, disabled = list(logger.handlers), logger.propagate, logger.level, logger.disabled
     yield
-    logger.handlers[:], logger.propagate = handlers, propagate
+    logger.handlers[:], logger.propagate, logger.disabled = handlers, propagate, disabled
     logger.setLevel(level)

@@ -81,6 +81,8 @@ def setup(verbose: bool = False, *, on_actions: bool = False) -> logging.Logger:
     with contextlib.suppress(AttributeError, ValueError):
         getattr(sys.stdout, "reconfigure", lambda **_: None)(line_buffering=True)
     logger = logging.getLogger(_LOGGER_NAME)
+    # A library that configures logging with `dictConfig` (disable_existing_loggers) silences loggers made before it.
+    logger.disabled = False
     if not logger.handlers:
         logger.addHandler(logging.StreamHandler(sys.stderr))
         logger.propagate = False

@@ -135,3 +135,17 @@ def test_setup_picks_the_formatter_and_level(monkeypatch):
     assert logger.level == logging.INFO
     assert len(logger.handlers) == 1
     assert type(logger.handlers[0].formatter) is log.CleanFormatter
+
+
+def test_the_log_survives_a_library_that_disables_existing_loggers(own_logger, capsys):
+    """`logging.config.dictConfig` (disable_existing_loggers, the default) silences every logger made before it, as
+    a library imported in-process may do; the bot's own log must still be heard after `setup`."""
+    import logging.config
+
+    logger = logging.getLogger("dflash-bot")
+    logger.handlers.clear()
+    logging.config.dictConfig({"version": 1})
+    assert logger.disabled
+    log.setup()
+    log.get().error("still heard")
+    assert "still heard" in capsys.readouterr().err

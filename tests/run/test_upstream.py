@@ -84,6 +84,7 @@ FUTURE_STACK = {
     "diffusers": "0.39.0",
     "pydantic": "2.14.4",
     "pyyaml": "6.0.4",
+    "github-action-utils": "2.0.0",
 }
 
 
