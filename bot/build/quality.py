@@ -4,26 +4,24 @@ who-what-benchmark (openvino.genai `tools/who_what_benchmark`) is not on the pac
 an embedding model from the Hub, so the bot measures what the two models alone give, on the recipe's validation
 prompts (chat template applied, as GenAI does):
 
-- the original checkpoint (transformers, CPU, safetensors only, no remote code) gives its greedy continuation of
-  `max_new_tokens` tokens (end-of-sequence ignored, like the validation runs); all prompts are decoded together as
-  one left-padded batch, so the cost is `max_new_tokens` memory-bound passes over the weights, whatever the int4
-  target agrees with (`_Reference.greedy`);
-- both models are run teacher-forced over the same token sequence (prompt + that continuation); at each generated
-  position we compare the next-token distributions: **top-1 agreement** (same argmax) and **KL divergence**
-  KL(original ‖ int4) = Σ p_orig · (log p_orig − log p_int4), averaged over positions;
-- the int4 IR generates its own greedy continuation of the prompt (from the same prefill as its teacher-forced pass,
-  its KV state cropped back to the prompt: `_Ir.measure`), and the two greedy outputs give
-  who-what-benchmark's divergence figures (`whowhat_metrics.evaluate_divergency`): with `difflib.SequenceMatcher`
-  over the token ids, **FDT** (first diverging token) is the size of the first matching block when it starts at 0 in
-  both sequences, else 0 (so the length when the outputs are identical), and **SDT** is the number of int4 tokens
-  outside any matching block; the *share* of diverging tokens is SDT / len(int4 output) ("SDT norm"). wwb re-encodes
-  decoded answers; here the generated token ids are compared directly (no decode/encode round trip).
+- the int4 IR (raw OpenVINO runtime, CPU) decodes each prompt's greedy continuation of `max_new_tokens` tokens
+  (end-of-sequence ignored, like the validation runs), all prompts as one left-padded batch, keeping the logits row
+  that chose each token: its teacher-forced distribution over its own output;
+- the original checkpoint (transformers, CPU, safetensors only, no remote code) is run **once**, teacher-forced over
+  prompt + that continuation (`Reference.teacher_forced`): one pass over its weights, however many tokens. Decoding
+  the original greedily instead costs one pass per token, and an original larger than the runner's memory (an 8B
+  target's 16.4 GB of bf16 on a 16 GB runner) is then read from disk once per token;
+- at each generated position the two next-token distributions give **top-1 agreement** (the original ranks the int4
+  output's token first) and **KL divergence** KL(original ‖ int4) = Σ p_orig · (log p_orig − log p_int4), averaged
+  over positions; the **first diverging token** is the first position where the original would have chosen another
+  token: where the two models' greedy outputs first differ, exactly (who-what-benchmark's FDT; its SDT needs the
+  original's whole greedy output, so it is not measured).
 
 The IR runs with the exact CPU properties of the lossless gate (f32 inference, no dynamic quantization), so the
 figures measure the weight compression rather than the CPU's runtime precision. Everything that reads the
 checkpoint runs in a token-free child process (`python -m bot.sandbox.child bot.build.quality ...`), started after
-the exports: the original (f32 up to `DEFAULT_MAX_F32_BYTES`, else its checkpoint dtype) and then the int4 IR, one at
-a time, so the peak is the larger of the two (8 GB of bf16 for a 4B target, below its export's peak).
+the exports: the int4 IR and then the original (f32 up to `DEFAULT_MAX_F32_BYTES`, else its checkpoint dtype,
+mapped), one at a time, so the anonymous peak is the larger of the two.
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from difflib import SequenceMatcher
 from pathlib import Path
 
 from bot.build.quality_models import EXACT_PROPERTIES, IrModel, Reference, prompt_ids
@@ -44,9 +41,9 @@ from bot.plan.sizing import DEFAULT_MAX_F32_BYTES
 from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
 
 METHOD = (
-    "teacher-forced over the prompt + the original's greedy continuation (chat template applied); "
-    "top-1 agreement and mean KL(original || int4) per generated position; FDT and SDT "
-    "(who-what-benchmark's definitions) between the two models' greedy outputs; IR on CPU with f32 "
+    "the int4 IR's greedy continuation of each prompt (chat template applied); the original run once "
+    "teacher-forced over prompt + that continuation; top-1 agreement and mean KL(original || int4) per "
+    "generated position; first diverging token (where the greedy outputs first differ); IR on CPU with f32 "
     "inference and no dynamic quantization"
 )
 
@@ -57,12 +54,10 @@ class PromptQuality:
 
     Attributes:
         prompt_index: position of the prompt in the recipe's `validation.prompts`.
-        tokens: generated positions compared teacher-forced (the original's greedy continuation length).
+        tokens: generated positions compared teacher-forced (the int4 IR's greedy continuation length).
         top1_agreement: share of those positions where both models' most likely next token is the same.
         mean_kl: mean KL(original ‖ int4) of the next-token distributions, in nats.
-        first_diverging_token: wwb FDT: tokens before the greedy outputs first differ (`tokens` when identical).
-        diverging_tokens: wwb SDT: int4 greedy tokens outside the matching blocks of the two outputs.
-        share_diverging_tokens: wwb "SDT norm": `diverging_tokens` / length of the int4 greedy output.
+        first_diverging_token: tokens before the two greedy outputs first differ (`tokens` when identical).
     """
 
     prompt_index: int
@@ -70,8 +65,6 @@ class PromptQuality:
     top1_agreement: float
     mean_kl: float
     first_diverging_token: int
-    diverging_tokens: int
-    share_diverging_tokens: float
 
 
 @dataclass(frozen=True)
@@ -79,7 +72,7 @@ class QualityReport:
     """Target quality against the original weights; `measured` is False (with `reason`) when it could not be run.
 
     The overall figures weigh every generated position equally (top-1 agreement, mean KL) and average the
-    per-prompt divergence figures (FDT, share of diverging tokens) as who-what-benchmark does.
+    per-prompt first diverging token, as who-what-benchmark does.
     """
 
     measured: bool
@@ -89,14 +82,13 @@ class QualityReport:
     top1_agreement: float | None = None
     mean_kl: float | None = None
     first_diverging_token: float | None = None
-    share_diverging_tokens: float | None = None
     max_new_tokens: int = 0
     reference_dtype: str | None = None
     ir_file: str | None = None
     method: str = METHOD
     seconds: float | None = None
     ir_properties: dict = field(default_factory=dict)
-    reference_passes: int = 0  # batched decoding passes of the original (see `_Reference.greedy`)
+    reference_passes: int = 0  # passes over the original's weights (one: `Reference.teacher_forced`)
 
     @classmethod
     def not_measured(cls, reason: str) -> QualityReport:
@@ -115,7 +107,6 @@ class QualityReport:
             top1_agreement=round(sum(p.top1_agreement * p.tokens for p in prompts) / tokens, 4),
             mean_kl=_significant(sum(p.mean_kl * p.tokens for p in prompts) / tokens),
             first_diverging_token=round(sum(p.first_diverging_token for p in prompts) / len(prompts), 2),
-            share_diverging_tokens=round(sum(p.share_diverging_tokens for p in prompts) / len(prompts), 4),
             **details,
         )
 
@@ -128,7 +119,10 @@ class QualityReport:
     @classmethod
     def from_dict(cls, data: dict) -> QualityReport:
         data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        data["prompts"] = tuple(PromptQuality(**p) for p in data.get("prompts", ()))
+        known = PromptQuality.__dataclass_fields__  # older reports also held who-what-benchmark's SDT
+        data["prompts"] = tuple(
+            PromptQuality(**{k: v for k, v in p.items() if k in known}) for p in data.get("prompts", ())
+        )
         return cls(**data)
 
 
@@ -224,19 +218,11 @@ def _significant(value: float) -> float:
     return float(f"{value:.4g}")
 
 
-def divergence(reference: list[int], candidate: list[int]) -> tuple[int, int, float]:
-    """who-what-benchmark's (FDT, SDT, SDT norm) between a reference and a candidate token sequence."""
-    if not reference and not candidate:
-        return 0, 0, 0.0
-    if not candidate:
-        return 0, len(reference), 1.0
-    if not reference:
-        return 0, len(candidate), 1.0
-    blocks = SequenceMatcher(None, reference, candidate).get_matching_blocks()
-    first = blocks[0]
-    fdt = first.size if first.a == 0 and first.b == 0 else 0
-    sdt = len(candidate) - sum(block.size for block in blocks)
-    return fdt, sdt, sdt / len(candidate)
+def first_difference(chosen: list[int], preferred: list[int]) -> int:
+    """Where two greedy outputs first differ, from one model's output (`chosen`) and the token the other model ranks
+    first at each of its positions, teacher-forced (`preferred`): both decoded the same prefix up to there.
+    The length when they never differ."""
+    return next((index for index, (a, b) in enumerate(zip(chosen, preferred, strict=True)) if a != b), len(chosen))
 
 
 def compare_logits(reference_logits, candidate_logits) -> tuple[float, float]:
@@ -277,26 +263,25 @@ def run_quality(
     tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     prompt_tokens = [prompt_ids(tokenizer, prompt) for prompt in prompts]
 
-    # One model at a time: the original, then the IR, so the peak is the larger of the two, not their sum.
+    # One model at a time: the IR, then the original, so the peak is the larger of the two, not their sum.
+    ir = IrModel(ir_dir / "openvino_model.xml")
+    continuations, ir_rows = ir.greedy(prompt_tokens, max_new_tokens, keep_rows=True)
+    del ir
     reference = Reference(source, max_f32_bytes)
-    continuations, reference_rows = reference.greedy(prompt_tokens, max_new_tokens)
+    reference_rows = reference.teacher_forced(prompt_tokens, continuations)
     reference_dtype = reference.dtype_name
     del reference
-    ir = IrModel(ir_dir / "openvino_model.xml")
-    ir_rows, ir_continuations = ir.measure(prompt_tokens, continuations)
     results = []
     for index, continuation in enumerate(continuations):
         agreement, kl = compare_logits(reference_rows[index], ir_rows[index])
-        fdt, sdt, share = divergence(continuation, ir_continuations[index])
+        preferred = reference_rows[index].argmax(axis=-1).tolist()
         results.append(
             PromptQuality(
                 prompt_index=index,
                 tokens=len(continuation),
                 top1_agreement=round(agreement, 4),
                 mean_kl=_significant(kl),
-                first_diverging_token=fdt,
-                diverging_tokens=sdt,
-                share_diverging_tokens=round(share, 4),
+                first_diverging_token=first_difference(continuation, preferred),
             )
         )
     return QualityReport.from_prompts(
@@ -305,7 +290,7 @@ def run_quality(
         reference_dtype=reference_dtype,
         ir_file="openvino_model.xml",
         ir_properties=dict(EXACT_PROPERTIES),
-        reference_passes=max_new_tokens,
+        reference_passes=1,
     )
 
 

@@ -1,8 +1,9 @@
 """The two models the quality step compares, driven inside its child process (`bot.build.quality`).
 
-The original checkpoint runs in transformers and the int4 target IR on the raw OpenVINO runtime; both decode the
-prompts greedily as one left-padded batch, so a step costs one memory-bound pass over the weights however many
-prompts it serves, and both give the logits rows the comparison reads.
+The int4 target IR runs on the raw OpenVINO runtime and decodes the prompts greedily as one left-padded batch (a step
+costs one memory-bound pass over its weights however many prompts it serves); the original checkpoint runs in
+transformers once, teacher-forced over the same batch plus those continuations. Both give the logits rows the
+comparison reads.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def left_padded(sequences: list[list[int]]):
 
 
 class Reference:
-    """The original checkpoint in transformers: greedy continuations and their teacher-forced logits."""
+    """The original checkpoint in transformers: its teacher-forced logits over given token sequences."""
 
     def __init__(self, source: Path, max_f32_bytes: int):
         # transformers: seconds to import; only the quality child loads the original weights
@@ -68,41 +69,35 @@ class Reference:
             source, use_safetensors=True, trust_remote_code=False, dtype=dtype
         ).eval()
 
-    def greedy(self, prompts: list[list[int]], new_tokens: int):
-        """Every prompt's greedy continuation, decoded together as one left-padded batch.
+    def teacher_forced(self, prompts: list[list[int]], continuations: list[list[int]]):
+        """The original's next-token logits at each continuation position, from one forward pass over the batch.
 
-        A decoding step on CPU is one memory-bound pass over all weights whether it serves one prompt or a few, so
-        the batch costs about what one prompt would: `new_tokens` passes in all, whatever the int4 target agrees.
-        The logits row that chose each token is the original's teacher-forced distribution at that position.
+        One pass reads the weights once: an original larger than memory (mapped, file-backed) streams through the
+        page cache once instead of once per token, as greedy decoding would need.
 
         Returns:
-            (continuations, rows): per prompt, its `new_tokens` greedy tokens and the float32 numpy logits that
-            chose them ([new_tokens, vocab]).
+            Per prompt, float32 numpy logits [len(continuation), vocab]: row i is the distribution the original gives
+            after the prompt and the continuation's first i tokens.
         """
         # torch: seconds to import; only the quality child loads the original weights
         import torch
 
-        cache = None
-
-        def step(ids, mask, positions):
-            nonlocal cache
-            out = self.model(
+        new_tokens = len(continuations[0])
+        assert all(len(continuation) == new_tokens for continuation in continuations)
+        ids, mask, positions = left_padded([p + c for p, c in zip(prompts, continuations, strict=True)])
+        with torch.no_grad():
+            logits = self.model(
                 input_ids=torch.from_numpy(ids),
                 attention_mask=torch.from_numpy(mask),
                 position_ids=torch.from_numpy(positions),
-                past_key_values=cache,
-                use_cache=True,
-            )
-            cache = out.past_key_values
-            return out.logits[:, -1].float().numpy()
-
-        ids, mask, positions = left_padded(prompts)
-        with torch.no_grad():
-            return greedy_decode(step, step(ids, mask, positions), mask, positions[:, -1:], new_tokens, keep_rows=True)
+                use_cache=False,
+                logits_to_keep=new_tokens + 1,  # every prompt ends in the same column: the last rows are the ones
+            ).logits
+        return [logits[row, :new_tokens].float().numpy() for row in range(len(prompts))]
 
 
 def greedy_decode(step, last_logits, mask, last_positions, new_tokens: int, *, keep_rows: bool = False):
-    """Greedy decoding of a left-padded batch from the state its prefill left (the original's and the IR's alike).
+    """Greedy decoding of a left-padded batch from the state its prefill left (the IR's).
 
     Args:
         step: runs the model on one new token per row (ids, attention mask, position ids: numpy int64) after what it
@@ -161,42 +156,15 @@ class IrModel:
     def _last(self, ids, mask, positions):
         return self._run(ids, mask, positions)[:, -1]
 
-    def greedy(self, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
-        """Every prompt's greedy continuation, decoded together as one left-padded batch."""
-        self.request.reset_state()
-        ids, mask, positions = left_padded(prompts)
-        return greedy_decode(self._last, self._last(ids, mask, positions), mask, positions[:, -1:], new_tokens)[0]
-
-    def measure(self, prompts: list[list[int]], continuations: list[list[int]]):
-        """The IR teacher-forced over each prompt + the original's continuation, and its own greedy continuation.
-
-        One prefill serves both: left-padded, every prompt ends in the same column, so after the teacher-forced
-        pass the KV state is cropped back to the prompts (the variables are [batch, kv heads, sequence, head size])
-        and the IR decodes its own continuation from there; its first token is the argmax of the prefill's row at
-        the prompt's last position. Where the state does not have that layout, the prompts are prefilled again.
+    def greedy(self, prompts: list[list[int]], new_tokens: int, *, keep_rows: bool = False):
+        """Every prompt's greedy continuation, decoded together as one left-padded batch.
 
         Returns:
-            (rows, own): per prompt, the IR's logits at the continuation's positions ([len, vocab]), and its own
-            greedy continuation of the same length.
+            (continuations, rows): per prompt, its `new_tokens` tokens, and with `keep_rows` the logits rows that
+            chose them ([new_tokens, vocab]: the IR's teacher-forced distributions over its own output) else None.
         """
-        # numpy: only the measuring child needs it
-        import numpy as np
-        import openvino as ov
-
-        new_tokens = len(continuations[0])
-        assert all(len(continuation) == new_tokens for continuation in continuations)
         self.request.reset_state()
-        ids, mask, positions = left_padded([p + c for p, c in zip(prompts, continuations, strict=True)])
-        logits = self._run(ids, mask, positions)
-        prompt_width = ids.shape[1] - new_tokens  # the column after every prompt's last token
-        rows = [logits[row, prompt_width - 1 : prompt_width - 1 + new_tokens].copy() for row in range(len(prompts))]
-        last = logits[:, prompt_width - 1].copy()
-        states = self.request.query_state()
-        if not all(len(v.state.shape) == 4 and v.state.shape[2] == ids.shape[1] for v in states):
-            return rows, self.greedy(prompts, new_tokens)
-        for variable in states:
-            variable.state = ov.Tensor(np.ascontiguousarray(variable.state.data[:, :, :prompt_width]))
-        own, _ = greedy_decode(
-            self._last, last, mask[:, :prompt_width], positions[:, prompt_width - 1 : prompt_width], new_tokens
+        ids, mask, positions = left_padded(prompts)
+        return greedy_decode(
+            self._last, self._last(ids, mask, positions), mask, positions[:, -1:], new_tokens, keep_rows=keep_rows
         )
-        return rows, own

@@ -18,6 +18,7 @@ import github_action_utils as gha
 from bot.core.safe_text import clean
 
 _LOGGER_NAME = "dflash-bot"
+_OWN_HANDLER = "dflash_bot_handler"  # marks the handler `setup` made
 
 
 _state = {"on_actions": False}
@@ -83,11 +84,15 @@ def setup(verbose: bool = False, *, on_actions: bool = False) -> logging.Logger:
     logger = logging.getLogger(_LOGGER_NAME)
     # A library that configures logging with `dictConfig` (disable_existing_loggers) silences loggers made before it.
     logger.disabled = False
-    if not logger.handlers:
-        logger.addHandler(logging.StreamHandler(sys.stderr))
-        logger.propagate = False
-    for handler in logger.handlers:
-        handler.setFormatter((ActionsFormatter if on_actions else CleanFormatter)("%(message)s"))
+    # The bot's own handler, made again on the stderr of now: one an earlier setup made may hold a stream that has
+    # since been replaced. Handlers someone else added are left as they are, formatters included.
+    for handler in [h for h in logger.handlers if getattr(h, _OWN_HANDLER, False)]:
+        logger.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    setattr(handler, _OWN_HANDLER, True)
+    handler.setFormatter((ActionsFormatter if on_actions else CleanFormatter)("%(message)s"))
+    logger.addHandler(handler)
+    logger.propagate = False
     logger.setLevel(logging.DEBUG if verbose else logging.INFO)
     return logger
 

@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from bot.build.export import TASK_LLM, ExportRequest, export_model
-from bot.build.quality import PromptQuality, QualityReport, compare_logits, divergence, measure_quality, quality_gate
+from bot.build.quality import (
+    PromptQuality,
+    QualityReport,
+    compare_logits,
+    first_difference,
+    measure_quality,
+    quality_gate,
+)
 from bot.core.recipe import ExportSettings, load_recipe
 
 PROMPTS = load_recipe().validation.prompts
@@ -50,8 +57,7 @@ def test_constructed_targets_agree_with_their_original_weights(measured, name):
     assert report.top1_agreement >= 0.99
     assert report.mean_kl < 0.01
     assert report.first_diverging_token == MAX_NEW_TOKENS  # identical greedy outputs
-    assert report.share_diverging_tokens == 0
-    assert report.reference_dtype == "float32"
+    assert report.reference_dtype == "float32" and report.reference_passes == 1
     assert report.ir_properties["INFERENCE_PRECISION_HINT"] == "f32"
     assert report.seconds and report.seconds > 0
 
@@ -62,7 +68,7 @@ def test_one_group_per_channel_int4_scores_measurably_lower_than_int8(measured):
     assert int8.top1_agreement >= 0.9
     assert damaged.top1_agreement <= int8.top1_agreement - 0.1
     assert damaged.mean_kl > 10 * int8.mean_kl
-    assert damaged.share_diverging_tokens >= int8.share_diverging_tokens
+    assert damaged.first_diverging_token <= int8.first_diverging_token
     for report in (int8, damaged):
         assert 0 <= report.first_diverging_token <= MAX_NEW_TOKENS
         assert all(0 <= p.top1_agreement <= 1 and p.mean_kl >= 0 for p in report.prompts)
@@ -75,7 +81,6 @@ def test_report_survives_the_provenance_round_trip(measured):
         "top1_agreement",
         "mean_kl",
         "first_diverging_token",
-        "share_diverging_tokens",
         "tokens",
         "prompts",
         "method",
@@ -123,12 +128,19 @@ def test_a_broken_checkpoint_is_a_named_failure(tiny, measured, tmp_path):
 # ---- the pure metrics ----
 
 
-def test_divergence_follows_who_what_benchmark():
-    assert divergence([1, 2, 3, 4], [1, 2, 3, 4]) == (4, 0, 0.0)
-    assert divergence([1, 2, 3, 4], [1, 2, 9, 4]) == (2, 1, 0.25)
-    assert divergence([1, 2, 3, 4], [7, 2, 3, 4]) == (0, 1, 0.25)
-    assert divergence([1, 2], []) == (0, 2, 1.0)
-    assert divergence([], []) == (0, 0, 0.0)
+def test_the_first_difference_is_where_the_greedy_outputs_part():
+    assert first_difference([1, 2, 3, 4], [1, 2, 3, 4]) == 4
+    assert first_difference([1, 2, 3, 4], [1, 2, 9, 4]) == 2
+    assert first_difference([1, 2, 3, 4], [7, 2, 3, 4]) == 0
+    assert first_difference([], []) == 0
+
+
+def test_an_older_report_with_who_what_benchmarks_sdt_still_reads():
+    older = {"measured": True, "prompts": [{**PromptQuality(0, 4, 1.0, 0.0, 4).__dict__, "diverging_tokens": 0}]}
+    older["prompts"][0]["share_diverging_tokens"] = 0.0
+    assert QualityReport.from_dict({**older, "share_diverging_tokens": 0.0}).prompts == (
+        PromptQuality(0, 4, 1.0, 0.0, 4),
+    )
 
 
 def test_compare_logits_agreement_and_kl():
@@ -145,13 +157,12 @@ def test_compare_logits_agreement_and_kl():
 
 
 def test_overall_figures_weigh_tokens_and_average_divergence():
-    prompts = [PromptQuality(0, 10, 1.0, 0.0, 10, 0, 0.0), PromptQuality(1, 30, 0.5, 0.2, 2, 15, 0.5)]
+    prompts = [PromptQuality(0, 10, 1.0, 0.0, 10), PromptQuality(1, 30, 0.5, 0.2, 2)]
     report = QualityReport.from_prompts(prompts, max_new_tokens=30)
     assert report.tokens == 40
     assert report.top1_agreement == pytest.approx((10 + 15) / 40)
     assert report.mean_kl == pytest.approx(0.15)
     assert report.first_diverging_token == 6.0
-    assert report.share_diverging_tokens == 0.25
     assert not QualityReport.from_prompts([]).measured
 
 
@@ -191,39 +202,33 @@ def test_the_card_section_shows_every_prompt_and_the_overall_figures(measured):
     assert "Not measured: VLM target." in unmeasured
 
 
-def test_batched_greedy_equals_each_prompts_own_greedy_loop(tiny, measured):
-    """Decoding the prompts as one left-padded batch gives, token for token, each prompt's unpadded greedy output and
-    logits, on the original (transformers) and on the IR (OpenVINO state)."""
+def test_batched_measurement_equals_each_prompts_own_loop(tiny, measured):
+    """The IR decoding the prompts as one left-padded batch gives, token for token, each prompt's unpadded greedy
+    output and rows; the original's one teacher-forced pass gives the rows of an unpadded forward per prompt."""
     import numpy as np
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from bot.build.quality_models import IrModel, Reference, left_padded, prompt_ids
+    from bot.build.quality_models import IrModel, Reference, prompt_ids
 
     source = tiny("random").target
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(source)
     prompts = [prompt_ids(tokenizer, prompt) for prompt in PROMPTS]
     assert len({len(ids) for ids in prompts}) > 1  # the batch is really padded
-    continuations, rows = Reference(source, 10**9).greedy(prompts, MAX_NEW_TOKENS)
     ir = IrModel(measured["random-int8"][1] / "openvino_model.xml")
-    ir_rows, ir_continuations = ir.measure(prompts, continuations)
+    continuations, ir_rows = ir.greedy(prompts, MAX_NEW_TOKENS, keep_rows=True)
+    reference_rows = Reference(source, 10**9).teacher_forced(prompts, continuations)
     for index, ids in enumerate(prompts):
-        sequence, plain_rows = list(ids), []
+        alone, alone_rows = ir.greedy([ids], MAX_NEW_TOKENS, keep_rows=True)
+        assert continuations[index] == alone[0]
+        assert np.allclose(ir_rows[index], alone_rows[0], atol=1e-3)
+        assert [int(row.argmax()) for row in ir_rows[index]] == continuations[index]
+        sequence = ids + continuations[index]
         with torch.no_grad():
-            for _ in range(MAX_NEW_TOKENS):
-                row = model(input_ids=torch.tensor([sequence])).logits[0, -1]
-                plain_rows.append(row.numpy())
-                sequence.append(int(row.argmax()))
-        assert continuations[index] == sequence[len(ids) :]
-        assert np.allclose(rows[index], np.stack(plain_rows), atol=1e-4)
-        # The IR's own continuation, decoded from its cropped state, is what a fresh prefill of the prompt gives.
-        assert ir_continuations[index] == ir.greedy([ids], MAX_NEW_TOKENS)[0]
-        # Its teacher-forced rows are the logits of an unpadded prefill of prompt + continuation.
-        ir.request.reset_state()
-        alone = ir._run(*left_padded([sequence]))[0, len(ids) - 1 : len(sequence) - 1]
-        assert ir_rows[index].shape == alone.shape
-        assert np.allclose(ir_rows[index], alone, atol=1e-3)
+            plain = model(input_ids=torch.tensor([sequence])).logits[0, len(ids) - 1 : len(sequence) - 1].numpy()
+        assert reference_rows[index].shape == plain.shape
+        assert np.allclose(reference_rows[index], plain, atol=1e-4)
 
 
 def test_the_measurement_is_stopped_when_it_outgrows_the_memory_budget(tiny, measured, tmp_path):
