@@ -132,7 +132,7 @@ def main() -> int:
                 "top1_agreement": report.top1_agreement,
                 "mean_kl": report.mean_kl,
                 "first_diverging_token": report.first_diverging_token,
-                "share_diverging_tokens": report.share_diverging_tokens,
+                "reference_passes": report.reference_passes,
             }
         )
     return 0

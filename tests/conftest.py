@@ -6,6 +6,10 @@ The client settings a local Hub needs are set before anything imports huggingfac
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import sysconfig
 import tempfile
 
 os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
@@ -24,6 +28,20 @@ from bot.hub import configure_client  # noqa: E402
 from hubserver import LocalHub  # noqa: E402
 
 configure_client("http://127.0.0.1")  # a local Hub: classic LFS, no progress bars, counted requests
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# What `pyproject.toml` builds the wheel from.
+WHEEL_SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "bot",
+    "workflows",
+    "templates",
+    "toolchains",
+    "schemas",
+    "hubserver",
+    "tinymodels",
+)
 
 HUB_USER = "maintainer"
 HUB_TOKEN = "hf_local_maintainer_write"  # the local Hub's write token: it may write to any namespace
@@ -119,3 +137,57 @@ def own_logger():
     yield
     logger.handlers[:], logger.propagate, logger.disabled = handlers, propagate, disabled
     logger.setLevel(level)
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    """The bot's wheel, built from a copy of the sources with setuptools' own backend (no network, nothing left in
+    the checkout)."""
+    root = tmp_path_factory.mktemp("wheel")
+    src, dist = root / "src", root / "dist"
+    for name in WHEEL_SOURCES:
+        if (REPO_ROOT / name).is_dir():
+            shutil.copytree(REPO_ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            src.mkdir(exist_ok=True)
+            shutil.copy2(REPO_ROOT / name, src / name)
+    build = "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))"
+    done = subprocess.run(
+        [sys.executable, "-c", build, str(dist)], cwd=src, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dist / done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def venv(wheel, tmp_path_factory) -> Path:
+    """A fresh environment with the wheel installed and this environment's packages visible, the bot excepted."""
+    folder = tmp_path_factory.mktemp("venv") / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300)
+    python = folder / "bin" / "python"
+    fresh = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (Path(fresh) / "dependencies-of-the-checkout.pth").write_text("".join(f"{path}\n" for path in sorted(ours)))
+    done = subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--quiet",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder

@@ -27,6 +27,7 @@ from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
 from tests.reliability.rows import record
 from tests.sandbox.test_telemetry import outside_loopback
+from tests.test_wheel import assert_the_demo_published
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = 3
@@ -43,10 +44,12 @@ def laptop_env(tmp_path: Path) -> dict[str, str]:
     return {**env, "HOME": str(home), "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(ROOT)}
 
 
-def run_bounded(command: list[str], env: dict[str, str], timeout: float, what: str) -> subprocess.CompletedProcess:
+def run_bounded(
+    command: list[str], env: dict[str, str], timeout: float, what: str, cwd: Path = ROOT
+) -> subprocess.CompletedProcess:
     """Run `command` in its own process group; past `timeout`, stop it (SIGTERM, then SIGKILL) and fail the test."""
     proc = subprocess.Popen(
-        command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -69,13 +72,17 @@ def stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def test_the_offline_demo_connects_to_nothing_but_the_local_hub(tmp_path):
+def test_the_offline_demo_connects_to_nothing_but_the_local_hub(venv, tmp_path):
     """Before: one DNS query from the demo (huggingface_hub's agent registry, fetched from huggingface.co to fill
-    in a user agent) and, in the builder, OpenVINO's telemetry posting `import` events from a fork."""
+    in a user agent) and, in the builder, OpenVINO's telemetry posting `import` events from a fork.
+
+    The demo is the one a user installs: the built wheel in a fresh venv (tests/test_wheel.py), run from a folder
+    that is not the checkout, so this one run also shows the installed bot finds its package data and publishes."""
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("strace is not installed here (`make test` installs it with apt-get)")
-    env = laptop_env(tmp_path)
+    env = {k: v for k, v in laptop_env(tmp_path).items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    env = {k: v for k, v in env.items() if k not in {"HF_TOKEN", "HF_READ_TOKEN", "HUGGING_FACE_HUB_TOKEN"}}
     trace = tmp_path / "strace.log"
     command = [
         strace,
@@ -88,15 +95,14 @@ def test_the_offline_demo_connects_to_nothing_but_the_local_hub(tmp_path):
         "signal=none",
         "-o",
         str(trace),
-        sys.executable,
-        "-m",
-        "bot.cli",
+        str(venv / "bin" / "dflash-bot"),
         "demo",
     ]
     started = time.monotonic()
-    done = run_bounded(command, env, DEMO_TIMEOUT_S, "dflash-bot demo under strace")
+    done = run_bounded(command, env, DEMO_TIMEOUT_S, "dflash-bot demo under strace", cwd=tmp_path)
     took = time.monotonic() - started
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+    assert_the_demo_published(done.stdout)
     text = trace.read_text(errors="replace")
     hub_connects = sum(1 for line in text.splitlines() if "connect(" in line and 'inet_addr("127.0.0.1")' in line)
     assert hub_connects, "strace saw no connection to the local hub: it traced nothing"
@@ -104,8 +110,8 @@ def test_the_offline_demo_connects_to_nothing_but_the_local_hub(tmp_path):
     consent = Path(env["HOME"]) / "intel"
     record(
         "security",
-        "offline demo (`dflash-bot demo`) under `strace -f` with CI unset, no telemetry switch in "
-        "the environment and a fresh HOME (OpenVINO telemetry would send)",
+        "offline demo (`dflash-bot demo`, installed from the wheel) under `strace -f` with CI unset, no telemetry "
+        "switch in the environment and a fresh HOME (OpenVINO telemetry would send)",
         f"{hub_connects} connections, all to the local hub on loopback; {len(flagged)} outside loopback or name "
         f"lookups; OpenVINO telemetry state in HOME: {'written' if consent.exists() else 'none'} ({took:.0f}s)",
         "demo pair published, exit 0",

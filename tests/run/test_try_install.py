@@ -10,7 +10,6 @@ measures is published by the real job from this environment (tests/run/test_try_
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -23,18 +22,6 @@ from tests.run.test_try_pair import DRAFT_OUT, TOKEN, publish_oracle_pair
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
-ROOT = Path(__file__).resolve().parents[2]
-SOURCES = (
-    "pyproject.toml",
-    "README.md",
-    "bot",
-    "workflows",
-    "templates",
-    "toolchains",
-    "schemas",
-    "hubserver",
-    "tinymodels",
-)
 PIP_TIMEOUT_S = 1200
 
 
@@ -51,22 +38,10 @@ def test_the_build_extra_is_what_the_cli_asks_for_and_the_base_holds_none_of_it(
 
 
 @pytest.fixture(scope="module")
-def plain_venv(tmp_path_factory) -> Path:
-    """A fresh venv holding the wheel and its base dependencies from the index (no `build` extra)."""
+def plain_venv(wheel, tmp_path_factory) -> Path:
+    """A fresh venv holding the wheel (conftest) and its base dependencies from the index (no `build` extra)."""
     root = tmp_path_factory.mktemp("plain")
-    src, dist, venv = root / "src", root / "dist", root / "venv"
-    src.mkdir()
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(ROOT / name, src / name)
-    build = "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))"
-    built = subprocess.run(
-        [sys.executable, "-c", build, str(dist)], cwd=src, capture_output=True, text=True, timeout=300
-    )
-    assert built.returncode == 0, built.stderr[-3000:]
-    wheel = dist / built.stdout.strip().splitlines()[-1]
+    venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     installed = subprocess.run(
         [venv / "bin" / "python", "-m", "pip", "install", "--quiet", str(wheel)],

@@ -484,7 +484,9 @@ def test_status_command_on_a_damaged_file_prints_what_is_valid(
     runner = CliRunner()
     table = runner.invoke(app, ["status", "--repo", "OV/naive-status", "--endpoint", server.url])
     assert table.exit_code == 0 and table.exception is None, table.output
-    assert "z-lab/Qwen3-Tiny-DFlash-b16" in table.output and "Naive-DFlash" not in table.output
+    # The table lists what is valid; the log (stderr) names what was dropped and why.
+    assert "z-lab/Qwen3-Tiny-DFlash-b16" in table.stdout and "Naive-DFlash" not in table.stdout
+    assert "entry 1 (z-lab/Naive-DFlash): last_checked: Input should have timezone info: dropped" in table.stderr
     deep = runner.invoke(app, ["status", "--repo", "OV/deep-status", "--endpoint", server.url])
     assert deep.exit_code == 1 and not isinstance(deep.exception, RecursionError), deep.output
 
