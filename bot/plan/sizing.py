@@ -172,8 +172,8 @@ def estimate_build(
 ) -> BuildEstimate:
     """The schedule a build will use on `runner`, and its peak memory and disk.
 
-    Exports run side by side only when both fit the runner's memory together; sources are removed after export
-    only when keeping them would not fit its disk.
+    Exports run side by side only when both fit the runner's memory together and their temporary IRs its disk;
+    sources are removed after export only when keeping them would not fit its disk.
 
     Args:
         draft_bytes, target_bytes: safetensors bytes of the draft and of the target (bf16 weights).
@@ -195,9 +195,15 @@ def estimate_build(
             target_reused=target_reused,
         )
 
-    in_parallel = schedule(True, False).peak_memory_bytes <= runner.max_memory_bytes
+    def fits_disk(estimate: BuildEstimate) -> bool:
+        return estimate.peak_disk_bytes <= runner.max_disk_bytes
+
+    # Side by side, both exports' temporary IRs are on disk at once: only when memory and disk both take that.
+    in_parallel = schedule(True, False).peak_memory_bytes <= runner.max_memory_bytes and (
+        fits_disk(schedule(True, False)) or fits_disk(schedule(True, True))
+    )
     kept = schedule(in_parallel, False)
-    if kept.peak_disk_bytes <= runner.max_disk_bytes:
+    if fits_disk(kept):
         return kept
     return schedule(in_parallel, True)
 
