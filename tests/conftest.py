@@ -191,3 +191,33 @@ def venv(wheel, tmp_path_factory) -> Path:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return folder
+
+
+# The modules that run real builds, longest first (seconds of one worker each, measured with --durations). With
+# `--dist loadfile` a worker takes the next module when it is free; collected first, the long ones start first and
+# the short ones fill in at the end, so neither worker waits alone on one long module.
+LONG_MODULES = (
+    "tests/run/test_pipeline.py",
+    "tests/reliability/test_reliability.py",
+    "tests/publish/test_format_names.py",
+    "tests/reliability/test_reliability_egress.py",
+    "tests/run/test_fanout.py",
+    "tests/tinymodels/test_vlm.py",
+    "tests/status/test_step.py",
+    "tests/run/test_try_install.py",
+    "tests/run/test_try_pair.py",
+    "tests/sandbox/test_security.py",
+    "tests/build/test_official_target.py",
+    "tests/build/test_quality.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long modules first (LONG_MODULES order), every other module after them in collection order."""
+    rank = {module: index for index, module in enumerate(LONG_MODULES)}
+
+    def module_rank(item: pytest.Item) -> int:
+        module = Path(str(item.path)).resolve().relative_to(REPO_ROOT).as_posix()
+        return rank.get(module, len(rank))
+
+    items.sort(key=module_rank)  # stable: a module's tests keep their order

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -255,3 +257,19 @@ def test_the_checker_sees_circles_and_relative_imports() -> None:
     modules = {"bot.sandbox.landlock", "bot.core.log"}
     assert list(_targets(sibling, "bot.sandbox.child", False, modules)) == ["bot.sandbox.landlock"]
     assert list(_targets(package, "bot.core", True, modules)) == ["bot.core.log"]
+
+
+def test_the_test_command_collects_every_test_module() -> None:
+    """`make test` runs what pytest collects; a folder it skips is tests nobody runs. pytest's default
+    `norecursedirs` holds `build`, and tests/build/ went uncollected until pyproject.toml said otherwise."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    collected = {line.split("::", 1)[0] for line in done.stdout.splitlines() if "::" in line}
+    modules = {path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("test_*.py")}
+    assert modules - collected == set()

@@ -1,8 +1,9 @@
 """Draft repos named after the weight format they hold, against the local Hub with real builds (issue 24.4).
 
 One seeded hub (the demo's target and draft) and a sequence of real `run`s share the module, in file order: the
-int8 draft published as `…-int8-ov`, an unchanged re-run that exports nothing, a forced re-validation of both formats
-whose int4 figures are within the margin (the int8 repo is kept), and one where int8 is no longer measured (the
+int8 draft published as `…-int8-ov`, an unchanged re-run that exports nothing, a re-validation of both formats (the
+recipe's formats changed: the draft is rebuilt against the reused target) whose int4 figures are within the margin
+(the int8 repo is kept), and one where int8 is no longer measured (the
 draft moves to `…-int4-ov` and the int8 card points there). The margin itself, below and above, is decided on
 plain records in tests/build/test_weight_formats.py: a real run cannot be told which format measures faster.
 """
@@ -105,8 +106,8 @@ def test_an_unchanged_source_is_found_under_its_format_name_and_exported_nowhere
     assert not [p for p in paths if INT4_OUT in p]
 
 
-def test_a_forced_revalidation_within_the_margin_keeps_the_format_and_the_repo(hub, int8_run, tmp_path):
-    report = run_with(hub, BOTH_WIDE_MARGIN, tmp_path, force=True)
+def test_a_revalidation_of_both_formats_within_the_margin_keeps_the_format_and_the_repo(hub, int8_run, tmp_path):
+    report = run_with(hub, BOTH_WIDE_MARGIN, tmp_path)
     outcome = draft_outcome(report)
     assert (outcome.status, outcome.repos) == ("published", [INT8_OUT, TARGET_OUT]), outcome
     assert not HfApi(endpoint=hub.url).repo_exists(INT4_OUT)
@@ -122,7 +123,7 @@ def test_a_forced_revalidation_within_the_margin_keeps_the_format_and_the_repo(h
 
 def test_a_switch_publishes_the_new_repo_and_points_the_old_card_to_it(hub, int8_run, tmp_path):
     """The published int8 is no longer measured (the recipe's formats changed): the draft moves to its int4 name."""
-    report = run_with(hub, INT4_ONLY, tmp_path, force=True)
+    report = run_with(hub, INT4_ONLY, tmp_path)
     outcome = draft_outcome(report)
     assert (outcome.status, outcome.repos) == ("published", [INT4_OUT, TARGET_OUT]), outcome
     assert f"replaces {INT8_OUT}" in outcome.reason
