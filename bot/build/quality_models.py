@@ -91,7 +91,8 @@ class Reference:
                 attention_mask=torch.from_numpy(mask),
                 position_ids=torch.from_numpy(positions),
                 use_cache=False,
-                logits_to_keep=new_tokens + 1,  # every prompt ends in the same column: the last rows are the ones
+                # Left-padded, every row ends with its continuation: the last new_tokens + 1 positions hold the rows.
+                logits_to_keep=new_tokens + 1,
             ).logits
         return [logits[row, :new_tokens].float().numpy() for row in range(len(prompts))]
 
