@@ -193,7 +193,7 @@ def venv(wheel, tmp_path_factory) -> Path:
     return folder
 
 
-# The modules that run real builds, longest first (seconds of one worker each, measured with --durations). With
+# The modules that run real builds, longest first (by a full run's `--durations`, 2 workers). With
 # `--dist loadfile` a worker takes the next module when it is free; collected first, the long ones start first and
 # the short ones fill in at the end, so neither worker waits alone on one long module.
 LONG_MODULES = (

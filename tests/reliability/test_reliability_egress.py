@@ -76,8 +76,9 @@ def test_the_offline_demo_connects_to_nothing_but_the_local_hub(venv, tmp_path):
     """Before: one DNS query from the demo (huggingface_hub's agent registry, fetched from huggingface.co to fill
     in a user agent) and, in the builder, OpenVINO's telemetry posting `import` events from a fork.
 
-    The demo is the one a user installs: the built wheel in a fresh venv (tests/test_wheel.py), run from a folder
-    that is not the checkout, so this one run also shows the installed bot finds its package data and publishes."""
+    The demo is the one a user installs: the built wheel in a fresh venv (the `venv` fixture, conftest), run from a
+    folder that is not the checkout, so this one run also shows the installed bot finds its package data and
+    publishes."""
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("strace is not installed here (`make test` installs it with apt-get)")
