@@ -200,15 +200,17 @@ LONG_MODULES = (
     "tests/run/test_pipeline.py",
     "tests/reliability/test_reliability.py",
     "tests/publish/test_format_names.py",
-    "tests/reliability/test_reliability_egress.py",
     "tests/run/test_fanout.py",
     "tests/tinymodels/test_vlm.py",
+    "tests/reliability/test_reliability_egress.py",
+    "tests/reliability/test_reliability_concurrency.py",
     "tests/status/test_step.py",
+    "tests/build/test_official_target.py",
+    "tests/build/test_group.py",
+    "tests/build/test_quality.py",
     "tests/run/test_try_install.py",
     "tests/run/test_try_pair.py",
     "tests/sandbox/test_security.py",
-    "tests/build/test_official_target.py",
-    "tests/build/test_quality.py",
 )
 
 
