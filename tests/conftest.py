@@ -193,17 +193,17 @@ def venv(wheel, tmp_path_factory) -> Path:
     return folder
 
 
-# The modules that run real builds, longest first (by a full run's `--durations`, 2 workers). With
+# The modules that run real builds, longest first (by full runs' `--durations` and which module ended last). With
 # `--dist loadfile` a worker takes the next module when it is free; collected first, the long ones start first and
 # the short ones fill in at the end, so neither worker waits alone on one long module.
 LONG_MODULES = (
+    "tests/reliability/test_reliability_concurrency.py",
+    "tests/reliability/test_reliability_egress.py",
     "tests/run/test_pipeline.py",
     "tests/reliability/test_reliability.py",
     "tests/publish/test_format_names.py",
     "tests/run/test_fanout.py",
     "tests/tinymodels/test_vlm.py",
-    "tests/reliability/test_reliability_egress.py",
-    "tests/reliability/test_reliability_concurrency.py",
     "tests/status/test_step.py",
     "tests/build/test_official_target.py",
     "tests/build/test_group.py",

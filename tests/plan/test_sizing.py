@@ -140,7 +140,6 @@ def test_a_real_qwen3_4b_pair_plans_onto_the_standard_runner():
 @pytest.mark.parametrize(
     ("shape", "draft_repo", "draft_bytes", "target_bytes"),
     [
-        ("qwen3-4b", "z-lab/Qwen3-4B-DFlash-b16", QWEN3_4B_DFLASH, QWEN3_4B),
         ("qwen3-8b", "z-lab/Qwen3-8B-DFlash-b16", QWEN3_8B_DFLASH, QWEN3_8B),
     ],
 )
