@@ -265,7 +265,7 @@ def run_quality(
 
     # One model at a time: the IR, then the original, so the peak is the larger of the two, not their sum.
     ir = IrModel(ir_dir / "openvino_model.xml")
-    continuations, ir_rows = ir.greedy(prompt_tokens, max_new_tokens, keep_rows=True)
+    continuations, ir_rows = ir.greedy(prompt_tokens, max_new_tokens)
     del ir
     reference = Reference(source, max_f32_bytes)
     reference_rows = reference.teacher_forced(prompt_tokens, continuations)

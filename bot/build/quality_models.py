@@ -97,7 +97,7 @@ class Reference:
         return [logits[row, :new_tokens].float().numpy() for row in range(len(prompts))]
 
 
-def greedy_decode(step, last_logits, mask, last_positions, new_tokens: int, *, keep_rows: bool = False):
+def greedy_decode(step, last_logits, mask, last_positions, new_tokens: int):
     """Greedy decoding of a left-padded batch from the state its prefill left (the IR's).
 
     Args:
@@ -105,11 +105,10 @@ def greedy_decode(step, last_logits, mask, last_positions, new_tokens: int, *, k
             has seen, and returns the logits at that position (float32 numpy [batch, vocab]).
         last_logits: the prefill's logits at each prompt's last position.
         mask, last_positions: the prefill's attention mask and its last column of position ids.
-        keep_rows: also return the logits row that chose each token.
 
     Returns:
-        (continuations, rows): per prompt, its `new_tokens` tokens, and with `keep_rows` the rows that chose them
-        ([new_tokens, vocab]) else None.
+        (continuations, rows): per prompt, its `new_tokens` tokens and the logits rows that chose them
+        ([new_tokens, vocab]).
     """
     # numpy: only the measuring child needs it
     import numpy as np
@@ -120,10 +119,9 @@ def greedy_decode(step, last_logits, mask, last_positions, new_tokens: int, *, k
         chosen = last_logits.argmax(axis=-1)
         for row, token in enumerate(chosen.tolist()):
             continuations[row].append(token)
-            if keep_rows:
-                rows[row].append(last_logits[row].copy())
+            rows[row].append(last_logits[row].copy())
         if len(continuations[0]) == new_tokens:
-            return continuations, [np.stack(prompt_rows) for prompt_rows in rows] if keep_rows else None
+            return continuations, [np.stack(prompt_rows) for prompt_rows in rows]
         ids = chosen[:, None].astype(np.int64)
         mask = np.concatenate([mask, np.ones_like(ids)], axis=-1)
         last_positions = last_positions + 1
@@ -157,15 +155,13 @@ class IrModel:
     def _last(self, ids, mask, positions):
         return self._run(ids, mask, positions)[:, -1]
 
-    def greedy(self, prompts: list[list[int]], new_tokens: int, *, keep_rows: bool = False):
+    def greedy(self, prompts: list[list[int]], new_tokens: int):
         """Every prompt's greedy continuation, decoded together as one left-padded batch.
 
         Returns:
-            (continuations, rows): per prompt, its `new_tokens` tokens, and with `keep_rows` the logits rows that
-            chose them ([new_tokens, vocab]: the IR's teacher-forced distributions over its own output) else None.
+            (continuations, rows): per prompt, its `new_tokens` tokens and the logits rows that chose them
+            ([new_tokens, vocab]: the IR's teacher-forced distributions over its own output).
         """
         self.request.reset_state()
         ids, mask, positions = left_padded(prompts)
-        return greedy_decode(
-            self._last, self._last(ids, mask, positions), mask, positions[:, -1:], new_tokens, keep_rows=keep_rows
-        )
+        return greedy_decode(self._last, self._last(ids, mask, positions), mask, positions[:, -1:], new_tokens)

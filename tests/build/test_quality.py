@@ -215,10 +215,10 @@ def test_batched_measurement_equals_each_prompts_own_loop(tiny, measured):
     prompts = [prompt_ids(tokenizer, prompt) for prompt in PROMPTS]
     assert len({len(ids) for ids in prompts}) > 1  # the batch is really padded
     ir = IrModel(measured["random-int8"][1] / "openvino_model.xml")
-    continuations, ir_rows = ir.greedy(prompts, MAX_NEW_TOKENS, keep_rows=True)
+    continuations, ir_rows = ir.greedy(prompts, MAX_NEW_TOKENS)
     reference_rows = Reference(source, 10**9).teacher_forced(prompts, continuations)
     for index, ids in enumerate(prompts):
-        alone, alone_rows = ir.greedy([ids], MAX_NEW_TOKENS, keep_rows=True)
+        alone, alone_rows = ir.greedy([ids], MAX_NEW_TOKENS)
         assert continuations[index] == alone[0]
         assert np.allclose(ir_rows[index], alone_rows[0], atol=1e-3)
         assert [int(row.argmax()) for row in ir_rows[index]] == continuations[index]

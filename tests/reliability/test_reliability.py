@@ -29,7 +29,7 @@ from bot.run.report import RunReport
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
-from tests.reliability.rows import record
+from tests.reliability.rows import record, run_command
 
 CANARY = "hf_canary_0123456789abcdef"
 BASE = fast_recipe(num_assistant_tokens=[3])
@@ -762,20 +762,7 @@ def test_canary_token_never_leaks_and_no_code_or_pickle_is_fetched(hub, tmp_path
     }
     hub.clear_requests()
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "run",
-            "--recipe",
-            str(recipe_file),
-            "--only",
-            "z-lab/Qwen3-Tiny-DFlash-pickled",
-            "--report",
-            str(tmp_path / "report.json"),
-            "--work",
-            str(tmp_path / "w"),
-        ],
+        run_command(recipe_file, tmp_path / "report.json", only="z-lab/Qwen3-Tiny-DFlash-pickled", work=tmp_path / "w"),
         env=env,
         capture_output=True,
         text=True,

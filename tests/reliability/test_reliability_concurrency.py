@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from bot.run import demo
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
-from tests.reliability.rows import record
+from tests.reliability.rows import record, run_command
 from tests.reliability.test_reliability_egress import ROOT, laptop_env, stop_group
 
 ROUNDS = 2  # each round is two full builds on 2 cores (was 3: CI time)
@@ -37,20 +36,7 @@ def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
 
 
 def start_run(recipe_file: Path, tmp_path: Path, name: str, env: dict[str, str]) -> subprocess.Popen:
-    command = [
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "run",
-        "--recipe",
-        str(recipe_file),
-        "--only",
-        demo.DRAFT_REPO,
-        "--report",
-        str(tmp_path / f"{name}.json"),
-        "--work",
-        str(tmp_path / f"work-{name}"),
-    ]
+    command = run_command(recipe_file, tmp_path / f"{name}.json", only=demo.DRAFT_REPO, work=tmp_path / f"work-{name}")
     return subprocess.Popen(
         command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
     )

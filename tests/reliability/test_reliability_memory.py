@@ -14,7 +14,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 from huggingface_hub import HfApi
@@ -29,7 +28,7 @@ from bot.status.step import current_toolchain_fingerprint, load_memory, publish_
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
-from tests.reliability.rows import record
+from tests.reliability.rows import record, run_command
 
 VICTIM_TOKEN = "hf_reliability_victim"
 BROKEN_B = "z-lab/Qwen3-Tiny-DFlash-b4"  # a second draft ruled out at discovery, for a second recipe
@@ -350,18 +349,7 @@ def test_invisible_characters_in_file_names_reach_neither_page_nor_log(hub, tmp_
     recipe_file.write_text(recipe.model_dump_json())  # JSON is YAML
     env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "run",
-            "--recipe",
-            str(recipe_file),
-            "--report",
-            str(tmp_path / "report.json"),
-            "--work",
-            str(tmp_path / "work"),
-        ],
+        run_command(recipe_file, tmp_path / "report.json", work=tmp_path / "work"),
         env=env,
         capture_output=True,
         text=True,
