@@ -60,7 +60,7 @@ def find_floor(
     there it fits with room for the page cache, else the limit is raised two steps at a time).
     """
     floor = Floor(unlimited)
-    if not unlimited.finished:
+    if not unlimited.finished or max_tries < 1:  # no tries: the unlimited run's peaks alone
         return floor
     budget_s = slowdown * unlimited.seconds
 
@@ -271,7 +271,10 @@ def markdown(rows: list[dict]) -> str:
 
     head = "| shape | stage | seconds | peak RSS GB | anonymous GB | file-backed GB |"
     if rows and "floor_bytes" in rows[0]:
-        lines = [head + " floor GB | seconds at floor | slowdown at floor | tries |", "|---" * 10 + "|"]
+        lines = [
+            head + " floor GB | failed at GB | seconds at floor | slowdown at floor | tries |",
+            "|---" * 11 + "|",
+        ]
     else:
         lines = [head + " limit GB | outcome | seconds | slowdown |", "|---" * 10 + "|"]
     for row in rows:
@@ -282,12 +285,18 @@ def markdown(rows: list[dict]) -> str:
         if "floor_bytes" in row:
             at_floor = row["floor_seconds"]
             if row["floor_bytes"] is None:
-                floor = f"> {gb(row['below_bytes'])}" if row["below_bytes"] else "not found"
-                lines.append(f"{cells} {floor} | - | - | {row['tries']} |")
+                floor = (
+                    f"> {gb(row['below_bytes'])}"
+                    if row["below_bytes"]
+                    else "not tried"
+                    if row["tries"] == 0
+                    else "not found"
+                )
+                lines.append(f"{cells} {floor} | {gb(row['below_bytes'])} | - | - | {row['tries']} |")
             else:
                 lines.append(
-                    f"{cells} {gb(row['floor_bytes'])} | {at_floor:.1f} | {at_floor / row['seconds']:.2f} | "
-                    f"{row['tries']} |"
+                    f"{cells} {gb(row['floor_bytes'])} | {gb(row['below_bytes'])} | {at_floor:.1f} | "
+                    f"{at_floor / row['seconds']:.2f} | {row['tries']} |"
                 )
         else:
             outcome = (

@@ -6,6 +6,8 @@
 #
 #   bench/floors.sh [SHAPE ...]          # default: qwen3-1.7b qwen3-4b
 #   WORK=/big/disk OUT=floors.json E2E=1 bench/floors.sh   # E2E=1 adds `dflash-bot build` as a whole
+#   STEP=500000000 TRIES=5 bench/floors.sh qwen3-4b        # a coarser grid and fewer tries: about half the time
+#   RECORD=1 bench/floors.sh                                 # also keep the rows in docs/ and rewrite docs/scale.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shapes=("$@")
@@ -13,8 +15,9 @@ shapes=("$@")
 out=${OUT:-floors-$(date -u +%Y%m%d-%H%M).json}
 stages=(all)
 [ "${E2E:-0}" = 1 ] && stages+=(build)
-work_args=()
-[ -n "${WORK:-}" ] && work_args=(--work "$WORK")
+extra_args=()
+[ -n "${WORK:-}" ] && extra_args=(--work "$WORK")
+[ "${RECORD:-0}" = 1 ] && extra_args+=(--record)
 echo "floors of ${shapes[*]} (stages: ${stages[*]}); rows kept in $out; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 exec .venv/bin/python bench/scale.py --shapes "${shapes[@]}" --stage "${stages[@]}" --floor \
-    --limits-out "$out" "${work_args[@]}"
+    --floor-step "${STEP:-250000000}" --floor-tries "${TRIES:-8}" --limits-out "$out" "${extra_args[@]}"

@@ -146,7 +146,7 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
         "inspect": "target safetensors",
         "ir_bytes": "one model's safetensors",
         "export_scratch_disk": "one model's safetensors",
-        "quality_memory": "the original in memory (3 x target safetensors in f32, else 1 x)",
+        "quality_memory": "target safetensors (an f32 original's copy, 2 x those bytes, is added beside it)",
         "quality_file": "target safetensors",
     }
     for name, (a, b) in fits.items():
@@ -211,15 +211,8 @@ def limits_section(limits: list[dict], shapes: list[str]) -> list[str]:
     lines: list[str] = []
     for title, rows in (("Floors", floors), ("Under one memory limit", limited)):
         if rows:
-            loads = sorted(
-                {
-                    f"{row['shape']} {row['stage']}: "
-                    + ("not recorded" if row.get("load_average") is None else f"{row['load_average']:.1f}")
-                    for row in rows
-                }
-            )
             lines += ["", f"### {title} (`--record`)", "", markdown(rows).rstrip("\n"), ""]
-            lines += [f"5-minute load average when measured: {'; '.join(loads)}."]
+            lines += [f"5-minute load average when measured: {'; '.join(load_averages(rows))}."]
             lines += [f"- {row['shape']} {row['stage']}: {row['note']}" for row in rows if row.get("note")]
     found = {(row["shape"], row["stage"]) for row in limits if row.get("floor_bytes")}
     missing = [
@@ -232,6 +225,24 @@ def limits_section(limits: list[dict], shapes: list[str]) -> list[str]:
     return lines
 
 
+def load_averages(rows: list[dict]) -> list[str]:
+    """Each shape's load average when its rows were recorded: one figure when its rows share it, else per stage."""
+
+    def load(row: dict) -> str:
+        return "not recorded" if row.get("load_average") is None else f"{row['load_average']:.1f}"
+
+    shapes: dict[str, list[dict]] = {}
+    for row in rows:
+        shapes.setdefault(row["shape"], []).append(row)
+    described = []
+    for shape, shape_rows in shapes.items():
+        if len({load(row) for row in shape_rows}) == 1:
+            described.append(f"{shape}: {load(shape_rows[0])}")
+        else:
+            described += [f"{shape} {row['stage']}: {load(row)}" for row in shape_rows]
+    return described
+
+
 # How a stage's floor is measured (`bench/floor.py`); the floors themselves come from `bench/floors.sh`.
 FLOOR_HOWTO = [
     "## How to measure a stage's memory floor",
@@ -241,8 +252,10 @@ FLOOR_HOWTO = [
     "(a memory cgroup: v1 `memory.limit_in_bytes` with `memory.memsw.limit_in_bytes`, v2 `memory.max`, or",
     "`systemd-run --scope -p MemoryMax=`) at which it still finishes within 1.5 x its unlimited time.",
     "`bench/scale.py --shapes SHAPE --stage STAGE ... --floor` prepares the shape's work folder stage by stage,",
-    "runs each named stage unlimited, then bisects its floor on a 0.25 GB grid (at most 8 limited runs, each",
-    "stopped at 1.5 x the unlimited time), starting between its anonymous peak and its RSS peak; the page cache",
+    "runs each named stage unlimited, then bisects its floor on a grid (0.25 GB unless `--floor-step` says)",
+    "in at most 8 limited runs (`--floor-tries`; 0 keeps the unlimited peaks alone; the table gives the largest",
+    "limit that failed: the floor lies above it, at or below the floor column),",
+    "each stopped at 1.5 x the unlimited time, starting between its anonymous peak and its RSS peak; the page cache",
     "of the stage's inputs is dropped before every run, so each run reads them from disk. `--memory-limit BYTES`",
     "runs each stage once under BYTES instead (finished or OOM-killed, and how much slower), and `--stage build`",
     "limits `dflash-bot build` as a whole. Run it on a quiet machine: a busy one makes the unlimited time, and so",

@@ -62,3 +62,17 @@ def test_the_floor_of_an_allocation_is_its_size_rounded_up_to_the_step(tmp_path)
     assert floor.below_bytes is not None and floor.floor_bytes - floor.below_bytes == 50 * MB
     assert floor.at_floor is not None and floor.at_floor.finished
     assert len(runs) <= 9
+
+
+def test_no_tries_keeps_the_unlimited_peaks_and_runs_nothing_limited(tmp_path):
+    """`--floor-tries 0`: a shape too large to bisect here still gets its stages' unlimited peaks."""
+    runs = []
+
+    def run(limit, timeout):
+        runs.append(limit)
+        return run_limited(_allocate(100), limit, log=tmp_path / "log", timeout_s=timeout)
+
+    unlimited = run(None, None)
+    floor = find_floor(run, unlimited, step_bytes=50 * MB, max_tries=0, report=lambda line: None)
+    assert runs == [None] and floor.runs == [] and floor.floor_bytes is None and floor.below_bytes is None
+    assert floor.unlimited.peaks.anon_bytes > 100 * MB
