@@ -10,7 +10,8 @@ validate → bundle. Its peak memory is the largest of
 
 * the exports: the sum of both when they run side by side, the larger one when they run one after the other;
 * inspect and validate, which load the int4 IRs (a fraction of the bf16 bytes);
-* the quality step, which loads the original target (f32 for small targets) and then its int4 IR.
+* the quality step, which loads the original target (an f32 copy for small targets, else the mapped checkpoint)
+  and its int4 IR.
 
 Every stage is a fresh process of its own (`bot.sandbox.isolation`): nothing else is resident beside them.
 
@@ -38,12 +39,12 @@ def runs_in_f32(weight_bytes: int, element_bytes: int, max_f32_bytes: int = DEFA
     return weight_bytes * 4 / element_bytes <= max_f32_bytes
 
 
-def reference_memory_bytes(target_bytes: int, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> int:
-    """What the original occupies while the quality step (`bot.build.quality`) runs, for a target of `target_bytes`
-    of 2-byte weights (what sizing reads; the step itself applies `runs_in_f32` to the checkpoint's dtype): an f32
-    copy beside the mapped checkpoint (3 × its bytes), or, when the f32 copy would not fit `max_f32_bytes`, the mapped
-    weights."""
-    return 3 * target_bytes if runs_in_f32(target_bytes, 2, max_f32_bytes) else target_bytes
+def f32_copy_bytes(target_bytes: int, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> int:
+    """Anonymous memory the quality step (`bot.build.quality`) holds for the original's f32 copy, for a target of
+    `target_bytes` of 2-byte weights (what sizing reads; the step itself applies `runs_in_f32` to the checkpoint's
+    dtype): 2 × its bytes, or nothing when the original runs in its own dtype from the mapped checkpoint (pages the
+    kernel can drop). Known, not fitted: the fitted quality line covers the rest."""
+    return 2 * target_bytes if runs_in_f32(target_bytes, 2, max_f32_bytes) else 0
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel, *, targ
         validate_memory=model.validate_memory.at(draft_bytes + target_bytes),
         inspect_memory=model.inspect_memory.at(target_bytes),
         # A reused target brings its quality figures with it: no quality step (bot.plan.reuse).
-        quality_memory=0 if target_reused else model.quality_memory.at(reference_memory_bytes(target_bytes)),
+        quality_memory=0 if target_reused else model.quality_memory.at(target_bytes) + f32_copy_bytes(target_bytes),
         draft_export_file=model.draft_export_file.at(draft_bytes),
         target_export_file=0 if target_reused else model.target_export_file.at(target_bytes),
         validate_file=model.validate_file.at(draft_bytes + target_bytes),
@@ -199,8 +200,9 @@ def estimate_build(
         return estimate.peak_disk_bytes <= runner.max_disk_bytes
 
     # Side by side, both exports' temporary IRs are on disk at once: only when memory and disk both take that.
-    in_parallel = schedule(True, False).peak_memory_bytes <= runner.max_memory_bytes and (
-        fits_disk(schedule(True, False)) or fits_disk(schedule(True, True))
+    parallel = schedule(True, False)
+    in_parallel = parallel.peak_memory_bytes <= runner.max_memory_bytes and (
+        fits_disk(parallel) or fits_disk(schedule(True, True))
     )
     kept = schedule(in_parallel, False)
     if fits_disk(kept):

@@ -85,10 +85,11 @@ def test_validation_can_be_the_peak():
 
 def test_the_quality_step_can_be_the_peak_and_loads_small_originals_in_f32():
     heavy_quality = MODEL.model_copy(update={"quality_memory": LinearFit(a=1.0, b=2 * GB)})
-    # A 1.2 GB target (0.6B) is measured in f32: its f32 copy beside the mapped checkpoint, 3.6 GB, + 2 GB.
+    # A 1.2 GB target (0.6B) is measured in f32: the line at its 1.2 GB (+ 2 GB) and its f32 copy, 2.4 GB.
     small = estimate_schedule(0, int(1.2 * GB), heavy_quality, parallel_exports=False, remove_sources=False)
     assert small.peak_memory_bytes == int(5.6 * GB)
-    # An 8 GB target (4B) is measured in its bf16: the mapped weights + 2 GB, more than its export's 9 GB.
+    # An 8 GB target (4B) is measured in its bf16 from the mapped checkpoint: no copy, the line's 10 GB, more than
+    # its export's 9 GB.
     large = estimate_schedule(0, 8 * GB, heavy_quality, parallel_exports=False, remove_sources=False)
     assert stage_peaks(0, 8 * GB, heavy_quality).target_export_memory == 9 * GB
     assert large.peak_memory_bytes == 10 * GB
@@ -117,12 +118,13 @@ def test_the_smallest_class_that_fits_is_chosen():
 
 
 def test_a_real_qwen3_4b_pair_plans_onto_the_standard_runner():
-    """As measured (docs/scale.md), by anonymous peaks: the target export holds 4.4 GB anonymous (10.4 GB RSS, the
-    rest the mapped checkpoint) and the draft's 0.9 GB, so both fit the 15 GB side by side (5.4 GB; validation 4.6
-    GB). The file-backed working set beside it, about 9 GB, is reported and decides nothing. optimum-cli writes the
-    bf16 IR to a temporary folder before compressing it, so the exports hold sources + temporary IRs + int4 IRs,
-    about 20.9 GB: over the 14 GB GitHub documents, within the 60 GB the recipe claims for its runners (after
-    watch.yml's "Make room" step). On a class with only the documented disk the skip names the disk to add."""
+    """As measured (docs/scale.md), by anonymous peaks: the target export holds 4.3 GB anonymous (11.1 GB RSS, the
+    rest the mapped checkpoint; its floor is 5 GB) and the draft's 0.9 GB, so both fit the 15 GB side by side (5.3
+    GB; validation 4.6 GB). The file-backed working set beside it, about 9.6 GB, is reported and decides nothing.
+    optimum-cli writes the bf16 IR to a temporary folder before compressing it, so the exports hold sources +
+    temporary IRs + int4 IRs, about 20.8 GB: over the 14 GB GitHub documents, within the 60 GB the recipe claims for
+    its runners (after watch.yml's "Make room" step). On a class with only the documented disk the skip names the
+    disk to add."""
     runners = load_recipe().runners
     chosen, estimate, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners)
     standard = runners.classes[0]
@@ -182,8 +184,8 @@ def test_a_qwen3_5_4b_pair_fits_the_standard_runner_by_the_qwen3_fit():
 
 def test_the_8b_and_9b_pairs_plan_onto_standard_by_their_anonymous_peaks():
     """By anonymous peaks the Qwen3-8B and Qwen3.5-9B pairs fit the standard class's 15 GB (8.3 and 9.4 GB; the 8B
-    build ran end to end under a 15 GB cgroup, docs/scale.md) and its 60 GB of disk (42.3 and 48.9 GB: the bf16
-    sources, optimum-cli's temporary bf16 IR and the IRs). Their file-backed working sets (17.9 and 20.6 GB) exceed
+    build ran end to end under a 15 GB cgroup, docs/scale.md) and its 60 GB of disk (42.3 and 49.0 GB: the bf16
+    sources, optimum-cli's temporary bf16 IR and the IRs). Their file-backed working sets (19.0 and 21.9 GB) exceed
     15 GB: reported, and never a reason to refuse. On a class with the disk GitHub documents, each is skipped naming
     the smallest disk it needs (exports one after the other, sources removed after export: 40.2 and 46.8 GB)."""
     runners = load_recipe().runners
