@@ -480,9 +480,10 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     from bot.plan.sizing import estimate_schedule
 
     job = entry.jobs[0]
-    # At tiny sizes the fitted lines' intercepts hide a draft's bytes: a proportional validation line shows them.
+    # At tiny sizes the fitted lines' intercepts hide a draft's bytes: a proportional validation line shows them
+    # (3 x: above the quality step's f32 copy of a tiny original, 2 x the target's bytes, which the model adds).
     sizing = SizingModel(
-        **{name: LinearFit(a=float(name == "validate_memory"), b=0) for name in SizingModel.model_fields}
+        **{name: LinearFit(a=3.0 if name == "validate_memory" else 0.0, b=0) for name in SizingModel.model_fields}
     )
 
     def least_memory(draft_bytes: int) -> int:
