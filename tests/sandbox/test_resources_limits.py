@@ -48,13 +48,19 @@ def test_a_mapped_file_larger_than_the_limit_is_read_through_without_a_kill(tmp_
     assert run.peaks.rss_bytes < 200 * MB  # never more than the limit resident: the rest was dropped
 
 
-def test_the_floor_of_an_allocation_is_its_size_rounded_up_to_the_step(tmp_path):
-    runs = []
+def _recorded_runs(tmp_path, mb: int):
+    """`run(limit, timeout)` of an allocation of `mb` MiB for `find_floor`, and the list of limits it was run with."""
+    limits: list[int | None] = []
 
     def run(limit, timeout):
-        runs.append(limit)
-        return run_limited(_allocate(300), limit, log=tmp_path / "log", timeout_s=timeout)
+        limits.append(limit)
+        return run_limited(_allocate(mb), limit, log=tmp_path / "log", timeout_s=timeout)
 
+    return run, limits
+
+
+def test_the_floor_of_an_allocation_is_its_size_rounded_up_to_the_step(tmp_path):
+    run, runs = _recorded_runs(tmp_path, 300)
     unlimited = run(None, None)
     floor = find_floor(run, unlimited, step_bytes=50 * MB, max_tries=8, report=lambda line: None)
     assert floor.floor_bytes is not None, [r.describe() for r in floor.runs]
@@ -66,12 +72,7 @@ def test_the_floor_of_an_allocation_is_its_size_rounded_up_to_the_step(tmp_path)
 
 def test_no_tries_keeps_the_unlimited_peaks_and_runs_nothing_limited(tmp_path):
     """`--floor-tries 0`: a shape too large to bisect here still gets its stages' unlimited peaks."""
-    runs = []
-
-    def run(limit, timeout):
-        runs.append(limit)
-        return run_limited(_allocate(100), limit, log=tmp_path / "log", timeout_s=timeout)
-
+    run, runs = _recorded_runs(tmp_path, 100)
     unlimited = run(None, None)
     floor = find_floor(run, unlimited, step_bytes=50 * MB, max_tries=0, report=lambda line: None)
     assert runs == [None] and floor.runs == [] and floor.floor_bytes is None and floor.below_bytes is None
