@@ -285,13 +285,10 @@ def markdown(rows: list[dict]) -> str:
         if "floor_bytes" in row:
             at_floor = row["floor_seconds"]
             if row["floor_bytes"] is None:
-                floor = (
-                    f"> {gb(row['below_bytes'])}"
-                    if row["below_bytes"]
-                    else "not tried"
-                    if row["tries"] == 0
-                    else "not found"
-                )
+                if row["below_bytes"]:
+                    floor = f"> {gb(row['below_bytes'])}"
+                else:
+                    floor = "not tried" if row["tries"] == 0 else "not found"
                 lines.append(f"{cells} {floor} | {gb(row['below_bytes'])} | - | - | {row['tries']} |")
             else:
                 lines.append(

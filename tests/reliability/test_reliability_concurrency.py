@@ -24,7 +24,7 @@ from tests.reliability.rows import record, run_command
 from tests.reliability.test_reliability_egress import ROOT, laptop_env, stop_group
 
 ROUNDS = 2  # each round is two full builds on 2 cores (was 3: CI time)
-ROUND_TIMEOUT_S = 1200  # generous (two builds on 2 shared cores beside a busy loop), but finite: a hang fails
+ROUND_TIMEOUT_S = 1200  # generous (two builds on 2 shared cores), but finite: a hang fails
 
 
 @pytest.fixture(scope="module")
