@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
+from urllib.parse import urlsplit
 
 import click
 import typer
@@ -26,6 +27,8 @@ from bot.core import log
 from bot.core.errors import UNEXPECTED_EXIT_CODE, BotError, Failure, Stage, UsageError
 
 if TYPE_CHECKING:
+    from bot.core.recipe import Recipe
+    from bot.hub import Hub
     from bot.run.report import RunReport
 
 # The commands import the stages (and the local Hub server) inside their functions: `main` switches telemetry off
@@ -107,8 +110,22 @@ def _settings(ctx: typer.Context, endpoint: str | None = None):
     settings = _env_settings(ctx)
     if endpoint:
         settings = replace(settings, endpoint=endpoint.rstrip("/"))
+    _check_endpoint(settings.endpoint, "--endpoint" if endpoint else "HF_ENDPOINT")
     configure_client(settings.endpoint)
     return settings
+
+
+def _check_endpoint(endpoint: str, name: str) -> None:
+    """Refuse an endpoint that is no http(s) URL at once (without a scheme the client retried for seconds and
+    then failed with a protocol error that never named the variable)."""
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"{name}={endpoint!r} is not an http(s) URL: use e.g. https://huggingface.co")
+
+
+def _reader_token_name(settings) -> str:
+    """The variable the read side's token comes from (the write token stands in when no read token is set)."""
+    return "HF_READ_TOKEN" if settings.read_token else "HF_TOKEN"
 
 
 def _only(only: str | None) -> str | None:
@@ -328,10 +345,11 @@ def plan_command(
     except BotError as error:
         _fail(error)
     settings = _settings(ctx, endpoint)
-    reader = Hub(settings.endpoint, settings.reader_token, settings=loaded.hub)
+    reader = Hub(settings.endpoint, settings.reader_token, settings=loaded.hub, token_name=_reader_token_name(settings))
     actions = Actions(settings)
     # stdout carries only the matrix JSON; logs and workflow commands go to stderr (the runner reads both).
     with contextlib.redirect_stdout(sys.stderr):
+        _preflight_reader(reader, settings, only)
         options = RunOptions(only=only, force=force, dry_run=dry_run, recheck=recheck, settings=settings)
         planned = plan_matrix(reader, loaded, options)
         matrix_json = planned.matrix()
@@ -408,17 +426,22 @@ def run_command(
     # From here on the token lives only in this process's memory: out of its environment (and the environment block
     # /proc shows), the process non-dumpable; builds run in a token-free process tree (pipeline.build_in_builder).
     hold_write_token()
-    reader = Hub(settings.endpoint, settings.reader_token, settings=loaded.hub)
-    writer = Hub(settings.endpoint, settings.write_token, settings=loaded.hub) if not dry_run else None
+    reader = Hub(settings.endpoint, settings.reader_token, settings=loaded.hub, token_name=_reader_token_name(settings))
+    writer = (
+        Hub(settings.endpoint, settings.write_token, settings=loaded.hub, token_name="HF_TOKEN")
+        if not dry_run
+        else None
+    )
+    # Before any download: a token that cannot publish where the recipe says stops the run here, not at the first
+    # create_repo after the builds.
+    bot_user = _preflight_writer(writer, loaded) if writer is not None else None
+    _preflight_reader(reader, settings, only, identity_known=writer is not None and not settings.read_token)
     result = RunReport(dry_run=dry_run)
+    options = RunOptions(only=only, force=force, dry_run=dry_run, work=work, recheck=recheck, settings=settings)
+    if bot_user is not None and loaded.publish.bot_user is None:
+        options = replace(options, bot_user=bot_user)
     try:
-        run(
-            loaded,
-            reader,
-            writer,
-            RunOptions(only=only, force=force, dry_run=dry_run, work=work, recheck=recheck, settings=settings),
-            result,
-        )
+        run(loaded, reader, writer, options, result)
     except BaseException as stop:  # a signal (SIGTERM unwinds as SystemExit) or a bug: the report says so
         result.add(Outcome("(run)", None, Status.FAILED, f"run stopped: {type(stop).__name__} {stop}".strip()))
         raise
@@ -479,7 +502,7 @@ def publish_command(
     settings = _settings(ctx, endpoint)
     if not settings.write_token:
         raise UsageError("no write token (HF_TOKEN) is set: nothing can be published")
-    writer = Hub(settings.endpoint, settings.write_token)
+    writer = Hub(settings.endpoint, settings.write_token, token_name="HF_TOKEN")
     try:
         loaded = load_recipe(recipe)
     except BotError as error:
@@ -496,6 +519,7 @@ def publish_command(
                 draft=draft_output_repo(loaded.publish, built.source.repo, built.draft_weight_format),
                 target=target_output_repo(loaded.publish, built.target.repo),
             )
+            _preflight_writer(writer, loaded)
             result = publish_bundle(writer, one, repos, private=loaded.publish.private)
         except RecordError as exc:
             raise Failure(f"{bundle}: {exc}", stage=Stage.PUBLISH) from None
@@ -509,6 +533,7 @@ def publish_command(
         planned = load_plan(plan, loaded) if plan else None
     except BotError as error:
         _fail(error)
+    _preflight_writer(writer, loaded)
     result_report = publish_run(writer, loaded, bundles.resolve() if bundles else None, planned)
     if report:
         result_report.write(report)
@@ -520,6 +545,61 @@ def publish_command(
     )
     result_report.print_table()
     raise typer.Exit(result_report.exit_code)
+
+
+def _preflight_writer(writer: Hub, recipe: Recipe) -> str:
+    """The write token's user, once the Hub said it may publish `recipe` (`bot.run.preflight.check_writer`)."""
+    from bot.run.preflight import check_writer
+
+    return check_writer(writer, recipe).user
+
+
+def _preflight_reader(reader: Hub, settings, only: str | None, *, identity_known: bool = False) -> None:
+    """The read token is one the Hub accepts, and a `--only` repo exists (`bot.run.preflight`)."""
+    from bot.run.preflight import check_only, check_reader
+
+    if not identity_known:
+        check_reader(reader, _reader_token_name(settings))
+    check_only(reader, only)
+
+
+@app.command("check")
+def check_command(
+    ctx: typer.Context,
+    recipe: RecipeOption = None,
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="check only the read token (the Actions plan job holds no other)")
+    ] = False,
+    endpoint: EndpointOption = None,
+) -> None:
+    """Check the tokens against the recipe before anything is downloaded or built: HF_TOKEN must belong to
+    publish.bot_user (when set) and may create and write repos in publish.namespace, the status repo and the
+    collection; HF_READ_TOKEN (when set) must be one the Hub accepts. Exit 0 when they do; otherwise one line naming
+    the namespace, the token's user and the fix."""
+    from bot.core.recipe import load_recipe
+    from bot.hub import Hub
+    from bot.run.preflight import check_reader, check_writer
+
+    try:
+        loaded = load_recipe(recipe)
+    except BotError as error:
+        _fail(error)
+    settings = _settings(ctx, endpoint)
+    if not settings.read_token and (read_only or not settings.write_token):
+        wanted = "HF_READ_TOKEN" if read_only else "HF_TOKEN (publishing) or HF_READ_TOKEN (reading)"
+        raise UsageError(f"no token to check: set {wanted}")
+    if settings.write_token and not read_only:
+        writer = Hub(settings.endpoint, settings.write_token, settings=loaded.hub, token_name="HF_TOKEN")
+        identity = check_writer(writer, loaded)
+        typer.echo(
+            f"HF_TOKEN: {identity.user} ({identity.role} token) may publish to {loaded.publish.namespace}, the "
+            f"status repo {loaded.status_repo_id} and the collection in {loaded.publish.collection_namespace}"
+        )
+    if settings.read_token:
+        reader = Hub(settings.endpoint, settings.read_token, settings=loaded.hub, token_name="HF_READ_TOKEN")
+        found = check_reader(reader, "HF_READ_TOKEN")
+        assert found is not None
+        typer.echo(f"HF_READ_TOKEN: {found.user} ({found.role} token) is accepted by {settings.endpoint}")
 
 
 @app.command("status")
@@ -630,12 +710,27 @@ def try_command(
 
     settings = _settings(ctx, endpoint)
     options = TryOptions(draft_repo, revision, device, tuple(prompt or ()), max_new_tokens, cache_dir or DEFAULT_CACHE)
-    result = try_pair(Hub(settings.endpoint, settings.reader_token), options, layers=settings.sandbox_layers)
+    reader = Hub(settings.endpoint, settings.reader_token, token_name=_reader_token_name(settings))
+    try:
+        result = try_pair(reader, options, layers=settings.sandbox_layers)
+    except Failure as failure:
+        if failure.stage == Stage.VERIFY:  # no draft record there: say so when it is a target repo's
+            _refuse_target_repo(reader, draft_repo, revision)
+        raise
     if as_json:
         typer.echo(to_json(result))
     else:
         render(result, stdout_console())
     raise typer.Exit(result.exit_code)
+
+
+def _refuse_target_repo(reader: Hub, repo: str, revision: str | None) -> None:
+    """A target repo given to `try` is named as one, with the draft repos its record lists (one more GET, only on
+    this failure path); the record check's own message otherwise (it lists the fields a draft record lacks)."""
+    record = reader.target_record(repo, revision)
+    if record is not None:
+        drafts = ", ".join(draft.repo for draft in record.drafts) or "none listed"
+        raise UsageError(f"this is a target repo; pass its draft repo (validated with it: {drafts})", subject=repo)
 
 
 @app.command()

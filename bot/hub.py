@@ -97,6 +97,26 @@ class CommitResult:
 
 
 @dataclass(frozen=True)
+class TokenIdentity:
+    """Who a token is and what it may do, from the Hub's `/api/whoami-v2` answer (`HfApi.whoami`).
+
+    Attributes:
+        user: the account's name (the author of the commits made with the token).
+        fullname: its display name.
+        role: the token's role: `read`, `write` or `fineGrained`.
+        org_roles: each organisation of the user, with the user's role there (`admin`, `write`, `contributor`,
+            `read`; empty when the Hub does not say).
+        scopes: a fine-grained token's permissions per namespace (`repo.write`, `collection.write`, ...).
+    """
+
+    user: str
+    fullname: str
+    role: str
+    org_roles: dict[str, str]
+    scopes: dict[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
 class CollectionEntry:
     """One item of a Hub collection: `object_id` addresses it in updates and deletes."""
 
@@ -170,15 +190,18 @@ class Hub:
         max_attempts: int = 5,
         backoff_s: float = 0.5,
         settings: HubSettings | None = None,
+        token_name: str = "HF_TOKEN or HF_READ_TOKEN",
     ):
         """A client of `endpoint` holding one token.
 
         Args:
             settings: the recipe's `hub:` section (timeouts, stall rule, download attempts, stage deadlines);
                 the defaults when None.
+            token_name: the variable the token came from, named when the Hub rejects it.
         """
         self.endpoint = endpoint.rstrip("/")
         self.token = token or None
+        self.token_name = token_name
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
         self.settings = settings or HubSettings()
@@ -205,7 +228,7 @@ class Hub:
                 try:
                     return fn()
                 except Exception as exc:
-                    verdict = _verdict(exc, subject=subject, stage=what)
+                    verdict = _verdict(exc, subject=subject, stage=what, hub=self)
                     if verdict is None:
                         raise
                     error, transient = verdict
@@ -335,6 +358,18 @@ class Hub:
     def user(self) -> str:
         """The account this Hub's token belongs to: the author of the commits the bot makes with it."""
         return self.call(Stage.WHOAMI, lambda: str(self.api.whoami()["name"]), subject="whoami")
+
+    def whoami(self) -> TokenIdentity:
+        """Who this Hub's token is, its organisations and roles, and the token's role and scopes (one request).
+
+        Raises:
+            HubError: the Hub rejected the token (401, naming `token_name`) or could not be reached.
+        """
+        return self.call(Stage.WHOAMI, lambda: _identity(self.api.whoami()), subject="whoami")
+
+    def repo_exists(self, repo_id: str) -> bool:
+        """Whether a model repo exists for this token (a gated one does; a private one it cannot see does not)."""
+        return self.call(Stage.INFO, lambda: self.api.repo_exists(repo_id), subject=repo_id)
 
     def commit_author(self, repo_id: str, revision: str) -> str | None:
         """Who made the commit `revision` of a repo (its first listed author), None when it lists none."""
@@ -668,8 +703,35 @@ def _size(path: Path) -> int:
     return path.stat().st_size if path.is_file() else 0
 
 
-def _verdict(exc: Exception, *, subject: str | None, stage: Stage) -> tuple[BotError, bool] | None:
+def _identity(answer: dict) -> TokenIdentity:
+    """The typed record of a `/api/whoami-v2` answer (fields the Hub leaves out read as empty)."""
+    token = (answer.get("auth") or {}).get("accessToken") or {}
+    org_roles = {
+        str(org["name"]): str(org.get("roleInOrg") or "")
+        for org in answer.get("orgs") or []
+        if isinstance(org, dict) and org.get("name")
+    }
+    scopes: dict[str, tuple[str, ...]] = {}
+    for scope in (token.get("fineGrained") or {}).get("scoped") or []:
+        name = (scope.get("entity") or {}).get("name") if isinstance(scope, dict) else None
+        if name:
+            scopes[str(name)] = scopes.get(str(name), ()) + tuple(str(p) for p in scope.get("permissions") or [])
+    return TokenIdentity(
+        user=str(answer["name"]),
+        fullname=str(answer.get("fullname") or answer["name"]),
+        role=str(token.get("role") or "write"),
+        org_roles=org_roles,
+        scopes=scopes,
+    )
+
+
+def _verdict(
+    exc: Exception, *, subject: str | None, stage: Stage, hub: Hub | None = None
+) -> tuple[BotError, bool] | None:
     """What an exception from a Hub operation means: the error to raise, and whether a retry may help.
+
+    A rejected token names the variable it came from (`Hub.token_name`) and an unreachable Hub its endpoint, in a
+    line that says what to check rather than a cut-off URL.
 
     Returns:
         None for an exception that says nothing about the Hub (it is re-raised as it is).
@@ -684,6 +746,13 @@ def _verdict(exc: Exception, *, subject: str | None, stage: Stage) -> tuple[BotE
         code = response.headers.get("X-Error-Code") if response is not None else None
         if code in _DEFINITIVE:
             return Skip(_DEFINITIVE[code], subject=subject, stage=stage), False
+        if status == 401 and hub is not None and hub.token:
+            said = " ".join((exc.server_message or "invalid credentials").split())[:120]
+            message = (
+                f"the Hub ({hub.endpoint}) rejected the token in {hub.token_name} (401: {said}): check that it is "
+                "set to a valid, unexpired token of the account"
+            )
+            return HubError(message, status=status, subject=subject, stage=stage), False
         origin = " without the Hub's X-Error-Code (a proxy's or CDN's answer)" if status in (401, 403, 404) else ""
         error_class = PreconditionFailed if status == 412 else HubError
         error = error_class(
@@ -696,7 +765,11 @@ def _verdict(exc: Exception, *, subject: str | None, stage: Stage) -> tuple[BotE
         late = deadlines.passed()  # a timeout cut short by the stage's deadline
         if late is not None:
             return HubError(f"{late} ({_short(exc, 120)})", status=None, subject=subject, stage=stage), False
-        return HubError(f"Hub unreachable: {_short(exc)}", status=None, subject=subject, stage=stage), True
+        where = f" at {hub.endpoint}" if hub is not None else ""
+        message = (
+            f"no answer from the Hub{where} (check HF_ENDPOINT or --endpoint, and the network): {_short(exc, 160)}"
+        )
+        return HubError(message, status=None, subject=subject, stage=stage), True
     return None
 
 

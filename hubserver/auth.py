@@ -5,6 +5,11 @@ added at runtime, belong to other users, read-only unless created with `write`; 
 organisations and then reads their private repos and, with a write token, writes to them. Gated repos need a
 grant for the user. Only sha256 digests of tokens are kept, in memory and in `accounts.json`: no token value is
 ever written to disk or to a log.
+
+The permission model is the Hub's: a token's role is `read`, `write` or `fineGrained`; a user's role in an
+organisation (`roleInOrg`) is `admin`, `write`, `contributor` or `read`, and only the first three may create and
+write repos there; a fine-grained token writes repos only in the namespaces it is scoped to with `repo.write`, and
+collections only with `collection.write`. `whoami` answers `/api/whoami-v2` in the Hub's shape (`HfApi.whoami`).
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ import hashlib
 import hmac
 import json
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import errors
 from .storage import Repo, write_json_atomic
@@ -24,18 +31,58 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+TOKEN_ROLES = ("read", "write", "fineGrained")
+ORG_ROLES = ("admin", "write", "contributor", "read")
+WRITING_ORG_ROLES = ("admin", "write", "contributor")
+REPO_WRITE = "repo.write"
+COLLECTION_WRITE = "collection.write"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One entry of a fine-grained token's `scoped` list: what it may do in one user's or organisation's namespace."""
+
+    entity: str
+    permissions: tuple[str, ...]
+    entity_type: str = "org"
+
+
 @dataclass(frozen=True)
 class Caller:
-    """The identity behind one request. `user` is None for anonymous callers."""
+    """The identity behind one request. `user` is None for anonymous callers.
+
+    `org_roles` maps an organisation to the user's role there (`write` when not given); `scopes` are a fine-grained
+    token's (`role == "fineGrained"`).
+    """
 
     user: str | None
     write: bool = False
     admin: bool = False
     orgs: tuple[str, ...] = ()
+    role: str = ""
+    org_roles: Mapping[str, str] = field(default_factory=dict)
+    scopes: tuple[Scope, ...] = ()
+    fullname: str = ""
 
     @property
     def namespaces(self) -> tuple[str, ...]:
         return (self.user, *self.orgs) if self.user else ()
+
+    @property
+    def token_role(self) -> str:
+        return self.role or ("write" if self.write else "read")
+
+    def may(self, namespace: str, permission: str) -> bool:
+        """Whether this caller may change `namespace` in the way `permission` names (`repo.write`, ...)."""
+        if self.admin:
+            return True
+        if namespace not in self.namespaces or self.token_role == "read":
+            return False
+        if namespace != self.user and self.org_roles.get(namespace, "write") not in WRITING_ORG_ROLES:
+            return False
+        if self.token_role == "fineGrained":
+            return any(s.entity == namespace and permission in s.permissions for s in self.scopes)
+        return True
 
 
 ANONYMOUS = Caller(user=None)
@@ -48,6 +95,65 @@ class TokenGrant:
     user: str
     write: bool
     orgs: tuple[str, ...]
+    role: str = ""
+    org_roles: Mapping[str, str] = field(default_factory=dict)
+    scopes: tuple[Scope, ...] = ()
+    fullname: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "user": self.user,
+            "write": self.write,
+            "orgs": list(self.orgs),
+            "role": self.role,
+            "org_roles": dict(self.org_roles),
+            "scopes": [
+                {"entity": s.entity, "type": s.entity_type, "permissions": list(s.permissions)} for s in self.scopes
+            ],
+            "fullname": self.fullname,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TokenGrant:
+        scopes = tuple(
+            Scope(s["entity"], tuple(s["permissions"]), s.get("type", "org")) for s in data.get("scopes", ())
+        )
+        return cls(
+            user=data["user"],
+            write=data["write"],
+            orgs=tuple(data["orgs"]),
+            role=data.get("role", ""),
+            org_roles=dict(data.get("org_roles", {})),
+            scopes=scopes,
+            fullname=data.get("fullname", ""),
+        )
+
+
+def whoami(caller: Caller) -> dict[str, Any]:
+    """The Hub's `/api/whoami-v2` answer for an identified caller: the user, their organisations with the role they
+    hold in each, and the token's role (with a fine-grained token's scopes)."""
+    assert caller.user is not None
+    orgs = [
+        {"type": "org", "name": org, "fullname": org, "roleInOrg": caller.org_roles.get(org, "write")}
+        for org in caller.orgs
+    ]
+    token: dict[str, Any] = {"displayName": "local", "role": caller.token_role}
+    if caller.token_role == "fineGrained":
+        token["fineGrained"] = {
+            "canReadGatedRepos": True,
+            "global": [],
+            "scoped": [
+                {"entity": {"type": s.entity_type, "name": s.entity}, "permissions": list(s.permissions)}
+                for s in caller.scopes
+            ],
+        }
+    return {
+        "type": "user",
+        "name": caller.user,
+        "fullname": caller.fullname or caller.user,
+        "orgs": orgs,
+        "auth": {"type": "access_token", "accessToken": token},
+    }
 
 
 class Accounts:
@@ -62,10 +168,7 @@ class Accounts:
         self._grants: set[tuple[str, str, str]] = set()  # (repo_type, repo_id, user)
         if self._path.is_file():
             data = json.loads(self._path.read_text(encoding="utf-8"))
-            self._tokens = {
-                digest: TokenGrant(user=t["user"], write=t["write"], orgs=tuple(t["orgs"]))
-                for digest, t in data["tokens"].items()
-            }
+            self._tokens = {digest: TokenGrant.from_json(t) for digest, t in data["tokens"].items()}
             self._grants = {(repo_type, repo_id, user) for repo_type, repo_id, user in data["grants"]}
 
     @property
@@ -90,15 +193,51 @@ class Accounts:
         grant = self._tokens.get(digest)
         if grant is None:
             raise errors.HubError(401, errors.INVALID_CREDENTIALS)
-        return Caller(user=grant.user, write=grant.write, orgs=grant.orgs)
+        return Caller(
+            user=grant.user,
+            write=grant.write,
+            orgs=grant.orgs,
+            role=grant.role,
+            org_roles=grant.org_roles,
+            scopes=grant.scopes,
+            fullname=grant.fullname,
+        )
 
-    def add_token(self, token: str, user: str, *, write: bool, orgs: tuple[str, ...] = ()) -> None:
+    def add_token(
+        self,
+        token: str,
+        user: str,
+        *,
+        write: bool,
+        orgs: tuple[str, ...] = (),
+        role: str = "",
+        org_roles: Mapping[str, str] | None = None,
+        scopes: tuple[Scope, ...] = (),
+        fullname: str = "",
+    ) -> None:
+        """Issue a token for `user`. `role` (`read`, `write`, `fineGrained`) defaults to what `write` says; a
+        fine-grained token writes only where one of its `scopes` allows it; `org_roles` gives the user's role in
+        each of `orgs` (default `write`)."""
         if not token or not user:
             raise errors.bad_request("token and user are required")
         if hmac.compare_digest(_digest(token), self._main_digest):
             raise errors.bad_request("That token is the main token")
+        if role and role not in TOKEN_ROLES:
+            raise errors.bad_request(f"role must be one of {', '.join(TOKEN_ROLES)}")
+        roles = dict(org_roles or {})
+        if any(r not in ORG_ROLES for r in roles.values()) or set(roles) - set(orgs):
+            raise errors.bad_request(f"org_roles name orgs of the user, each one of {', '.join(ORG_ROLES)}")
+        grant = TokenGrant(
+            user=user,
+            write=write or role == "write",
+            orgs=tuple(orgs),
+            role=role,
+            org_roles=roles,
+            scopes=tuple(scopes),
+            fullname=fullname,
+        )
         with self._lock:
-            self._tokens[_digest(token)] = TokenGrant(user=user, write=write, orgs=tuple(orgs))
+            self._tokens[_digest(token)] = grant
             self._save()
 
     def grant(self, repo_type: str, repo_id: str, user: str) -> None:
@@ -110,10 +249,7 @@ class Accounts:
         write_json_atomic(
             self._path,
             {
-                "tokens": {
-                    digest: {"user": t.user, "write": t.write, "orgs": list(t.orgs)}
-                    for digest, t in self._tokens.items()
-                },
+                "tokens": {digest: t.to_json() for digest, t in self._tokens.items()},
                 "grants": sorted(self._grants),
             },
         )
@@ -132,18 +268,22 @@ class Accounts:
             return True
         return caller.user is not None and (repo.repo_type, repo.repo_id, caller.user) in self._grants
 
-    def require_write(self, caller: Caller, namespace: str, what: str) -> None:
-        """Refuse a change to `namespace` unless the caller holds a write token for it.
+    def require_write(self, caller: Caller, namespace: str, what: str, permission: str = REPO_WRITE) -> None:
+        """Refuse a change to `namespace` unless the caller's token may make it (`Caller.may`).
 
         Raises:
             HubError: 401 for anonymous callers (the Hub's "Invalid username or password."), 403 otherwise.
         """
         if caller.user is None:
             raise errors.unauthorized()
-        if caller.admin or (caller.write and namespace in caller.namespaces):
+        if caller.may(namespace, permission):
             return
-        if not caller.write:
+        if caller.token_role == "read":
             raise errors.forbidden(f"Your token is read-only: you cannot {what}")
+        if caller.token_role == "fineGrained" and namespace in caller.namespaces:
+            raise errors.forbidden(
+                f"Your fine-grained token has no {permission} permission on {namespace!r}: you cannot {what}"
+            )
         raise errors.forbidden(f"You don't have the rights to {what} under the namespace {namespace!r}")
 
     def require_admin(self, caller: Caller) -> None:

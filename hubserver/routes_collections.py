@@ -20,7 +20,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
-from . import errors
+from . import auth, errors
 from .collection_store import ITEM_TYPES, StoredCollection
 from .protocol import SEG, Request, Response, RouteTable
 from .views import repo_info_json
@@ -53,7 +53,9 @@ def _writable(hub: HubApp, req: Request) -> StoredCollection:
     if req.caller.user is None:
         raise errors.unauthorized()
     collection = _readable(hub, req)
-    hub.accounts.require_write(req.caller, collection.namespace, f"change the collection {collection.slug}")
+    hub.accounts.require_write(
+        req.caller, collection.namespace, f"change the collection {collection.slug}", auth.COLLECTION_WRITE
+    )
     return collection
 
 
@@ -166,7 +168,7 @@ def create_collection(hub: HubApp, req: Request) -> Response:
     title, namespace = body.get("title"), body.get("namespace") or req.caller.user
     if not isinstance(title, str) or not isinstance(namespace, str):
         raise errors.bad_request("Expected {title: str, namespace: str, description?: str, private?: bool}")
-    hub.accounts.require_write(req.caller, namespace, "create a collection")
+    hub.accounts.require_write(req.caller, namespace, "create a collection", auth.COLLECTION_WRITE)
     description = body.get("description")
     collection = hub.collections.create(
         namespace,

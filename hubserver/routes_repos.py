@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import errors
+from . import auth, errors
 from .protocol import REPO, REPO_TYPE, SEG, Request, Response, RouteTable
 from .storage import REPO_TYPES, Repo
 from .views import commit_json, listing_item, refs_json, repo_info_json, repo_url, tree_json
@@ -175,11 +175,8 @@ def create_tag(hub: HubApp, req: Request) -> Response:
 
 @routes.route("GET", "/api/whoami-v2")
 def whoami(hub: HubApp, req: Request) -> Response:
-    """Who the token belongs to (`HfApi.whoami`): the name its commits are authored by, its organisations."""
+    """Who the token belongs to (`HfApi.whoami`): the name its commits are authored by, its organisations and
+    roles, the token's role and scopes (`hubserver.auth.whoami`)."""
     if req.caller.user is None:
         raise errors.unauthorized()
-    orgs = [{"name": org, "type": "org"} for org in req.caller.orgs]
-    role = "write" if req.caller.write else "read"
-    return Response.json(
-        {"type": "user", "name": req.caller.user, "orgs": orgs, "auth": {"accessToken": {"role": role}}}
-    )
+    return Response.json(auth.whoami(req.caller))

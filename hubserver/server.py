@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from .app import HubApp, HubHTTPServer
+from .auth import Scope
 from .faults import FaultRule, parse_rules
 from .gitobjects import needs_lfs
 from .storage import DEFAULT_BRANCH, AddFile, CommitOp, FileEntry
@@ -129,8 +130,29 @@ class LocalHub:
     def clear_faults(self) -> None:
         self.app.faults.clear()
 
-    def add_token(self, token: str, user: str, *, write: bool = False, orgs: Iterable[str] = ()) -> None:
-        self.app.accounts.add_token(token, user, write=write, orgs=tuple(orgs))
+    def add_token(
+        self,
+        token: str,
+        user: str,
+        *,
+        write: bool = False,
+        orgs: Iterable[str] = (),
+        role: str = "",
+        org_roles: Mapping[str, str] | None = None,
+        scopes: Iterable[Scope] = (),
+        fullname: str = "",
+    ) -> None:
+        """Issue a token (`hubserver.auth.Accounts.add_token`: role read/write/fineGrained, org roles, scopes)."""
+        self.app.accounts.add_token(
+            token,
+            user,
+            write=write,
+            orgs=tuple(orgs),
+            role=role,
+            org_roles=org_roles,
+            scopes=tuple(scopes),
+            fullname=fullname,
+        )
 
     def seed_folder(self, repo_id: str, folder: Path, *, title: str = "seed") -> str:
         """Commit every file of `folder` to the model repo `repo_id` (created if missing) from inside the server,
