@@ -14,12 +14,13 @@ from pathlib import Path
 
 from pydantic import ConfigDict
 
-from bot.core import log, naming, profiles
+from bot.core import draft_formats, log, naming, profiles
 from bot.core.errors import Skip, Stage
 from bot.core.recipe import Recipe
 from bot.core.toolchain import Toolchain
 from bot.discover.checkpoints import (
     DSPARK_ARCHITECTURES,
+    LFM2_DSPARK_ARCHITECTURE,
     DraftSpec,
     check_weights,
     classify_draft,
@@ -36,7 +37,7 @@ from bot.hub import Hub, RepoListing
 
 _CARD_TARGET = re.compile(r"in conjunction with the target model\s*[\[`*]*([\w.-]+/[\w.-]+)", re.IGNORECASE)
 _DFLASH_NAME = re.compile(r"^(?P<target>.+?)-DFlash2?(?:-b\d+)?(?:-.*)?$", re.IGNORECASE)
-_DSPARK_NAME = re.compile(r"^dspark_(?P<target>[a-z0-9_.]+?)_block\d+$", re.IGNORECASE)
+_DSPARK_NAME = re.compile(r"^(?:dspark|dflash)_(?P<target>[a-z0-9_.]+?)_block\d+$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def kind_from_listing(listing: RepoListing) -> str | None:
     if not listing.architectures:
         return None
     architecture = listing.architectures[0]
-    if architecture in DSPARK_ARCHITECTURES:
+    if architecture in DSPARK_ARCHITECTURES or architecture == LFM2_DSPARK_ARCHITECTURE:
         return "dspark"
     if architecture == "DFlash2DraftModel":
         return "dflash2"
@@ -97,15 +98,20 @@ def kind_from_listing(listing: RepoListing) -> str | None:
 def list_sources(hub: Hub, recipe: Recipe, toolchain: Toolchain) -> tuple[list[RepoListing], list[SkipRecord]]:
     """Every listed repo worth a closer look, and skip records for the ones the listing already rules out.
 
-    A kind the installed exporter cannot handle at all is ruled out here, from the listing's architecture,
-    without a request of its own; the next run with a more capable toolchain picks it up.
+    The listing rules out only what the recipe itself excludes: its `watch.exclude` ids and kinds, and the bot's
+    own kind of output (`excluded`). A draft's exportability is not judged from the listing's architecture: a
+    speculators-format draft borrows the architecture names of the layouts it repackages, so only its
+    `config.json` names its layout (`resolve`, one read, remembered by the status memory). `toolchain` is kept for
+    callers that still ask `unexportable_reason`.
     """
+    del toolchain  # the layout, not the listing's architecture, decides (resolve)
     seen: dict[str, RepoListing] = {}
     for query in recipe.watch.sources:
         for listing in hub.list_models(
             author=query.author, search=query.search, filter_tags=query.filter_tags, limit=recipe.watch.max_candidates
         ):
-            seen.setdefault(listing.repo_id, listing)
+            if excluded(listing.repo_id, recipe) is None:
+                seen.setdefault(listing.repo_id, listing)
     keep, skips = [], []
     for listing in list(seen.values())[: recipe.watch.max_candidates]:
         kind = kind_from_listing(listing)
@@ -120,11 +126,23 @@ def list_sources(hub: Hub, recipe: Recipe, toolchain: Toolchain) -> tuple[list[R
                     Stage.DISCOVER,
                 )
             )
-        elif kind is not None and kind != "dflash" and (reason := unexportable_reason(kind, listing, toolchain)):
-            skips.append(SkipRecord(listing.repo_id, listing.sha, reason, Stage.DISCOVER))
         else:
             keep.append(listing)
     return keep, skips
+
+
+OUTPUT_SUFFIX = "-ov"  # every OpenVINO export on the Hub (the bot's own, OpenVINO's, anyone's) ends so
+
+
+def excluded(repo_id: str, recipe: Recipe) -> str | None:
+    """Why a listed repo is no source at all (None: it may be one): the bot's own output namespace, and OpenVINO
+    exports anywhere (`*-ov`), which a Hub-wide search for "dflash" finds beside the drafts they were made from."""
+    namespace, _, name = repo_id.partition("/")
+    if namespace.lower() == recipe.publish.namespace.lower():
+        return f"in the bot's own output namespace {recipe.publish.namespace}"
+    if name.lower().endswith(OUTPUT_SUFFIX):
+        return f"an OpenVINO export (*{OUTPUT_SUFFIX}), not a source checkpoint"
+    return None
 
 
 def unexportable_reason(kind: str, listing: RepoListing, toolchain: Toolchain) -> str | None:
@@ -193,6 +211,10 @@ def _namespace_for(target_name: str, recipe: Recipe) -> str:
 def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, *, profiles_dir: Path | None = None) -> Candidate:
     """Read the draft's config and card, find and cross-check its target, and check sizes: no weights downloaded.
 
+    A draft whose layout no toolchain can export yet is skipped right after its config and card are read (two
+    requests), naming its layout, the field that decided it, the capability it waits for and its target
+    (`bot.core.draft_formats.skip_reason`), before any target lookup.
+
     `profiles_dir` is where profile environments live (`Settings.profiles_dir`, for `planned_toolchain`).
 
     Raises:
@@ -206,17 +228,22 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, *, profiles_dir: Pat
     if config_bytes is None:
         raise Skip("no config.json in the repo", subject=repo, stage=Stage.DISCOVER)
     draft = classify_draft(parse_config_text(config_bytes, subject=repo), subject=repo)
+    card = read_source_card(
+        hub.read_file(repo, "README.md", revision), repo_id=repo, hub_card_data=listing.card_data or None
+    )
+    for note in card.notes:
+        log.step("%s: %s", repo, note)
+    named = _named_target(repo, draft, card, recipe)
+    # The layout first: what it waits for is the map's answer, whatever the target turns out to be.
+    require_exportable(
+        draft, planned_toolchain("", subject=repo, profiles_dir=profiles_dir), subject=repo, target=named
+    )
     if draft.kind not in recipe.watch.kinds:
         raise Skip(
             f"{draft.kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}",
             subject=repo,
             stage=Stage.DISCOVER,
         )
-    card = read_source_card(
-        hub.read_file(repo, "README.md", revision), repo_id=repo, hub_card_data=listing.card_data or None
-    )
-    for note in card.notes:
-        log.step("%s: %s", repo, note)
     target_repo, _how = resolve_target_name(repo, card, recipe)
 
     draft_files = hub.repo_files(repo, revision)
@@ -230,8 +257,21 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, *, profiles_dir: Pat
         target = read_target(parse_config_text(target_bytes, subject=target_repo), subject=target_repo)
     except Skip as skip:
         raise Skip(f"target {target_repo}: {skip.message}", subject=repo, stage=skip.stage) from None
-    toolchain = planned_toolchain(target.model_type, subject=target_repo, profiles_dir=profiles_dir)
-    draft_format = require_exportable(draft, toolchain, subject=repo)
+    try:
+        families = {family for profile in profiles.load_profiles().profiles for family in profile.model_types}
+        if target.model_type not in families:
+            raise Skip(f"no toolchain profile lists it among its target families ({', '.join(sorted(families))})")
+        toolchain = planned_toolchain(target.model_type, subject=target_repo, profiles_dir=profiles_dir)
+    except Skip as skip:
+        # A draft over a target family no profile exports (gpt-oss, LLaMA, LFM2): the map names the family.
+        reason = draft_formats.skip_reason(
+            draft.layout,
+            target_repo,
+            f"target model_type '{target.model_type}' decided it: {skip.message}",
+            f"a toolchain profile for {target.model_type or 'this'} targets (model_types in toolchains/profiles.yaml)",
+        )
+        raise Skip(reason, subject=repo, stage=Stage.CLASSIFY) from None
+    draft_format = require_exportable(draft, toolchain, subject=repo, target=target_repo)
     cross_check(draft, target, subject=repo, target_name=target_repo)
     draft_fetch = select_files(draft_files.sizes, subject=repo)
     target_fetch = select_files(target_files.sizes, subject=f"target {target_repo}")
@@ -254,6 +294,19 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, *, profiles_dir: Pat
         download_bytes=total,
         card_notes=card.notes,
     )
+
+
+def _named_target(repo: str, draft: DraftSpec, card: SourceCard, recipe: Recipe) -> str | None:
+    """The target a skip reason names: the recipe's rules, else the config's own (speculators' verifier); None
+    when neither names one (a skip of the layout needs no target, so this never raises)."""
+    try:
+        return resolve_target_name(repo, card, recipe)[0]
+    except Skip:
+        pass
+    try:
+        return naming.validate_repo_id(draft.target_hint, what="the verifier") if draft.target_hint else None
+    except Skip:
+        return None
 
 
 # Real non-weight files are a few MB (the largest, a big-vocabulary tokenizer.json, ~35 MB).

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.core import draft_formats
 from bot.core.errors import Skip, Stage
 from bot.core.toolchain import (
     CAPABILITY_DFLASH,
@@ -49,6 +50,19 @@ SAFETENSORS_DTYPE_BYTES = {
 }
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 DSPARK_ARCHITECTURES = {"Qwen3DSparkModel", "Gemma4DSparkModel", "DSparkDraftModel"}
+LFM2_DSPARK_ARCHITECTURE = "Lfm2DSparkDraftModel"
+# No toolchain has these yet (bot.core.toolchain never detects them): their drafts wait for them, by name.
+CAPABILITY_SPECULATORS = "speculators-layout"
+CAPABILITY_MARKOV = "dspark-markov"
+# speculators_model_type -> (the bot's kind, the layout); anything else is speculators-other.
+_SPECULATORS = {
+    "dflash": ("dflash", "speculators-dflash"),
+    "dflash2": ("dflash2", "speculators-dflash2"),
+    "dspark": ("dspark", "speculators-dspark"),
+    "eagle": ("unknown", "speculators-eagle"),
+    "eagle3": ("unknown", "speculators-eagle"),
+    "peagle": ("unknown", "speculators-eagle"),
+}
 VLM_MODEL_TYPES = {"qwen3_5", "qwen3_5_moe"}
 
 
@@ -65,10 +79,18 @@ class DraftSpec:
     num_target_layers: int | None = None
     markov_rank: int | None = None
     num_layers: int | None = None  # the draft's own decoder layers
+    # How the checkpoint spells itself (bot.core.draft_formats.LAYOUTS), and the field and value that decided it.
+    layout: str = "unknown"
+    decided_by: str = ""
+    # The block row the first candidate comes from: 1 for DFlash (masks only), 0 for DSpark and
+    # `sample_from_anchor: true` (the anchor row predicts too); None when the config does not say.
+    candidate_offset: int | None = None
+    target_hint: str | None = None  # a target the config itself names (speculators_config.verifier.name_or_path)
 
     @classmethod
     def of_kind(cls, kind: str, architecture: str, model_type: str) -> DraftSpec:
         """What a listing or a published record knows of a draft: enough to ask what the exporter can do."""
+        layout = {"dflash": "zlab-dflash", "dflash-other-base": "zlab-dflash-other-base", "dflash2": "zlab-dflash2"}
         return cls(
             kind=kind,
             architecture=architecture,
@@ -76,6 +98,8 @@ class DraftSpec:
             hidden_size=None,
             mask_token_id=None,
             target_layer_ids=(),
+            layout=layout.get(kind, "deepspec-dflash" if kind == "dspark" else "unknown"),
+            decided_by=f"architectures {architecture or '(none)'}",
         )
 
 
@@ -142,10 +166,15 @@ def parse_config_text(data: bytes, *, subject: str | None = None) -> dict:
 
 
 def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
-    """Recognise the draft kind from its config (DESIGN §4 table).
+    """Recognise the draft's layout and kind from its config (DESIGN §4 table, issue 32).
+
+    The order matters: a speculators-format config is recognised by `speculators_model_type` before anything else,
+    because its `architectures` borrow the names of the layouts it repackages (`DSparkDraftModel`,
+    `DFlash2DraftModel`, `Qwen3DSparkModel`); DSpark proper is `markov_rank > 0`, a DSpark-architecture draft with
+    `markov_rank` 0 is a DFlash draft with DeepSpec's flat fields.
 
     Raises:
-        Skip: a DFlash config without the fields every DFlash runtime needs.
+        Skip: a DFlash config without the fields every DFlash runtime needs, or a field of the wrong type.
     """
     architectures = config.get("architectures") or [""]
     architecture = str(architectures[0]) if isinstance(architectures, list) and architectures else ""
@@ -153,22 +182,14 @@ def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
     dflash_config = config.get("dflash_config")
     hidden_size = _int_or_none(config, "hidden_size", subject, minimum=1)
 
-    if architecture in DSPARK_ARCHITECTURES or (
-        isinstance(dflash_config, dict) and dflash_config.get("projector_type") == "dspark"
+    if isinstance(config.get("speculators_model_type"), str):
+        return _speculators(config, architecture, subject)
+    if (
+        architecture == LFM2_DSPARK_ARCHITECTURE
+        or architecture in DSPARK_ARCHITECTURES
+        or (isinstance(dflash_config, dict) and dflash_config.get("projector_type") == "dspark")
     ):
-        nested = isinstance(dflash_config, dict) and "mask_token_id" in dflash_config
-        fields: dict = dflash_config if nested and isinstance(dflash_config, dict) else config
-        at = "dflash_config." if nested else ""
-        return DraftSpec(
-            kind="dspark",
-            architecture=architecture or "DSparkDraftModel",
-            model_type=model_type,
-            hidden_size=hidden_size,
-            mask_token_id=_int_or_none(fields, "mask_token_id", subject, at=at),
-            target_layer_ids=_layer_ids(fields, subject, at=at),
-            num_target_layers=_int_or_none(fields, "num_target_layers", subject, at=at, minimum=1),
-            markov_rank=_int_or_none(fields, "markov_rank", subject, at=at) or 0,
-        )
+        return _dspark(config, architecture, model_type, hidden_size, subject)
     if architecture == "DFlash2DraftModel":
         return DraftSpec(
             kind="dflash2",
@@ -177,6 +198,9 @@ def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
             hidden_size=hidden_size,
             mask_token_id=None,
             target_layer_ids=(),
+            layout="zlab-dflash2",
+            decided_by="architectures DFlash2DraftModel (selector_* and conv_* fields)",
+            candidate_offset=1,
         )
     if architecture != "DFlashDraftModel":
         return DraftSpec(
@@ -186,6 +210,8 @@ def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
             hidden_size=hidden_size,
             mask_token_id=None,
             target_layer_ids=(),
+            layout="unknown",
+            decided_by=f"architectures {architecture or '(none)'}, no speculators_model_type",
         )
 
     if not isinstance(dflash_config, dict):
@@ -204,8 +230,9 @@ def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
             subject=subject,
             stage=Stage.CLASSIFY,
         )
+    qwen3 = model_type == "qwen3"
     return DraftSpec(
-        kind="dflash" if model_type == "qwen3" else "dflash-other-base",
+        kind="dflash" if qwen3 else "dflash-other-base",
         architecture=architecture,
         model_type=model_type,
         hidden_size=hidden_size,
@@ -213,55 +240,136 @@ def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
         target_layer_ids=layer_ids,
         num_target_layers=_int_or_none(config, "num_target_layers", subject, minimum=1),
         num_layers=_int_or_none(config, "num_hidden_layers", subject, minimum=1),
+        layout="zlab-dflash" if qwen3 else "zlab-dflash-other-base",
+        decided_by=f"architectures DFlashDraftModel with nested dflash_config, model_type '{model_type}'",
+        candidate_offset=1,
     )
 
 
-def require_exportable(draft: DraftSpec, toolchain: Toolchain, *, subject: str | None = None) -> str:
-    """Return the draft format the installed exporter will produce, or skip naming the missing capability."""
+def _dspark(config: dict, architecture: str, model_type: str, hidden_size: int | None, subject: str | None):
+    """DeepSpec's flat fields, SpecForge's nested `dflash_config` (projector_type "dspark") or LiquidAI's LFM2
+    drafts (nested `dflash_config` without a projector type, `markov_rank` at the top)."""
+    dflash_config = config.get("dflash_config")
+    nested = isinstance(dflash_config, dict) and "mask_token_id" in dflash_config
+    fields: dict = dflash_config if nested and isinstance(dflash_config, dict) else config
+    at = "dflash_config." if nested else ""
+    rank_at, rank_fields = (at, fields) if "markov_rank" in fields else ("", config)
+    markov_rank = _int_or_none(rank_fields, "markov_rank", subject, at=rank_at) or 0
+    if architecture == LFM2_DSPARK_ARCHITECTURE:
+        layout, decided = "lfm2-dspark", f"architectures {architecture}, {rank_at}markov_rank {markov_rank}"
+    elif nested:
+        layout, decided = (
+            "specforge-dspark",
+            f"dflash_config.projector_type 'dspark', {rank_at}markov_rank {markov_rank}",
+        )
+    elif markov_rank > 0:
+        layout, decided = "deepspec-dspark", f"flat fields, markov_rank {markov_rank}"
+    else:
+        layout, decided = "deepspec-dflash", "flat fields, markov_rank 0"
+    return DraftSpec(
+        kind="dspark",
+        architecture=architecture or "DSparkDraftModel",
+        model_type=model_type,
+        hidden_size=hidden_size,
+        mask_token_id=_int_or_none(fields, "mask_token_id", subject, at=at),
+        target_layer_ids=_layer_ids(fields, subject, at=at),
+        num_target_layers=_int_or_none(fields, "num_target_layers", subject, at=at, minimum=1),
+        markov_rank=markov_rank,
+        layout=layout,
+        decided_by=decided,
+        candidate_offset=0,
+    )
+
+
+def _speculators(config: dict, architecture: str, subject: str | None) -> DraftSpec:
+    """The speculators layout (RedHatAI and others): geometry under `transformer_layer_config`, the taps as
+    `aux_hidden_state_layer_ids` counted from the embedding (hidden_states index i is the output of layer i - 1),
+    the target under `speculators_config.verifier`."""
+    algorithm = str(config["speculators_model_type"])
+    kind, layout = _SPECULATORS.get(algorithm, ("unknown", "speculators-other"))
+    layer = config.get("transformer_layer_config")
+    layer = layer if isinstance(layer, dict) else {}
+    aux = _layer_ids({"target_layer_ids": config.get("aux_hidden_state_layer_ids")}, subject)
+    anchor = config.get("sample_from_anchor")
+    offset = 0 if anchor is True or algorithm == "dspark" else 1
+    verifier = config.get("speculators_config")
+    verifier = verifier.get("verifier") if isinstance(verifier, dict) else None
+    target = verifier.get("name_or_path") if isinstance(verifier, dict) else None
+    markov_rank = _int_or_none(config, "markov_rank", subject) or 0
+    vocab = _int_or_none(config, "draft_vocab_size", subject, minimum=1)
+    details = [f"speculators_model_type '{algorithm}' (architectures {architecture or '(none)'} notwithstanding)"]
+    if anchor is not None:
+        details.append(f"sample_from_anchor {json.dumps(anchor)} (candidate offset {offset})")
+    if vocab is not None:
+        details.append(f"draft_vocab_size {vocab}")
+    return DraftSpec(
+        kind=kind,
+        architecture=architecture or "(none)",
+        model_type=str(layer.get("model_type", "")),
+        hidden_size=_int_or_none(layer, "hidden_size", subject, at="transformer_layer_config.", minimum=1),
+        mask_token_id=_int_or_none(config, "mask_token_id", subject),
+        target_layer_ids=tuple(i - 1 for i in aux if i > 0),
+        markov_rank=markov_rank,
+        num_layers=_int_or_none(layer, "num_hidden_layers", subject, at="transformer_layer_config.", minimum=1),
+        layout=layout,
+        decided_by=", ".join(details),
+        candidate_offset=offset,
+        target_hint=target if isinstance(target, str) and target.count("/") == 1 else None,
+    )
+
+
+def require_exportable(
+    draft: DraftSpec, toolchain: Toolchain, *, subject: str | None = None, target: str | None = None
+) -> str:
+    """Return the draft format the installed exporter will produce, or skip naming the layout, the field that
+    decided it and the capability it waits for (`bot.core.draft_formats.skip_reason`).
+
+    Args:
+        target: the target repo id, when known, for the reason (the status page's map shows it).
+    """
     optimum = f"optimum-intel {toolchain.versions.get('optimum-intel', '?')}"
     have = ", ".join(sorted(toolchain.capabilities)) or "none"
+
+    def skip(why: str, waits_for: str | None = None) -> Skip:
+        reason = draft_formats.skip_reason(draft.layout, target, f"{draft.decided_by}: {why}", waits_for)
+        return Skip(reason, subject=subject, stage=Stage.CLASSIFY)
+
+    if draft.layout.startswith("speculators-"):
+        raise skip(f"{optimum} has no export for this layout (it lacks {CAPABILITY_SPECULATORS})")
+    if draft.layout == "lfm2-dspark":
+        raise skip(
+            f"{optimum} has no DSpark exporter (it lacks {CAPABILITY_MARKOV}) and no toolchain profile exports "
+            f"lfm2 targets (capabilities: {have})"
+        )
     if draft.kind == "dflash":
         if CAPABILITY_PER_ROW in toolchain.capabilities:
             return "per-row"
         if CAPABILITY_DFLASH in toolchain.capabilities:
             return "stateful"
-        raise Skip(
-            f"{optimum} has no DFlash draft exporter (capabilities: {have})", subject=subject, stage=Stage.CLASSIFY
-        )
+        raise skip(f"{optimum} has no DFlash draft exporter (capabilities: {have})")
     if draft.kind == "dflash-other-base":
-        raise Skip(
-            f"DFlash draft with model_type '{draft.model_type}': {optimum} exports qwen3-based DFlash drafts only",
-            subject=subject,
-            stage=Stage.CLASSIFY,
-        )
+        raise skip(f"{optimum} exports qwen3-based DFlash drafts only")
     if draft.kind == "dspark":
         if draft.markov_rank:
-            raise Skip(
+            raise skip(
                 f"DSpark draft with markov_rank {draft.markov_rank} needs a Markov-head DSpark exporter; "
-                f"{optimum} has none (capabilities: {have})",
-                subject=subject,
-                stage=Stage.CLASSIFY,
+                f"{optimum} has none (capabilities: {have})"
             )
         if not {CAPABILITY_DSPARK, CAPABILITY_PER_ROW} <= toolchain.capabilities:
-            raise Skip(
+            raise skip(
                 f"DSpark drafts need the per-row DFlash export with DSpark support; {optimum} lacks "
                 f"{_missing(toolchain, CAPABILITY_DSPARK, CAPABILITY_PER_ROW)} (capabilities: {have})",
-                subject=subject,
-                stage=Stage.CLASSIFY,
+                None if draft.layout == "deepspec-dflash" else draft_formats.layout("deepspec-dflash").needs,
             )
         return "per-row"
     if draft.kind == "dflash2":
         if CAPABILITY_DFLASH2 not in toolchain.capabilities:
-            raise Skip(
+            raise skip(
                 f"DFlash2DraftModel needs a DFlash2 exporter (selector and conv layers); {optimum} lacks "
-                f"the {CAPABILITY_DFLASH2} capability (capabilities: {have})",
-                subject=subject,
-                stage=Stage.CLASSIFY,
+                f"the {CAPABILITY_DFLASH2} capability (capabilities: {have})"
             )
         return "per-row"
-    raise Skip(
-        f"not a DFlash or DSpark draft (architecture {draft.architecture})", subject=subject, stage=Stage.CLASSIFY
-    )
+    raise skip(f"not a DFlash or DSpark draft (architecture {draft.architecture})")
 
 
 def read_target(config: dict, *, subject: str | None = None) -> TargetSpec:
