@@ -3,7 +3,8 @@
 Lossless alone proves nothing about the draft (speculative decoding is lossless with any draft), so a pair must
 also reach the recipe's minimum accept length (DESIGN §6). The lossless gate uses exact CPU properties (f32 KV
 cache, no dynamic quantization, f32 inference) because the defaults drift even for plain greedy; acceptance and
-speed are measured with the default properties that users run.
+speed are measured with the default properties that users run, plain and speculative interleaved until the
+speed-up's interval is tight (`bot.build.timing`).
 
 GenAI runs in a child process (`python -m bot.build.validate`) inside the trust boundary, with a time limit, so a crash
 or hang on a bad pair cannot take the bot down.
@@ -22,25 +23,19 @@ import ctypes
 import functools
 import gc
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bot.build.pair_child import PairChild, run_pair_child
-from bot.core.errors import Failure
+from bot.build.timing import Sweep, first_difference, machine_facts, timed_sweep
 from bot.core.recipe import ValidationSettings
-from bot.core.record import Gates, Mismatch, SpeedRun, Validation
+from bot.core.record import DefaultPropertiesCheck, Gates, Mismatch, Validation
 from bot.core.settings import SANDBOX_LAYERS
-from bot.core.speedup import no_speedup_note, speedup_gate
+from bot.core.speedup import no_speedup_note, recommend_k, speedup_gate
 
-BASELINE_FILE = "baseline.json"  # the plain greedy outputs and timings a validation used, in its own work folder
-
-
-def aligned_new_tokens(max_new_tokens: int, k: int) -> int:
-    """1 + n·(k+1): the prefill token plus whole verification steps, so no truncated step biases the accept length."""
-    return 1 + max(1, round((max_new_tokens - 1) / (k + 1))) * (k + 1)
+BASELINE_FILE = "baseline.json"  # the exact plain greedy outputs a validation used, in its own work folder
 
 
 def validate_pair(
@@ -60,9 +55,10 @@ def validate_pair(
     `is_vlm` runs it through `VLMPipeline`; `python` is the interpreter of the job's toolchain profile;
     `memory_budget_bytes` stops the run when its process tree outgrows it (the runner class's memory).
     `baseline` is the `baseline.json` an earlier validation of the same target left in its own work folder: its
-    plain greedy outputs and timings are reused when they are for this target and settings (read-only here), so
-    every format's speed-up is measured against the same baseline, measured once. Each validation writes the
-    baseline it used into its own `work/baseline.json` (no child writes into another child's folder).
+    exact plain greedy outputs are reused when they are for this target and settings (read-only here), so the
+    lossless gate's reference is generated once; timings are not reused (each format times its own interleaved
+    pairs). Each validation writes the baseline it used into its own `work/baseline.json` (no child writes into
+    another child's folder).
     `layers` are the OS confinement layers the child may use (`Settings.sandbox_layers`).
 
     Raises:
@@ -148,8 +144,8 @@ def _generation_config(max_new_tokens: int, k: int | None):
 
 class _Pipeline:
     """One GenAI pipeline over the target with one set of CPU properties: plain greedy, or speculative with the
-    draft. A validation holds one at a time (`_opened`): each compiles its own copy of the target, and two at once
-    made validation the build's memory peak.
+    draft. The lossless gate holds one at a time (`_opened`): each compiles its own copy of the target. The timed
+    sweep holds a plain and a speculative one at once, because the pairs it times interleave them.
 
     A speculative pipeline cannot stand in for the plain one: GenAI asserts that a request to it sets
     `num_assistant_tokens` (or a confidence threshold), so plain greedy needs a pipeline without a draft.
@@ -249,18 +245,8 @@ def _token_collector():
     return Collector()
 
 
-def _target_steps(metrics) -> int:
-    if metrics is None:
-        raise Failure("GenAI returned no speculative-decoding metrics: the draft did not run")
-    return len(metrics.main_model_metrics.raw_metrics.m_durations)
-
-
-def _first_difference(a: list[int], b: list[int]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-
-
 def _load_baseline(baseline: Path | None, key: dict) -> dict | None:
-    """The plain greedy outputs and timings an earlier validation wrote for the same target and settings."""
+    """The exact plain greedy outputs an earlier validation wrote for the same target and settings."""
     if baseline is None or not baseline.is_file():
         return None
     data = json.loads(baseline.read_text(encoding="utf-8"))
@@ -279,9 +265,10 @@ def run_validation(
     """The gates and the sweep, in this process (called by the child).
 
     For a VLM target the lossless gate runs the text prompts and, in addition, the first prompt with a generated
-    image (its index is `len(prompts)` in a mismatch); the sweep uses the text prompts. With `baseline_file`, the
-    plain greedy outputs and timings are read from that file when it holds this target's, else measured; with
-    `baseline_out` the ones used are written there.
+    image (its index is `len(prompts)` in a mismatch); the sweep uses the text prompts (`bot.build.timing`). With
+    `baseline_file`, the exact plain greedy outputs are read from that file when it holds this target's, else
+    generated; with `baseline_out` the ones used are written there. Timings are never reused: each format's sweep
+    times its own plain generations beside its speculative ones.
     """
     key = {"target": str(target.resolve()), "settings": settings.model_dump(exclude={"timeout_s"}), "vlm": vlm}
     known = _load_baseline(baseline_file, key)
@@ -289,8 +276,8 @@ def run_validation(
     cases = [(prompt, None) for prompt in settings.prompts]
     if vlm:
         cases.append((settings.prompts[0], generated_image()))
-    # One pipeline at a time, each freed before the next is compiled: plain then speculative, with the exact
-    # properties for the lossless gate, then with the default ones for the sweep.
+    # The lossless gate holds one pipeline at a time, each freed before the next is compiled: plain then
+    # speculative, with the exact properties.
     exact = _exact_properties()
     opened = functools.partial(_opened, target, settings.device, vlm=vlm, linear_blocks=linear_blocks)
     if known:
@@ -303,17 +290,14 @@ def run_validation(
     with opened(exact, draft=draft) as speculative_exact:
         mismatches = _lossless_gate(speculative_exact, cases, expected_by_case, settings)
 
-    plain = _PlainGreedy(settings.repeats, (known or {}).get("plain_seconds", []))
-    lengths = [aligned_new_tokens(settings.max_new_tokens, k) for k in settings.num_assistant_tokens]
-    if plain.missing(settings.prompts, lengths):
-        with opened({}) as plain_default:
-            plain.measure(plain_default, settings.prompts, lengths)
-    with opened({}, draft=draft) as speculative_default:
-        runs = [_speed_run(speculative_default, plain, settings, k) for k in settings.num_assistant_tokens]
+    # Timing holds a plain and a speculative pipeline at once: only interleaving them (plain, speculative, plain,
+    # ...) lets a shared machine's drift fall on both sides of each pair instead of on one figure.
+    with opened({}) as plain_default, opened({}, draft=draft) as speculative_default:
+        sweep = timed_sweep(plain_default, speculative_default, settings)
     if baseline_out is not None:
-        baseline = {"key": key, "expected": expected_by_case, "plain_seconds": plain.as_rows()}
+        baseline = {"key": key, "expected": expected_by_case}
         baseline_out.write_text(json.dumps(baseline), encoding="utf-8")
-    return _validation(settings, runs, mismatches, vlm=vlm, linear_blocks=linear_blocks)
+    return _validation(settings, sweep, mismatches, vlm=vlm, linear_blocks=linear_blocks)
 
 
 def _lossless_gate(
@@ -329,105 +313,60 @@ def _lossless_gate(
                     Mismatch(
                         prompt_index=index,
                         num_assistant_tokens=k,
-                        first_difference=_first_difference(expected_by_case[index], got),
+                        first_difference=first_difference(expected_by_case[index], got),
                     )
                 )
     return mismatches
 
 
-class _PlainGreedy:
-    """Plain greedy speed does not depend on k: measured once per prompt and length, after a warm-up, with a plain
-    pipeline of its own before the speculative one is compiled (or read from an earlier validation's baseline)."""
-
-    def __init__(self, repeats: int, known: list) -> None:
-        self._repeats = repeats
-        self._seconds: dict[tuple[str, int], float] = {(prompt, tokens): seconds for prompt, tokens, seconds in known}
-
-    def missing(self, prompts: Sequence[str], lengths: Sequence[int]) -> list[tuple[str, int]]:
-        return [(prompt, n) for n in dict.fromkeys(lengths) for prompt in prompts if (prompt, n) not in self._seconds]
-
-    def measure(self, plain: _Pipeline, prompts: Sequence[str], lengths: Sequence[int]) -> None:
-        for prompt, new_tokens in self.missing(prompts, lengths):
-            plain.tokens(prompt, new_tokens, None)  # warm-up: first-inference compile time is not decoding speed
-            self._seconds[prompt, new_tokens] = min(
-                plain.tokens(prompt, new_tokens, None)[1] for _ in range(self._repeats)
-            )
-
-    def best_seconds(self, prompt: str, new_tokens: int) -> float:
-        return self._seconds[prompt, new_tokens]
-
-    def as_rows(self) -> list[list]:
-        return [[prompt, new_tokens, seconds] for (prompt, new_tokens), seconds in self._seconds.items()]
-
-
-def _speed_run(speculative: _Pipeline, plain: _PlainGreedy, settings: ValidationSettings, k: int) -> SpeedRun:
-    """One k of the sweep with the default properties: the best of `repeats` over every prompt, after a warm-up."""
-    new_tokens = aligned_new_tokens(settings.max_new_tokens, k)
-    committed = steps = generated = 0
-    spec_seconds = plain_seconds = 0.0
-    for prompt in settings.prompts:
-        speculative.tokens(prompt, new_tokens, k)  # warm-up: first-inference compile time is not decoding speed
-        best_spec = float("inf")
-        for _ in range(settings.repeats):
-            tokens, seconds, metrics = speculative.tokens(prompt, new_tokens, k)
-            best_spec = min(best_spec, seconds)
-        best_plain = plain.best_seconds(prompt, new_tokens)
-        # The prefill step commits one token without verifying any draft; leave it out of the mean.
-        committed += len(tokens) - 1
-        steps += _target_steps(metrics) - 1
-        generated += len(tokens)
-        spec_seconds += best_spec
-        plain_seconds += best_plain
-    tokens_per_s = generated / spec_seconds
-    baseline = generated / plain_seconds
-    return SpeedRun(
-        num_assistant_tokens=k,
-        max_new_tokens=new_tokens,
-        accept_length=round(committed / max(steps, 1), 3),
-        tokens_per_s=round(tokens_per_s, 2),
-        baseline_tokens_per_s=round(baseline, 2),
-        speedup=round(tokens_per_s / baseline, 3),
-    )
-
-
 def _validation(
     settings: ValidationSettings,
-    runs: list[SpeedRun],
+    sweep: Sweep,
     mismatches: list[Mismatch],
     *,
     vlm: bool,
     linear_blocks: int | None,
 ) -> Validation:
     """The record's validation part: the figures, and each gate decided once from them."""
-    # openvino: a second to import; only the processes that read an IR need it
-    import openvino as ov
-
-    best = max(runs, key=lambda run: run.tokens_per_s)
-    cores = os.cpu_count()
-    acceptance_passed = best.accept_length >= settings.min_accept_length
-    speedup_passed = speedup_gate(best.speedup, settings.min_speedup) is None
+    runs = [m.run for m in sweep.measured.values()]
+    recommended, why = recommend_k({k: m.interval for k, m in sweep.measured.items()})
+    best = sweep.measured[recommended]
+    machine = machine_facts(settings.device)
+    acceptance_passed = best.run.accept_length >= settings.min_accept_length
+    speedup_passed = speedup_gate(best.run.speedup, settings.min_speedup) is None
+    diverged = best.divergence
     return Validation(
         lossless=not mismatches,
         mismatches=mismatches,
         prompts=list(settings.prompts),
         runs=runs,
-        recommended_num_assistant_tokens=best.num_assistant_tokens,
-        accept_length=best.accept_length,
+        recommended_num_assistant_tokens=recommended,
+        accept_length=best.run.accept_length,
         min_accept_length=settings.min_accept_length,
         acceptance_passed=acceptance_passed,
         device=settings.device,
-        hardware=str(ov.Core().get_property(settings.device, "FULL_DEVICE_NAME")),
+        hardware=machine.cpu,
         pipeline="VLMPipeline" if vlm else "LLMPipeline",
         image_prompts=1 if vlm else 0,
         num_linear_attention_blocks=linear_blocks,
-        cores=cores,
-        speedup_note=no_speedup_note([run.speedup for run in runs], device=settings.device, cores=cores),
+        cores=machine.cores,
+        speedup_note=no_speedup_note([run.speedup for run in runs], device=settings.device, cores=machine.cores),
         min_speedup=settings.min_speedup,
         speedup_passed=speedup_passed,
         gates=Gates(
             lossless=not mismatches,
             acceptance=acceptance_passed,
             speedup=speedup_passed if settings.min_speedup is not None else None,
+        ),
+        recommendation=why,
+        machine=machine,
+        timing=sweep.timing,
+        default_properties=DefaultPropertiesCheck(
+            lossless=diverged is None,
+            num_assistant_tokens=recommended,
+            prompts=len(settings.prompts),
+            prompt_index=diverged[0] if diverged else None,
+            first_difference=diverged[1] if diverged else None,
         ),
     )
 
@@ -439,8 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", required=True, help="ValidationSettings as JSON")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--vlm", action="store_true")
-    parser.add_argument("--baseline", type=Path, help="an earlier validation's plain greedy outputs and timings")
-    parser.add_argument("--baseline-out", type=Path, help="where to write the plain greedy outputs and timings used")
+    parser.add_argument("--baseline", type=Path, help="an earlier validation's exact plain greedy outputs")
+    parser.add_argument("--baseline-out", type=Path, help="where to write the exact plain greedy outputs used")
     args = parser.parse_args(argv)
     settings = ValidationSettings.model_validate_json(args.settings)
     report = run_validation(

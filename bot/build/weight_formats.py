@@ -7,9 +7,12 @@ more tokens and be faster end to end. The build exports the draft in each of the
 `export.draft_weight_formats`, runs the lossless gate and the acceptance sweep for each against the same target,
 and publishes the format with the best measured speed-up at its own recommended `num_assistant_tokens`.
 
-The choice is sticky: a draft already published in one format (its repo is named after it, `bot.core.naming`) moves
-to another only when that one measured faster by more than the recipe's `publish.format_switch_margin`, so the
-run-to-run noise of a re-validation never moves a draft between repos.
+Choices are made beyond the noise (DESIGN §11): each speed-up is a median with a 95 % interval
+(`bot.build.timing`), and formats whose intervals overlap are a tie, which the smaller file wins. The choice is also
+sticky: a draft already published in one format (its repo is named after it, `bot.core.naming`) moves to another
+only when that one's interval lies wholly above the published one's and its median is faster by more than the
+recipe's `publish.format_switch_margin`, so the run-to-run noise of a re-validation never moves a draft between
+repos.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from bot.core.record import Validation
+from bot.core.speedup import Interval
 
-# Speed-ups within this relative distance are a tie: closer than that is run-to-run noise of the sweep on a shared
-# CPU, and the smaller file is the better download.
+# Without intervals (a record from before they were measured), speed-ups within this relative distance are a tie:
+# closer than that is run-to-run noise of the sweep on a shared CPU, and the smaller file is the better download.
 TIE_TOLERANCE = 0.02
 DEFAULT_SWITCH_MARGIN = 0.10  # the recipe's `publish.format_switch_margin` unless it says otherwise
 
@@ -35,8 +39,10 @@ class FormatResult:
         acceptance_passed: the accept length reached the recipe's minimum.
         accept_length: at `num_assistant_tokens`.
         num_assistant_tokens: this format's recommended k (its fastest in the sweep).
-        speedup: over plain greedy at that k.
+        speedup: over plain greedy at that k (the median of the interleaved pairs).
         ir_bytes: the draft IR's weights file size.
+        speedup_low, speedup_high: the speed-up's 95 % interval (None: not measured, a single timing).
+        pairs: the interleaved pairs measured.
     """
 
     weight_format: str
@@ -46,6 +52,29 @@ class FormatResult:
     num_assistant_tokens: int
     speedup: float
     ir_bytes: int
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    pairs: int | None = None
+
+    @property
+    def interval(self) -> Interval | None:
+        if self.speedup_low is None or self.speedup_high is None:
+            return None
+        return Interval(self.speedup, self.speedup_low, self.speedup_high, self.pairs or 0)
+
+    def ties(self, other: FormatResult) -> bool:
+        """The noise cannot tell the two apart: their intervals overlap (without intervals: within
+        `TIE_TOLERANCE` of the faster one)."""
+        mine, theirs = self.interval, other.interval
+        if mine is not None and theirs is not None:
+            return mine.overlaps(theirs)
+        return min(self.speedup, other.speedup) >= max(self.speedup, other.speedup) * (1 - TIE_TOLERANCE)
+
+    def figure(self) -> str:
+        interval = self.interval
+        if interval is None:
+            return f"×{self.speedup:.2f}"
+        return f"×{self.speedup:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
 
     @classmethod
     def from_validation(cls, weight_format: str, validation: Validation, ir_dir: Path) -> FormatResult:
@@ -59,6 +88,9 @@ class FormatResult:
             num_assistant_tokens=best.num_assistant_tokens,
             speedup=best.speedup,
             ir_bytes=(ir_dir / "openvino_model.bin").stat().st_size,
+            speedup_low=best.speedup_low,
+            speedup_high=best.speedup_high,
+            pairs=best.pairs,
         )
 
 
@@ -103,14 +135,16 @@ def choose_draft_format(
     """The format to publish: the best speed-up at its recommended k among those that passed the lossless gate,
     unless the draft is published in another format that still passes them and is not beaten by more than `margin`.
 
-    Formats that also passed the acceptance gate come before those that did not; speed-ups within
-    `TIE_TOLERANCE` of the best are a tie, which the smaller IR wins. `failed` formats are listed, never chosen.
+    Formats that also passed the acceptance gate come before those that did not; a format whose speed-up interval
+    overlaps the fastest one's is a tie (`FormatResult.ties`), which the smaller IR wins. `failed` formats are
+    listed, never chosen.
 
     Args:
         results: every measured format's figures.
         failed: the formats that could not be measured.
         published: the weight format the draft's published repo holds (its record's), or None for a new draft.
-        margin: how much faster (0.1: 10 %) another format must measure to replace `published`.
+        margin: how much faster (0.1: 10 %) another format's median must be to replace `published`, its interval
+            also wholly above the published one's.
 
     Returns:
         The choice, its reason and every figure (`as_provenance` is the record's `draft_formats`).
@@ -131,17 +165,18 @@ def _choose(measured: tuple[FormatResult, ...]) -> FormatChoice:
         return FormatChoice(None, f"no draft format passed the lossless gate ({failed})", measured)
     accepted = [r for r in eligible if r.acceptance_passed]
     pool = accepted or eligible
-    fastest = max(r.speedup for r in pool)
-    tied = [r for r in pool if r.speedup >= fastest * (1 - TIE_TOLERANCE)]
+    fastest = max(pool, key=lambda r: r.speedup)
+    tied = [r for r in pool if r is fastest or r.ties(fastest)]
     chosen = min(tied, key=lambda r: (r.ir_bytes, -r.speedup))
     others = [r for r in measured if r is not chosen]
     reason = (
-        f"{chosen.weight_format}: speed-up ×{chosen.speedup:.2f} at num_assistant_tokens="
+        f"{chosen.weight_format}: speed-up {chosen.figure()} at num_assistant_tokens="
         f"{chosen.num_assistant_tokens} (accept length {chosen.accept_length:.2f})"
     )
     if len(tied) > 1:
-        rivals = ", ".join(f"{r.weight_format} ×{r.speedup:.2f}" for r in tied if r is not chosen)
-        reason += f", within {TIE_TOLERANCE:.0%} of {rivals}; the smaller file wins the tie"
+        rivals = ", ".join(f"{r.weight_format} {r.figure()}" for r in tied if r is not chosen)
+        beside = "its interval overlaps" if chosen.interval and fastest.interval else f"within {TIE_TOLERANCE:.0%} of"
+        reason += f", {beside} {rivals}; the noise cannot tell them apart and the smaller file wins the tie"
     elif others:
         reason += ", ahead of " + ", ".join(_why_not(r, accepted) for r in others)
     if not accepted:
@@ -162,16 +197,24 @@ def _sticky(choice: FormatChoice, published: str, margin: float) -> FormatChoice
         gate = "lossless" if not held.lossless else "acceptance"
         return replace(choice, reason=f"{choice.reason}; the published {published} failed the {gate} gate: replaced")
     gain = winner.speedup / held.speedup - 1 if held.speedup > 0 else float("inf")
-    if held.speedup <= 0 or winner.speedup > held.speedup * (1 + margin):
+    measured_spread = winner.interval is not None and held.interval is not None
+    beyond_noise = not winner.ties(held) if measured_spread else True
+    if held.speedup <= 0 or (beyond_noise and winner.speedup > held.speedup * (1 + margin)):
+        noise = ", its interval wholly above" if measured_spread else ""
         reason = (
-            f"{choice.reason}; {gain:.0%} faster than the published {published} ×{held.speedup:.2f}, more than the "
-            f"{margin:.0%} margin: replaced"
+            f"{choice.reason}; {gain:.0%} faster than the published {published} {held.figure()}, more than the "
+            f"{margin:.0%} margin{noise}: replaced"
         )
         return replace(choice, reason=reason)
+    why = (
+        f"within the {margin:.0%} margin a switch needs"
+        if beyond_noise
+        else "and the intervals overlap: the noise cannot tell them apart"
+    )
     reason = (
-        f"{published}: kept as published, speed-up ×{held.speedup:.2f} at num_assistant_tokens="
+        f"{published}: kept as published, speed-up {held.figure()} at num_assistant_tokens="
         f"{held.num_assistant_tokens} (accept length {held.accept_length:.2f}); {winner.weight_format} "
-        f"×{winner.speedup:.2f} is {gain:+.0%}, within the {margin:.0%} margin a switch needs"
+        f"{winner.figure()} is {gain:+.0%}, {why}"
     )
     return replace(choice, chosen=published, reason=reason)
 
@@ -180,5 +223,5 @@ def _why_not(result: FormatResult, accepted: list[FormatResult]) -> str:
     if not result.lossless:
         return f"{result.weight_format} (failed the lossless gate)"
     if accepted and not result.acceptance_passed:
-        return f"{result.weight_format} (failed the acceptance gate, ×{result.speedup:.2f})"
-    return f"{result.weight_format} ×{result.speedup:.2f}"
+        return f"{result.weight_format} (failed the acceptance gate, {result.figure()})"
+    return f"{result.weight_format} {result.figure()}"

@@ -121,7 +121,28 @@ class ValidationSettings(_Strict):
     max_new_tokens: int = Field(32, ge=4, le=65_536)
     num_assistant_tokens: list[int] = Field(default_factory=lambda: [3, 7, 15], min_length=1)
     min_accept_length: float = Field(1.5, ge=1.0, allow_inf_nan=False)
-    repeats: int = Field(2, ge=1, le=100, description="timed generations per setting; the best is kept")
+    repeats: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="the fewest interleaved plain/speculative pairs timed per setting (at least 2: an interval needs "
+        "two); more are timed until the interval is tight, `timing_max_pairs` or `timing_budget_s`",
+    )
+    timing_budget_s: float = Field(
+        120.0,
+        gt=0,
+        le=86_400,
+        allow_inf_nan=False,
+        description="seconds of speed timing per draft format, shared by its num_assistant_tokens; a setting stops "
+        "at its share once it has `repeats` pairs",
+    )
+    timing_max_pairs: int = Field(12, ge=2, le=1000, description="the most interleaved pairs timed per setting")
+    timing_target_share: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="timing stops once the 95 % interval of the speed-up is within this share of its median",
+    )
     min_speedup: float | None = Field(
         None,
         gt=0,

@@ -207,7 +207,41 @@ class SpeedRun(_Record):
     accept_length: float
     tokens_per_s: float
     baseline_tokens_per_s: float
-    speedup: float
+    speedup: float = Field(description="the median of the interleaved pairs' speed-ups (older records: one timing)")
+    speedup_low: float | None = Field(None, description="95 % confidence interval of the speed-up, lower end")
+    speedup_high: float | None = Field(None, description="95 % confidence interval of the speed-up, upper end")
+    pairs: int | None = Field(None, description="interleaved plain/speculative pairs measured (None: older record)")
+
+
+class Machine(_Record):
+    """The validation machine as GenAI saw it (the card's method section)."""
+
+    cpu: str
+    cores: int | None = Field(None, description="logical cores")
+    threads: int | None = Field(None, description="inference threads the compiled target used")
+    memory_bytes: int | None = None
+    os: str
+
+
+class Timing(_Record):
+    """How the speed-ups were measured: interleaved pairs until the interval was tight or the budget spent."""
+
+    method: str
+    min_pairs: int
+    max_pairs: int
+    target_share: float = Field(description="stop when the 95 % interval is within this share of the median")
+    budget_s: float = Field(description="seconds of timing per draft format, shared by the sweep")
+    seconds: float = Field(description="seconds the timing took")
+
+
+class DefaultPropertiesCheck(_Record):
+    """The lossless comparison again with GenAI's default CPU properties (what the card's snippet runs)."""
+
+    lossless: bool
+    num_assistant_tokens: int
+    prompts: int
+    prompt_index: int | None = Field(None, description="the first prompt that diverged (None: lossless)")
+    first_difference: int | None = Field(None, description="its first diverging token (None: lossless)")
 
 
 class Mismatch(_Record):
@@ -263,6 +297,10 @@ class Validation(_Record):
     speedup_passed: bool = True
     gates: Gates
     concurrent: ConcurrentValidation | None = None
+    recommendation: str | None = Field(None, description="why this num_assistant_tokens (beyond the noise or not)")
+    machine: Machine | None = None
+    timing: Timing | None = None
+    default_properties: DefaultPropertiesCheck | None = None
 
     @property
     def passed(self) -> bool:

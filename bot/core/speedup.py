@@ -8,7 +8,10 @@ too-small speed-up into a failed gate.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 
 def no_speedup_note(speedups: Sequence[float], *, device: str, cores: int | None) -> str | None:
@@ -37,4 +40,101 @@ def speedup_gate(best_speedup: float, min_speedup: float | None) -> str | None:
     return (
         f"speed-up gate: x{best_speedup:.2f} at the recommended num_assistant_tokens is below the recipe's "
         f"minimum x{min_speedup:.2f}"
+    )
+
+
+# ---- a figure with a spread (DESIGN §11): the interval, the stopping rule, the choice of k ----
+
+# Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom; beyond 30 the normal's 1.96 is close enough.
+_T95 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A speed-up measured over `pairs` interleaved pairs: their median and the 95 % confidence interval.
+
+    The interval is Student's t on the logarithms of the pairs' speed-ups (a ratio's noise is multiplicative), so
+    it is never below zero and a halving and a doubling are equally far; with one pair it is the point itself.
+    """
+
+    median: float
+    low: float
+    high: float
+    pairs: int
+
+    def overlaps(self, other: Interval) -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+    def above(self, other: Interval) -> bool:
+        """Faster beyond the noise: this interval lies wholly above `other`."""
+        return self.low > other.high
+
+    def within(self, share: float) -> bool:
+        """The interval lies within ±`share` of the median (0.05: ±5 %), from two pairs on."""
+        return self.pairs >= 2 and self.low >= self.median * (1 - share) and self.high <= self.median * (1 + share)
+
+    def text(self) -> str:
+        return f"x{self.median:.2f} [{self.low:.2f}, {self.high:.2f}], {self.pairs} pairs"
+
+
+def speedup_interval(ratios: Sequence[float]) -> Interval:
+    """The median and 95 % interval of per-pair speed-ups (plain seconds / speculative seconds of one pair).
+
+    Raises:
+        ValueError: no ratio, or one that is not positive.
+    """
+    if not ratios or any(not r > 0 for r in ratios):
+        raise ValueError(f"speed-ups must be positive, got {list(ratios)}")
+    n = len(ratios)
+    median = statistics.median(ratios)
+    if n == 1:
+        return Interval(median, median, median, 1)
+    logs = [math.log(r) for r in ratios]
+    centre, spread = statistics.fmean(logs), statistics.stdev(logs) / math.sqrt(n)
+    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
+    low, high = math.exp(centre - t * spread), math.exp(centre + t * spread)
+    # The median of few pairs can sit outside the mean's interval; the interval then reaches it.
+    return Interval(median, min(low, median), max(high, median), n)
+
+
+@dataclass(frozen=True)
+class TimingRule:
+    """When to stop measuring one setting: at `max_pairs`; otherwise from `min_pairs` on, once the interval is
+    within ±`share` of the median or the setting's time budget is spent."""
+
+    min_pairs: int
+    max_pairs: int
+    share: float
+    budget_s: float
+
+    def done(self, interval: Interval | None, elapsed_s: float) -> bool:
+        pairs = interval.pairs if interval else 0
+        if pairs >= self.max_pairs:
+            return True
+        if pairs < self.min_pairs:
+            return False
+        return interval is not None and (interval.within(self.share) or elapsed_s >= self.budget_s)
+
+
+def recommend_k(intervals: Mapping[int, Interval]) -> tuple[int, str]:
+    """The `num_assistant_tokens` to recommend and why: the fastest by median, unless its interval overlaps a
+    smaller k's; then the smallest such k stays (the noise cannot tell them apart, and a smaller k drafts less).
+
+    Raises:
+        ValueError: no setting measured.
+    """
+    if not intervals:
+        raise ValueError("no num_assistant_tokens measured")
+    fastest = max(intervals, key=lambda k: intervals[k].median)
+    tied = sorted(k for k, iv in intervals.items() if k < fastest and iv.overlaps(intervals[fastest]))
+    if not tied:
+        return fastest, f"k={fastest}: fastest, {intervals[fastest].text()}"
+    kept = tied[0]
+    return kept, (
+        f"k={kept}: {intervals[kept].text()} overlaps the fastest median k={fastest} "
+        f"({intervals[fastest].text()}), so the smaller k stays"
     )

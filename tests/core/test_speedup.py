@@ -92,3 +92,66 @@ def test_a_slow_pair_passes_without_the_gate_but_says_so_and_fails_with_it():
         if k not in ("cores", "speedup_note", "min_speedup", "speedup_passed")
     }
     assert Validation.model_validate(old).speedup_passed
+
+
+# ---- the interval, the stopping rule and the choice of k, on plain numbers ----
+
+
+def test_the_interval_is_the_median_with_a_t_interval_on_the_log_speedups():
+    from bot.core.speedup import speedup_interval
+
+    steady = speedup_interval([2.0, 2.0, 2.0, 2.0])
+    assert (steady.median, steady.low, steady.high, steady.pairs) == (2.0, 2.0, 2.0, 4)
+    noisy = speedup_interval([1.8, 2.2, 2.0, 1.9, 2.1])
+    assert noisy.median == 2.0 and noisy.low < 2.0 < noisy.high and noisy.pairs == 5
+    # Five pairs: t(4) = 2.776 on the logs' standard error.
+    import math
+    import statistics
+
+    logs = [math.log(r) for r in (1.8, 2.2, 2.0, 1.9, 2.1)]
+    half = 2.776 * statistics.stdev(logs) / math.sqrt(5)
+    assert math.isclose(noisy.high, math.exp(statistics.fmean(logs) + half), rel_tol=1e-9)
+    # More pairs with the same spread: a narrower interval.
+    wider = speedup_interval([1.8, 2.2, 2.0])
+    assert wider.high - wider.low > noisy.high - noisy.low
+    assert speedup_interval([1.5]).low == speedup_interval([1.5]).high == 1.5
+
+
+def test_the_interval_refuses_what_is_not_a_speedup():
+    import pytest
+
+    from bot.core.speedup import speedup_interval
+
+    for bad in ([], [1.2, 0.0], [-1.0]):
+        with pytest.raises(ValueError, match="positive"):
+            speedup_interval(bad)
+
+
+def test_timing_stops_when_the_interval_is_tight_or_the_budget_is_spent_never_before_min_pairs():
+    from bot.core.speedup import Interval, TimingRule
+
+    rule = TimingRule(min_pairs=3, max_pairs=10, share=0.05, budget_s=60.0)
+    tight2 = Interval(2.0, 1.98, 2.02, 2)
+    tight3 = Interval(2.0, 1.95, 2.04, 3)
+    loose3 = Interval(2.0, 1.5, 2.6, 3)
+    assert not rule.done(None, 0.0)
+    assert not rule.done(tight2, 1000.0)  # fewer than min_pairs: neither a tight interval nor the clock stops it
+    assert rule.done(tight3, 1.0)  # within ±5 % of the median
+    assert not rule.done(loose3, 59.0)
+    assert rule.done(loose3, 60.0)  # the budget is spent
+    assert rule.done(Interval(2.0, 1.0, 4.0, 10), 0.0)  # max_pairs
+    assert not Interval(2.0, 1.89, 2.05, 5).within(0.05) and Interval(2.0, 1.9, 2.1, 5).within(0.05)
+
+
+def test_k_moves_to_the_fastest_only_beyond_the_noise():
+    from bot.core.speedup import Interval, recommend_k
+
+    # k=7 has the best median, but its interval overlaps k=3's: the smaller k stays, and the reason says why.
+    k, why = recommend_k({3: Interval(1.9, 1.7, 2.1, 6), 7: Interval(2.0, 1.8, 2.2, 6), 15: Interval(1.2, 1.1, 1.3, 6)})
+    assert k == 3 and "overlaps the fastest median k=7" in why and "smaller k stays" in why
+    # Beyond the noise the fastest wins.
+    k, why = recommend_k({3: Interval(1.5, 1.4, 1.6, 6), 7: Interval(2.0, 1.9, 2.1, 6)})
+    assert (k, why) == (7, "k=7: fastest, x2.00 [1.90, 2.10], 6 pairs")
+    # A larger k that overlaps the fastest does not pull the choice up.
+    k, _ = recommend_k({3: Interval(2.4, 2.3, 2.5, 6), 7: Interval(2.0, 1.9, 2.35, 6)})
+    assert k == 3
