@@ -117,6 +117,15 @@ class TokenIdentity:
 
 
 @dataclass(frozen=True)
+class CommitEntry:
+    """One commit of a repo's history: its id, its first author (None: none listed) and its title."""
+
+    commit: str
+    author: str | None
+    title: str
+
+
+@dataclass(frozen=True)
 class CollectionEntry:
     """One item of a Hub collection: `object_id` addresses it in updates and deletes."""
 
@@ -387,6 +396,40 @@ class Hub:
         return self.call(
             Stage.COMMITS, lambda: [c.commit_id for c in self.api.list_repo_commits(repo_id)][:limit], subject=repo_id
         )
+
+    def commit_log(self, repo_id: str, revision: str, *, limit: int) -> list[CommitEntry]:
+        """The commits from `revision` back, newest first, with their first author and title: at most `limit`,
+        from at most as many pages as `limit` needs (`bot.plan.reuse` reads who wrote a published target).
+
+        Returns:
+            fewer than `limit` entries only when the history is shorter.
+        """
+
+        def fetch() -> list[CommitEntry]:
+            headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
+            url: str | None = f"{self.endpoint}/api/models/{repo_id}/commits/{revision}"
+            entries: list[CommitEntry] = []
+            while url is not None and len(entries) < limit:
+                response = hf.utils.get_session().get(url, headers=headers)
+                hf.utils.hf_raise_for_status(response)
+                page = response.json()
+                if not isinstance(page, list) or not page:
+                    break
+                for item in page:
+                    authors = item.get("authors") if isinstance(item, dict) else None
+                    first = authors[0] if isinstance(authors, list) and authors else None
+                    author = first.get("user") if isinstance(first, dict) else None
+                    entries.append(
+                        CommitEntry(
+                            commit=str(item.get("id") or "") if isinstance(item, dict) else "",
+                            author=str(author) if author else None,
+                            title=str(item.get("title") or "") if isinstance(item, dict) else "",
+                        )
+                    )
+                url = response.links.get("next", {}).get("url")
+            return entries[:limit]
+
+        return self.call(Stage.COMMITS, fetch, subject=repo_id)
 
     def listed_hashes(self, repo_id: str, revision: str) -> dict[str, HubHash]:
         """The hash the Hub lists for every file of a repo at one revision (one request)."""

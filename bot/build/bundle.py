@@ -25,6 +25,9 @@ from bot.discover.fetch import is_allowed
 
 # GenAI needs only the IR pair in the draft folder; config.json is kept (sanitised) for people reading the repo.
 DRAFT_FILES = ("openvino_model.xml", "openvino_model.bin")
+DRAFT_PUBLISHED = (*DRAFT_FILES, "config.json")
+# What publish renders from the record over a bundle's repo folder (the chart goes to a folder of its own there).
+RENDERED_AT_PUBLISH = ("README.md", PROVENANCE_FILE)
 # The IR models a target export writes: an LLM's one model, a VLM's language, embeddings and vision parts, and
 # the tokenizer pair; each an .xml and a .bin.
 TARGET_MODELS = (
@@ -254,6 +257,56 @@ def check_folder(folder: Path, listed: FileList, rendered: tuple[str, ...], what
         )
 
 
+def check_publishable(folder: Path, role: str, what: str, rendered: tuple[str, ...] = ()) -> None:
+    """Hold a repo folder to the files its format publishes, whatever its record lists (the record travels with the
+    bundle, so a build that rewrote both agrees with itself): plain files with the names the format allows
+    (`role` "draft": `DRAFT_PUBLISHED`, "target": `TARGET_FILES`, at the top level, plus the card, record and
+    `rendered` files publish writes over them; "official": nothing, the official repo's files are not ours to
+    publish), IR `.xml`/`.bin` in pairs, a draft's IR pair present, and no JSON file carrying `auto_map` (a
+    pointer to repo code).
+
+    Raises:
+        Failure: naming every file refused, and `what` (the repo or bundle).
+    """
+    formats = {"draft": DRAFT_PUBLISHED, "target": TARGET_FILES, "official": ()}
+    allowed = set(formats[role]) | set(rendered) | (set(RENDERED_AT_PUBLISH) if formats[role] else set())
+    found: list[str] = []
+    refused: list[str] = []
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        name = path.relative_to(folder).as_posix()
+        if path.is_dir() and not path.is_symlink():
+            if not any(entry.startswith(name + "/") for entry in allowed):
+                refused.append(name + "/")
+        elif name in allowed and path.is_file() and not path.is_symlink():
+            found.append(name)
+        else:
+            refused.append(name)
+    names = set(found)
+    irs = {name.rsplit(".", 1)[0] for name in names if name.endswith((".xml", ".bin"))}
+    unpaired = sorted(f"{ir}.{ext}" for ir in irs for ext in ("xml", "bin") if f"{ir}.{ext}" not in names)
+    missing = [name for name in DRAFT_FILES if name not in names] if role == "draft" else []
+    unpaired = [name for name in unpaired if name not in missing]
+    code = [name for name in sorted(names) if name.endswith(".json") and _names_code(folder / name)]
+    problems = [
+        *([f"files its format never publishes: {', '.join(refused[:10])}"] if refused else []),
+        *([f"no {' and no '.join(missing)}"] if missing else []),
+        *([f"IR files without their pair: {', '.join(unpaired[:10])}"] if unpaired else []),
+        *([f"auto_map (a pointer to repo code) or unreadable JSON in {', '.join(code)}"] if code else []),
+    ]
+    if problems:
+        raise Failure(f"{what} holds {'; '.join(problems)}: not published", stage=Stage.PUBLISH)
+
+
+def _names_code(path: Path) -> bool:
+    """Whether a JSON file of a bundle carries `auto_map` at its top level (where transformers looks), or cannot be
+    read as JSON at all (then nothing says it does not)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError, UnicodeDecodeError, OSError):
+        return True
+    return isinstance(data, dict) and "auto_map" in data
+
+
 def _forget_source_paths(quantization: object) -> None:
     """optimum records the local source folder as `tokenizer`/`processor`, also per sub-model (VLMs)."""
     if isinstance(quantization, dict):
@@ -298,6 +351,7 @@ __all__ = [
     "StagedBundle",
     "assert_no_local_paths",
     "check_folder",
+    "check_publishable",
     "seal_bundle",
     "source_files",
     "stage_bundle",

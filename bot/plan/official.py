@@ -3,10 +3,12 @@
 A user who runs the official `OpenVINO/<target>-int4-ov` wants a draft validated against *that* IR, and a second
 copy of the target under the bot's namespace helps nobody. So for each target to build, the plan looks up the repos
 `publish.official_targets` names (one request each, once per run) and pins the first one that holds an OpenVINO IR
-with its tokenizer IRs (`OfficialRepo`). Whether it serves is only known once its IR is read: the build downloads
-it (every file checked against the Hub's hash), applies the target IR rules the drafts need and exports the target
-as usual when it does not serve (`bot.build.official`). The repo is untrusted input like any checkpoint: only
-top-level IR, config and tokenizer files are downloaded, never code or pickles.
+with its tokenizer IRs and whose card or record names the draft's resolved target as its model (`OfficialRepo`,
+`why_not_named`: a repo found by a name derived from the target's may be another model's). Whether it serves is
+only known once its IR is read: the build downloads it (every file checked against the Hub's hash), applies the
+target IR rules the drafts need and exports the target as usual when it does not serve (`bot.build.official`).
+The repo is untrusted input like any checkpoint: only top-level IR, config and tokenizer files are downloaded, never
+code or pickles.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import re
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.core import log
+from bot.core.errors import BotError
 from bot.core.recipe import PublishSettings
+from bot.core.record import PROVENANCE_FILE
 from bot.discover.candidates import MAX_SMALL_FILE_BYTES
 from bot.discover.fetch import is_allowed
 from bot.hub import Hub, RepoFiles
@@ -74,11 +78,40 @@ def find_official(
             continue
         official, why_not = pin_official(head, is_vlm=is_vlm)
         if official is not None:
+            why_not = why_not_named(reader, head, target_repo)
+            official = official if why_not is None else None
+        if official is not None:
             log.step("%s: official target %s found (%.2f GB)", target_repo, official.short, official.ir_bytes / 1e9)
             return official, None
         log.step("%s: official target %s not used: %s", target_repo, repo, why_not)
         reasons.append(f"{repo} {why_not}")
     return None, "; ".join(reasons) or None
+
+
+def why_not_named(reader: Hub, head: RepoFiles, target_repo: str) -> str | None:
+    """Why an official repo is not an export of `target_repo` by its own word (None: it is): its card's `base_model`
+    (as the Hub reads the card) or, failing that, its `openvino_export.json` (a record of this bot's format) must
+    name that very repo. A repo found by a name derived from the target's (`OpenVINO/{target_name}-int4-ov`) may
+    be another model's export: a fine-tune `ft-org/Qwen3-X` shares its name and tokenizer with `Qwen/Qwen3-X`, and
+    its config's dimensions, but not its weights. One more request only when the card does not name it and a
+    record is there.
+    """
+    named = head.card_data.get("base_model") if isinstance(head.card_data, dict) else None
+    models = [named] if isinstance(named, str) else [m for m in named if isinstance(m, str)] if named else []
+    if target_repo.lower() in (m.lower() for m in models):
+        return None
+    if PROVENANCE_FILE in head.sizes:
+        try:
+            exported = reader.target_record(head.repo_id, revision=head.sha)
+        except BotError as error:
+            return f"its record could not be read ({error.message})"
+        if exported is not None and (exported.target.repo or "").lower() == target_repo.lower():
+            return None
+        if exported is not None:
+            return f"its record names {exported.target.repo or 'no repo'} as its model, not {target_repo}"
+    if models:
+        return f"its card names {', '.join(models[:3])} as its model (base_model), not {target_repo}"
+    return f"neither its card (base_model) nor a record names {target_repo} as its model"
 
 
 def pin_official(head: RepoFiles, *, is_vlm: bool) -> tuple[OfficialRepo | None, str | None]:

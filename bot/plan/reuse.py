@@ -10,11 +10,13 @@ still fits it.
 
 The record is only believed about files the bot wrote (DESIGN §3): a target is reused only when every file of the
 repo at the pinned commit is the one its record lists (the Hub's LFS sha256 or git blob id against the record's),
-that commit was made by the bot's own Hub user, and the status memory does not mark the repo changed outside the
-bot; otherwise the target is exported again and the plan says why. The build checks the record it downloaded with
-the IR against its own toolchain again, and every downloaded file against the record's sha256 (`check_reused`): if
-another run republished the target in between, or the builder's toolchain differs from the plan's, the build fails
-with the reason rather than publish a draft validated against another IR.
+every file was last written by the bot's own Hub user (the history from that commit back to the bot's commit that
+wrote the files holds only the bot's commits, of either recipe that shares the target, and that commit's record
+lists the same files: `why_not_the_bots`); otherwise the target is exported again and the plan says whose commit it
+found. The build checks the record it downloaded with the IR against its own toolchain again, and every downloaded
+file against the record's sha256 (`check_reused`): if another run republished the target in between, or the
+builder's toolchain differs from the plan's, the build fails with the reason rather than publish a draft validated
+against another IR.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ from bot.core.record_files import differs_from_record
 from bot.core.toolchain import Toolchain
 from bot.hub import Hub
 
+# The title the bot's commit that writes a target's files starts with (`bot.publish.publisher`); every other commit
+# of the bot to a target repo changes only its card and record.
+EXPORT_COMMIT = "Export target "
+# How far back a target repo's history is read to find that commit (one page of the Hub's commit listing is 50).
+MAX_HISTORY = 200
 # What a published target repo holds besides the IR: our card and charts are rendered again by publish.
 _NOT_DOWNLOADED = ("README.md", ".gitattributes")
 _RENDERED = (*_NOT_DOWNLOADED, PROVENANCE_FILE)
@@ -87,8 +94,8 @@ def plan_reuse(
             plan, so nothing is reused).
         changed_outside: the status memory marks the repo as changed outside the bot.
 
-    Four requests: the repo's files at its head, its record at that commit, the hashes the Hub lists there, and
-    the commit's author.
+    Five requests or so: the repo's files at its head, its record at that commit, the hashes the Hub lists there,
+    the history back to the bot's commit that wrote the files (a page per 50 commits), and that commit's record.
     """
     try:
         head = reader.repo_files(target_repo)
@@ -112,7 +119,11 @@ def plan_reuse(
 def _why_not_trusted(
     reader: Hub, repo: str, commit: str, published: TargetRecord, bot_user: str | None, changed_outside: bool
 ) -> str | None:
-    """Why the published target at `commit` is not provably what the bot built (None: it is)."""
+    """Why the published target at `commit` is not provably what the bot built (None: it is).
+
+    `changed_outside` (the status memory saw another sha than it recorded) is only a hint: another recipe that
+    shares the target commits to its card too, so the history decides (`why_not_the_bots`).
+    """
     if published.files is None:
         return "its record lists no file hashes (built by an older bot)"
     if published.inspect.target.ir_file not in published.files:
@@ -123,14 +134,43 @@ def _why_not_trusted(
             return f"target repo changed outside the bot: {changed}"
         if bot_user is None:
             return "the bot's own Hub user is not known to this plan (no write token; set publish.bot_user)"
-        author = reader.commit_author(repo, commit)
+        if changed_outside:
+            log.step("%s: the status memory recorded another commit; its history decides", repo)
+        return why_not_the_bots(reader, repo, commit, published, bot_user)
     except BotError as error:
         return f"its files could not be checked ({error.message})"
-    if author != bot_user:
-        return f"target repo changed outside the bot: commit {commit[:7]} is by {author or 'nobody'}, not {bot_user}"
-    if changed_outside:
-        return "target repo changed outside the bot (the status memory saw another commit than it recorded)"
-    return None
+
+
+def why_not_the_bots(reader: Hub, repo: str, commit: str, published: TargetRecord, bot_user: str) -> str | None:
+    """Why the files of a target repo at `commit` are not provably written by the bot (None: they are).
+
+    Who made the head commit says nothing about who wrote the files in it: a card-only commit of the bot lands on
+    top of whatever the repo held. So the history is read back from `commit` to the newest commit that wrote the
+    target's files (`EXPORT_COMMIT`, the only commit of the bot that writes more than the card and the record):
+    every commit on the way, and that one, must be by the bot's user (whichever recipe made it: recipes that
+    share a target publish as one user), and that commit's record must list the files `published` lists (so the
+    list was the bot's own export's, not copied by a card commit from a record someone else wrote). The files at
+    `commit` match `published` (checked before), so each was last written by the bot.
+
+    Raises:
+        BotError: the history or that record could not be read.
+    """
+    history = reader.commit_log(repo, commit, limit=MAX_HISTORY)
+    for entry in history:
+        if entry.author != bot_user:
+            return (
+                f"target repo changed outside the bot: commit {entry.commit[:7]} ({entry.title[:60]!r}) is by "
+                f"{entry.author or 'nobody'}, not {bot_user}"
+            )
+        if entry.title.startswith(EXPORT_COMMIT):
+            written = reader.target_record(repo, revision=entry.commit)
+            if written is None or written.files != published.files:
+                return (
+                    f"target repo changed outside the bot: its record lists other files than the bot's export "
+                    f"commit {entry.commit[:7]} wrote"
+                )
+            return None
+    return f"no commit of the bot's that wrote its files among the last {len(history)} commits"
 
 
 def check_reused(

@@ -13,8 +13,10 @@ functions as `run`, in the same order:
 - build job (`dflash-bot build --job`, read token only): `build_and_hand_off`, exactly as `run`'s builder does; a
   failed or skipped build still leaves its `build-outcome.json`, so it reaches the report.
 - publish job (`publish_run`, write token, never loads a checkpoint): `publish_step` on the downloaded artifacts
-  (each bundle checked to be the build its entry planned, the Hub re-checked first; an entry whose build job left
-  nothing is a failure), then `finish_status`.
+  (each bundle held to the plan, never to its own record: the job it was built for, its revisions, weight format,
+  reused or official target and file set, `bot.run.handoff.read_group`; one bundle that is not what the plan made
+  and nothing of its group is published; the Hub re-checked first; an entry whose build job left nothing is a
+  failure), then `finish_status`.
 
 The hand-off files are typed records (`MatrixPlan`, `bot.run.handoff.BuildOutcomeFile`) parsed with pydantic where
 they enter; they pass between the jobs of one workflow run only.
@@ -28,7 +30,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
-from bot.core.errors import JobError, Stage
+from bot.core.errors import BotError, JobError, Stage
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe, RunnerClass, RunnerSettings
 from bot.core.record import BuildRecord
@@ -36,7 +38,7 @@ from bot.hub import REQUESTS, Hub
 from bot.plan import planner as plan
 from bot.plan.sizing import BuildEstimate, choose_runner
 from bot.publish.card import template_fingerprint
-from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name
+from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name, read_group
 from bot.run.pipeline import finish_status, publish_step
 from bot.run.planning import RunMemory, RunOptions, card_refreshes, group_jobs, load_memory, plan_run, report_planned
 from bot.run.report import RunReport
@@ -282,8 +284,9 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
     if planned is not None:
         built = [(entry.jobs, bundles / entry.artifact if bundles else None) for entry in planned.entries]
     else:
-        built = _artifacts(report, bundles)
-    publish_step(report, state, writer, recipe, planned.card_refresh if planned else [], built)
+        built = _artifacts(report, bundles, recipe)
+    held = list(_held_to_plan(report, recipe, built))
+    publish_step(report, state, writer, recipe, planned.card_refresh if planned else [], held)
     if planned is not None:  # the status page needs the plan's view of every listed source
         state.memory = load_memory(
             writer, recipe, template_fingerprint(), RunOptions(), toolchain_fp=planned.toolchain_fp
@@ -294,9 +297,29 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
     return report
 
 
-def _artifacts(report: RunReport, bundles: Path | None) -> Iterator[tuple[list[plan.BuildJob], Path]]:
+def _held_to_plan(
+    report: RunReport, recipe: Recipe, built: Iterable[tuple[list[plan.BuildJob], Path | None]]
+) -> Iterator[tuple[list[plan.BuildJob], Path | None]]:
+    """The target groups with a bundle to publish, each bundle held to its planned job and the recipe's weight
+    formats (`bot.run.handoff.read_group`): a group with one bundle that is not what the plan made is not handed
+    on at all, and neither is one with nothing to publish; their outcomes go to `report` here. A group without
+    an artifact is handed on as it is (`publish_step` reports it)."""
+    for jobs, folder in built:
+        if folder is None:
+            yield jobs, folder
+            continue
+        seen = RunReport()
+        if read_group(seen, jobs, folder, formats=recipe.export.draft_weight_formats):
+            yield jobs, folder  # every bundle is the planned build: publish_step reads them again
+        else:
+            report.outcomes.extend(seen.outcomes)
+
+
+def _artifacts(report: RunReport, bundles: Path | None, recipe: Recipe) -> Iterator[tuple[list[plan.BuildJob], Path]]:
     """Without a plan: each artifact folder under `bundles` with the jobs its outcome files name (an unreadable one
-    is a failure of its own)."""
+    is a failure of its own). Those files come from the build job, so each job is held to the recipe instead: the
+    repos it names must be the ones the recipe's naming gives its source and target, and its reused or official
+    target one of those; an artifact with a job that is not is refused whole."""
     for folder in sorted(bundles.iterdir()) if bundles else []:
         if not folder.is_dir():
             continue
@@ -307,7 +330,32 @@ def _artifacts(report: RunReport, bundles: Path | None) -> Iterator[tuple[list[p
             except (OSError, ValidationError):
                 reason = f"unreadable {OUTCOME_FILE} in a build artifact"
                 report.add(Outcome(str(path.parent), None, Status.FAILED, reason))
+        foreign = [(job, why) for job in jobs if (why := _not_the_recipes(job, recipe)) is not None]
+        if foreign:
+            bad, why = foreign[0]
+            for job in jobs:
+                reason = f"not published: artifact {folder.name} holds a job for {bad.source} that {why}"
+                report.add(Outcome(job.source, job.revision, Status.FAILED, reason, stage=Stage.PUBLISH.value))
+            continue
         yield jobs, folder
+
+
+def _not_the_recipes(job: plan.BuildJob, recipe: Recipe) -> str | None:
+    """Why a job read from a build artifact is not one the recipe's plan would make (None: it is): its repos."""
+    try:
+        drafts = plan.draft_output_repos(recipe.publish, job.source)
+        target = plan.target_output_repo(recipe.publish, job.target)
+    except BotError as error:
+        return f"names no valid output repo ({error.message})"
+    if job.target_repo != target or job.draft_repo not in drafts.values() or job.draft_repos not in ({}, drafts):
+        named = sorted({job.draft_repo, job.target_repo, *job.draft_repos.values()} - {target, *drafts.values()})
+        return f"names repos the recipe does not publish to ({', '.join(named) or 'in other roles'})"
+    if job.reuse_target is not None and job.reuse_target.repo != target:
+        return f"reuses {job.reuse_target.repo}, not the recipe's target repo"
+    official = job.official_target
+    if official is not None and official.repo not in recipe.publish.official_target_repos(job.target):
+        return f"names {official.repo}, not an official target the recipe names"
+    return None
 
 
 RunnerChoice = tuple[RunnerClass | None, BuildEstimate, str]  # `choose_runner`'s answer

@@ -142,6 +142,9 @@ def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
     api = HfApi(endpoint=hub.url, token=TOKEN)
     api.create_repo(OFFICIAL)
     api.upload_folder(repo_id=OFFICIAL, folder_path=exported.ir_dir, commit_message="Upload the official int4 IR")
+    # An official repo serves only a draft of the model its card names (bot.plan.official.why_not_named).
+    card = f"---\nbase_model: {demo.TARGET_REPO}\nbase_model_relation: quantized\n---\n# {OFFICIAL}\n"
+    api.upload_file(path_or_fileobj=card.encode(), path_in_repo="README.md", repo_id=OFFICIAL)
     return hub
 
 

@@ -15,6 +15,7 @@ from bot.core.record import OfficialTarget, Repos
 from bot.hub import Hub
 from bot.publish.publisher import _listed, _message, pair_repos, publish_bundle, refresh_cards
 from tests.conftest import HUB_TOKEN
+from tests.publish.handmade import make_bundle, seed_sources
 from tests.records import REPOS, SOURCE_SHA, TARGET_SHA, build_record
 
 # huggingface_hub's own upload passes a file object as `data=`, which httpx deprecates; not ours to fix.
@@ -28,10 +29,14 @@ def with_official(used: bool) -> record.BuildRecord:
     return build_record().model_copy(update={"official_target": official})
 
 
+@pytest.fixture(scope="module")
+def hub(hub):
+    seed_sources(hub.url, HUB_TOKEN)
+    return hub
+
+
 def bundle(tmp_path, built: record.BuildRecord) -> Bundle:
-    (tmp_path / "draft").mkdir(exist_ok=True)
-    (tmp_path / "target").mkdir(exist_ok=True)
-    return Bundle(root=tmp_path, draft_dir=tmp_path / "draft", target_dir=tmp_path / "target", record=built)
+    return make_bundle(tmp_path / "bundle", built=built)
 
 
 def test_pair_repos_names_the_official_target_only_when_it_was_used():

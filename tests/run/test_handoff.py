@@ -11,7 +11,9 @@ from bot.discover.candidates import Candidate
 from bot.plan.planner import BuildJob
 from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name, read_built, write_outcome
 from bot.run.report import RunReport
-from tests.records import SOURCE_SHA, TARGET_SHA, build_record
+from tests.publish.handmade import TARGET as TARGET_FILES
+from tests.publish.handmade import make_bundle
+from tests.records import SOURCE_SHA, TARGET_SHA
 
 SOURCE, TARGET = "z-lab/Qwen3-Tiny-DFlash-b16", "Qwen/Qwen3-Tiny"
 
@@ -37,13 +39,8 @@ def job(source: str = SOURCE, revision: str = SOURCE_SHA, target_revision: str =
 def bundle_folder(root: Path, planned: BuildJob, *, tokenizer: bool = True) -> Path:
     """A built draft's folder as a build job leaves it: the record, the IR files, and `build-outcome.json`."""
     folder = root / "bundle"
-    (folder / "draft").mkdir(parents=True)
-    (folder / "target").mkdir()
-    for name in ("openvino_model.xml", "openvino_model.bin"):
-        (folder / "draft" / name).write_text("ir")
-    if tokenizer:
-        (folder / "target" / "openvino_tokenizer.xml").write_text("tok")
-    record.write(build_record(), folder)
+    kept = {k: v for k, v in TARGET_FILES.items() if tokenizer or "okenizer" not in k}
+    make_bundle(folder, target=kept)
     write_outcome(folder, planned, Outcome(planned.source, planned.revision, Status.BUILT, "built"))
     return folder
 
