@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from . import errors, routes_admin, routes_collections, routes_files, routes_repos, routes_upload
+from . import errors, routes_admin, routes_collections, routes_files, routes_refs, routes_repos, routes_upload
 from .auth import ANONYMOUS, Accounts, Caller
 from .collection_store import CollectionStore
 from .faults import FaultInjector, FaultRule
@@ -60,7 +60,7 @@ class HubApp:
         self.page_size = page_size
         self.upload_key = secrets.token_bytes(32)  # signs the LFS upload URLs the batch endpoint hands out
         self.router = RouteTable()
-        for module in (routes_admin, routes_upload, routes_files, routes_repos, routes_collections):
+        for module in (routes_admin, routes_upload, routes_files, routes_repos, routes_refs, routes_collections):
             self.router.extend(module.routes)
 
     def close(self) -> None:
@@ -212,6 +212,9 @@ class HubHandler(BaseHTTPRequestHandler):
                 body.drain()
             except (ConnectionError, ValueError):
                 self.close_connection = True
+            if fault is None or not fault.bare:  # a proxy's bare answer carries none of the Hub's headers
+                # Every Hub answer names its request; huggingface_hub puts it in its error texts ("Request ID: …").
+                response.headers.setdefault("X-Request-Id", f"Root=1-{int(time.time()):08x}-{secrets.token_hex(12)}")
             status = response.status
             bytes_out = self._send(response, fault)
         finally:

@@ -87,6 +87,9 @@ def check_repo_path(path: str) -> str | None:
     parts = path.split("/")
     if any(part in ("", ".", "..") for part in parts):
         return f"Invalid path {path!r}: empty, '.' or '..' segment"
+    # The Hub reads a backslash as a separator too when it looks for '.' and '..' (`..\x` is refused with 422).
+    if any(part in (".", "..") for part in path.replace("\\", "/").split("/")):
+        return f"Invalid path {path!r}: '.' or '..' segment"
     if parts[0] == ".git":
         return f"Invalid path {path!r}: .git is reserved"
     return None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from . import auth, errors
 from .protocol import REPO, REPO_TYPE, SEG, Request, Response, RouteTable
 from .storage import REPO_TYPES, Repo
-from .views import commit_json, listing_item, refs_json, repo_info_json, repo_url, tree_json
+from .views import check_expand, commit_json, expanded, listing_item, refs_json, repo_info_json, repo_url, tree_json
 
 if TYPE_CHECKING:
     from .app import HubApp
@@ -119,6 +119,7 @@ def list_repos(hub: HubApp, req: Request) -> Response:
             raise errors.bad_request(f"Invalid limit {limit!r}")
         infos = infos[: int(limit)]
     expand = req.args("expand")
+    check_expand(expand, repo_type, listing=True)
     return hub.paginate(
         req, infos, key=lambda info: info["id"], render=lambda info: listing_item(info, repo_type, expand=expand)
     )
@@ -128,8 +129,11 @@ def list_repos(hub: HubApp, req: Request) -> Response:
 def repo_info(hub: HubApp, req: Request) -> Response:
     kind, namespace, name, revision = req.params
     repo = hub.visible_repo(req, singular(kind), f"{namespace}/{name}")
+    expand = req.args("expand")
+    check_expand(expand, repo.repo_type, listing=False)
     commit = hub.revision(repo, revision)
-    return Response.json(repo_info_json(repo, commit, hub.metadata.get(commit), blobs=req.flag("blobs")))
+    info = repo_info_json(repo, commit, hub.metadata.get(commit), blobs=req.flag("blobs"))
+    return Response.json(expanded(info, expand) if expand else info)
 
 
 @routes.route("GET", rf"/api/{REPO}/refs")

@@ -20,11 +20,12 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import errors
+from . import errors, gitignore
+from .card_rules import check_metadata
 from .gitobjects import LFS_SIZE_THRESHOLD, check_repo_path, lfs_patterns, looks_binary, needs_lfs
 from .metadata import CardError, parse_front_matter
 from .protocol import GIT_PREFIX, REPO, SEG, Request, Response, RouteTable
-from .storage import AddFile, CommitOp, DeleteFile, DeleteFolder, FileEntry
+from .storage import REPO_TYPES, AddFile, CommitOp, DeleteFile, DeleteFolder, FileEntry
 from .views import repo_url
 
 if TYPE_CHECKING:
@@ -36,20 +37,55 @@ _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _LFS_JSON = {"Content-Type": "application/vnd.git-lfs+json"}
 _NO_PULL_REQUESTS = "Pull requests are not supported by the local hub"
 UPLOAD_URL_LIFETIME = 3600  # seconds, what the batch answer states as `expires_in`
+MAX_CARD_BYTES = 5 * 1024 * 1024  # larger READMEs are not parsed for metadata (metadata._MAX_PARSED_FILE)
 
 
 @routes.route("POST", "/api/validate-yaml")
 def validate_yaml(hub: HubApp, req: Request) -> Response:
-    """400 with `errors` makes the client raise ValueError before it uploads anything."""
-    content = req.json_object().get("content")
+    """The Hub's card check (`card_rules`): 400 with `errors` makes the client raise ValueError before it uploads
+    anything (`HfApi._validate_yaml` joins the `errors` messages; `RepoCard.validate` asks for `text/plain` and
+    raises the text)."""
+    body = req.json_object()
+    content = body.get("content")
     if not isinstance(content, str):
         raise errors.bad_request("Missing `content`")
+    repo_type = body.get("repoType") or "model"
+    if repo_type not in REPO_TYPES:
+        raise errors.bad_request(f"Invalid repoType {repo_type!r}")
+    problems, metadata = card_problems(hub, content, repo_type)
+    warnings = [] if metadata or problems else ["Empty or missing yaml metadata in repo card"]
+    if "text/plain" in (req.headers.get("Accept") or ""):
+        text = "\n".join([f"- Error: {m}" for m in problems] + [f"- Warning: {m}" for m in warnings])
+        headers = {"Content-Type": "text/plain; charset=utf-8"}
+        if problems:
+            headers["X-Error-Message"] = _header_text(problems[0])
+        return Response(status=400 if problems else 200, body=text.encode(), headers=headers)
+    answer: dict[str, Any] = {
+        "errors": [{"message": m} for m in problems],
+        "warnings": [{"message": m} for m in warnings],
+    }
+    if not problems:
+        return Response.json(answer)
+    answer["error"] = "Invalid metadata in README.md: " + "; ".join(problems)
+    return Response.json(answer, status=400, headers={"X-Error-Message": _header_text(answer["error"])})
+
+
+def card_problems(hub: HubApp, content: str, repo_type: str) -> tuple[list[str], dict[str, Any] | None]:
+    """The Hub's error messages for a README.md text (none when it is accepted), and its parsed metadata."""
     try:
         metadata = parse_front_matter(content)
     except CardError as exc:
-        return Response.json({"error": str(exc), "errors": [{"message": str(exc)}], "warnings": []}, status=400)
-    warnings = [] if metadata else [{"message": "Empty or missing yaml metadata in repo card"}]
-    return Response.json({"errors": [], "warnings": warnings})
+        return [str(exc)], None
+    if not metadata:
+        return [], metadata
+    problems = check_metadata(
+        metadata, repo_type, model_exists=lambda repo_id: hub.store.get_repo("model", repo_id) is not None
+    )
+    return problems, metadata
+
+
+def _header_text(message: str) -> str:
+    return " ".join(message.split()).encode("latin-1", "replace").decode("latin-1")[:1000]
 
 
 def _writable_branch(hub: HubApp, req: Request):
@@ -63,18 +99,27 @@ def _writable_branch(hub: HubApp, req: Request):
 
 @routes.route("POST", rf"/api/{REPO}/preupload/{SEG}")
 def preupload(hub: HubApp, req: Request) -> Response:
-    """Upload mode per file, and the remote `oid` of files already at that path so unchanged ones are skipped."""
+    """Upload mode per file, the remote `oid` of files already at that path so unchanged ones are skipped, and
+    `shouldIgnore` by the `.gitignore` the client sends (`gitIgnore`, the one it commits) or else the branch's."""
     repo, branch = _writable_branch(hub, req)
     if branch not in repo.branches:
         raise errors.revision_not_found(branch)
     head = hub.store.get_commit(repo, repo.branches[branch])
     attributes = head.files.get(".gitattributes")
     patterns = lfs_patterns(hub.store.read_blob(attributes.sha256).decode(errors="replace")) if attributes else []
+    body = req.json_object()
+    ignore_text = body.get("gitIgnore")
+    if not isinstance(ignore_text, str):
+        ignore_file = head.files.get(".gitignore")
+        ignore_text = hub.store.read_blob(ignore_file.sha256).decode(errors="replace") if ignore_file else ""
+    ignore_rules = gitignore.parse(ignore_text)
     answers = []
-    for item in req.json_object().get("files") or []:
+    for item in body.get("files") or []:
         path, size = item.get("path"), item.get("size")
         if not isinstance(path, str) or not isinstance(size, int):
             raise errors.bad_request("Each file needs `path` and `size`")
+        if problem := check_repo_path(path):
+            raise errors.HubError(422, problem)
         try:
             sample = base64.b64decode(item.get("sample") or "")
         except (binascii.Error, ValueError):
@@ -84,7 +129,7 @@ def preupload(hub: HubApp, req: Request) -> Response:
             {
                 "path": path,
                 "uploadMode": "lfs" if needs_lfs(path, size, sample, patterns) else "regular",
-                "shouldIgnore": False,
+                "shouldIgnore": path != ".gitignore" and gitignore.is_ignored(path, ignore_rules),
                 "oid": existing.etag if existing else None,
             }
         )
@@ -184,6 +229,7 @@ def commit(hub: HubApp, req: Request) -> Response:
     if not isinstance(title, str) or not title.strip():
         raise errors.bad_request("The commit needs a summary")
     ops = [_operation(hub, line) for line in lines[1:]]
+    _check_card(hub, repo.repo_type, ops)
     assert req.caller.user is not None  # writable_repo refused anonymous callers
     new = hub.store.commit(
         repo,
@@ -202,6 +248,19 @@ def commit(hub: HubApp, req: Request) -> Response:
             "pullRequestUrl": None,
         }
     )
+
+
+def _check_card(hub: HubApp, repo_type: str, ops: list[CommitOp]) -> None:
+    """Refuse a commit whose README.md metadata the Hub refuses, as its pre-receive check does (the text of that
+    refusal, "Sorry, your push was rejected during YAML metadata verification", is the one git pushes print)."""
+    cards = [op for op in ops if isinstance(op, AddFile) and op.path == "README.md"]
+    if not cards or cards[-1].entry.size > MAX_CARD_BYTES:
+        return
+    content = hub.store.read_blob(cards[-1].entry.sha256).decode("utf-8", errors="replace")
+    problems, _ = card_problems(hub, content, repo_type)
+    if problems:
+        listed = "\n".join(f"- Error: {problem}" for problem in problems)
+        raise errors.bad_request(f"Sorry, your push was rejected during YAML metadata verification:\n{listed}")
 
 
 def _ndjson(data: bytes) -> list[dict[str, Any]]:
@@ -227,7 +286,7 @@ def _operation(hub: HubApp, line: dict[str, Any]) -> CommitOp:
     if not isinstance(path, str):
         raise errors.bad_request(f"`{key}` line without a path")
     if problem := check_repo_path(path.strip("/") if key == "deletedFolder" else path):
-        raise errors.bad_request(problem)
+        raise errors.HubError(422, problem)
     if key == "file":
         data = _decode_content(value, path)
         if len(data) >= LFS_SIZE_THRESHOLD or looks_binary(data):

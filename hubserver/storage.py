@@ -239,6 +239,7 @@ class HubStore:
             raise RuntimeError(f"{self.data_dir} is already served by another local hub process") from None
         self._lock = threading.RLock()
         self._repos: dict[tuple[str, str], Repo] = {}
+        self._ids: dict[tuple[str, str], str] = {}  # (type, lower-cased id) -> the id as created: ids ignore case
         self._commits: dict[tuple[str, str], dict[str, Commit]] = {}
         self._load()
 
@@ -256,6 +257,7 @@ class HubStore:
                 commit = Commit.from_json(json.loads(commit_json.read_text(encoding="utf-8")))
                 commits[commit.id] = commit
             self._repos[(repo.repo_type, repo.repo_id)] = repo
+            self._ids[(repo.repo_type, repo.repo_id.lower())] = repo.repo_id
             self._commits[(repo.repo_type, repo.repo_id)] = commits
         for leftover in self._tmp_dir.iterdir():
             with contextlib.suppress(OSError):
@@ -267,7 +269,9 @@ class HubStore:
     # Repos
 
     def get_repo(self, repo_type: str, repo_id: str) -> Repo | None:
-        return self._repos.get((repo_type, repo_id))
+        """The repo of this id in any letter case: the Hub treats `Me/M0` and `me/m0` as one repo."""
+        canonical = self._ids.get((repo_type, repo_id.lower()))
+        return self._repos.get((repo_type, canonical)) if canonical is not None else None
 
     def repos(self, repo_type: str) -> list[Repo]:
         return [repo for (kind, _), repo in list(self._repos.items()) if kind == repo_type]
@@ -285,7 +289,7 @@ class HubStore:
         if problem := check_repo_id(repo_id):
             raise errors.bad_request(problem)
         with self._lock:
-            if existing := self._repos.get((repo_type, repo_id)):
+            if existing := self.get_repo(repo_type, repo_id):
                 return existing, False
             created_at = now_iso()
             data = DEFAULT_GITATTRIBUTES.encode()
@@ -308,6 +312,7 @@ class HubStore:
                 sdk=sdk,
             )
             self._commits[(repo_type, repo_id)] = {}
+            self._ids[(repo_type, repo_id.lower())] = repo_id
             self._save_commit(repo, first)
             self._save_repo(repo)
             return repo, True
@@ -315,8 +320,12 @@ class HubStore:
     def delete_repo(self, repo_type: str, repo_id: str) -> None:
         """Remove a repo and its history; its blobs stay, as other repos may share them."""
         with self._lock:
-            if self._repos.pop((repo_type, repo_id), None) is None:
+            repo = self.get_repo(repo_type, repo_id)
+            if repo is None:
                 raise errors.repo_not_found(repo_id)
+            repo_id = repo.repo_id
+            del self._repos[(repo_type, repo_id)]
+            del self._ids[(repo_type, repo_id.lower())]
             self._commits.pop((repo_type, repo_id), None)
             trash = self._tmp_dir / f"deleted-{uuid.uuid4().hex}"
             os.replace(self._dir(repo_type, repo_id), trash)  # atomic: the repo vanishes in one step
@@ -378,6 +387,41 @@ class HubStore:
             if name in current.tags:
                 raise errors.conflict(f"Tag {name} already exists")
             updated = replace(current, tags={**current.tags, name: target.id})
+            self._save_repo(updated)
+            return updated
+
+    def delete_tag(self, repo: Repo, name: str) -> Repo:
+        """Raises HubError 404 RevisionNotFound when there is no such tag."""
+        with self._lock:
+            current = self._current(repo)
+            if name not in current.tags:
+                raise errors.revision_not_found(name)
+            updated = replace(current, tags={tag: target for tag, target in current.tags.items() if tag != name})
+            self._save_repo(updated)
+            return updated
+
+    def create_branch(self, repo: Repo, name: str, target: Commit) -> Repo:
+        """Raises HubError 400 (invalid name) or 409 (a branch of that name exists)."""
+        if problem := check_ref_name(name):
+            raise errors.bad_request(problem)
+        with self._lock:
+            current = self._current(repo)
+            if name in current.branches:
+                raise errors.conflict(f"Reference already exists: refs/heads/{name}")
+            updated = replace(current, branches={**current.branches, name: target.id})
+            self._save_repo(updated)
+            return updated
+
+    def delete_branch(self, repo: Repo, name: str) -> Repo:
+        """Raises HubError 404 RevisionNotFound (no such branch) or 403 (the default branch stays)."""
+        with self._lock:
+            current = self._current(repo)
+            if name not in current.branches:
+                raise errors.revision_not_found(name)
+            if name == DEFAULT_BRANCH:
+                raise errors.forbidden(f"Cannot delete the default branch {DEFAULT_BRANCH}")
+            kept = {branch: target for branch, target in current.branches.items() if branch != name}
+            updated = replace(current, branches=kept)
             self._save_repo(updated)
             return updated
 

@@ -8,9 +8,11 @@ needs, as it must against huggingface.co.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
+from . import errors
 from .gitobjects import tree_sha1
 from .metadata import CommitMetadata
 from .storage import Commit, FileEntry, Repo
@@ -23,6 +25,93 @@ _LIST_FIELDS = {
                 "trendingScore", "tags", "createdAt"),
     "space": ("id", "author", "sha", "lastModified", "private", "likes", "trendingScore", "tags", "createdAt", "sdk"),
 }  # fmt: skip
+
+
+# huggingface_hub 1.21.0's ExpandModelProperty_T, ExpandDatasetProperty_T and ExpandSpaceProperty_T (hf_api.py).
+EXPAND_FIELDS = {
+    "model": frozenset(
+        [
+            "author",
+            "baseModels",
+            "cardData",
+            "childrenModelCount",
+            "config",
+            "createdAt",
+            "disabled",
+            "downloads",
+            "downloadsAllTime",
+            "evalResults",
+            "gated",
+            "gguf",
+            "inference",
+            "inferenceProviderMapping",
+            "lastModified",
+            "library_name",
+            "likes",
+            "mask_token",
+            "model-index",
+            "pipeline_tag",
+            "private",
+            "resourceGroup",
+            "safetensors",
+            "sha",
+            "siblings",
+            "spaces",
+            "tags",
+            "transformersInfo",
+            "trendingScore",
+            "usedStorage",
+            "widgetData",
+        ]
+    ),
+    "dataset": frozenset(
+        [
+            "author",
+            "cardData",
+            "citation",
+            "createdAt",
+            "description",
+            "disabled",
+            "downloads",
+            "downloadsAllTime",
+            "gated",
+            "lastModified",
+            "likes",
+            "mainSize",
+            "paperswithcode_id",
+            "private",
+            "resourceGroup",
+            "sha",
+            "siblings",
+            "tags",
+            "trendingScore",
+            "usedStorage",
+        ]
+    ),
+    "space": frozenset(
+        [
+            "author",
+            "cardData",
+            "createdAt",
+            "datasets",
+            "disabled",
+            "lastModified",
+            "likes",
+            "models",
+            "private",
+            "resourceGroup",
+            "runtime",
+            "sdk",
+            "sha",
+            "siblings",
+            "subdomain",
+            "tags",
+            "trendingScore",
+            "usedStorage",
+        ]
+    ),
+}
+_INFO_ONLY_EXPAND = frozenset({"baseModels", "childrenModelCount", "usedStorage"})
 
 
 def repo_url(base_url: str, repo_type: str, repo_id: str) -> str:
@@ -43,6 +132,7 @@ def sibling_json(path: str, entry: FileEntry, blobs: bool) -> dict[str, Any]:
 def repo_info_json(repo: Repo, commit: Commit, metadata: CommitMetadata, *, blobs: bool = False) -> dict[str, Any]:
     """model_info / dataset_info / space_info at one commit (`sha` and `lastModified` describe that commit)."""
     data: dict[str, Any] = {
+        "_id": hashlib.sha1(f"{repo.repo_type}/{repo.repo_id}".encode()).hexdigest()[:24],
         "id": repo.repo_id,
         "author": repo.namespace,
         "sha": commit.id,
@@ -57,9 +147,12 @@ def repo_info_json(repo: Repo, commit: Commit, metadata: CommitMetadata, *, blob
         "tags": list(metadata.tags),
         "siblings": [sibling_json(path, entry, blobs) for path, entry in sorted(commit.files.items())],
         "usedStorage": sum(entry.size for entry in commit.files.values()),
+        "downloadsAllTime": 0,
     }
     if metadata.card_data is not None:
         data["cardData"] = metadata.card_data
+        if "model-index" in metadata.card_data and repo.repo_type == "model":
+            data["model-index"] = metadata.card_data["model-index"]
     if repo.repo_type == "model":
         data["modelId"] = repo.repo_id
         if metadata.library_name:
@@ -73,10 +166,32 @@ def repo_info_json(repo: Repo, commit: Commit, metadata: CommitMetadata, *, blob
     return data
 
 
+def check_expand(expand: list[str], repo_type: str, *, listing: bool) -> None:
+    """Refuse `expand` values the Hub does not know, as it does (400; huggingface_hub's tests/test_hf_api.py
+    `test_list_models_expand_unexpected_value`). The values are huggingface_hub 1.21.0's `Expand*Property_T`;
+    listings refuse `baseModels`, `childrenModelCount` and `usedStorage` (huggingface_hub PR #3182).
+
+    Raises:
+        HubError: 400 naming the first unknown value.
+    """
+    allowed = EXPAND_FIELDS[repo_type] - (_INFO_ONLY_EXPAND if listing else frozenset())
+    for index, value in enumerate(expand):
+        if value not in allowed:
+            raise errors.bad_request(f'"expand[{index}]" must be one of [{", ".join(sorted(allowed))}]')
+
+
+def expanded(info: dict[str, Any], expand: list[str]) -> dict[str, Any]:
+    """What an `expand` query returns: `_id`, `id` and only the fields asked for (huggingface_hub issue #2325:
+    "only the mongo id + the repo id + the expand values are returned"), so `sha` is absent unless asked for."""
+    item = {"_id": info["_id"], "id": info["id"]}
+    item.update({name: info[name] for name in expand if name in info})
+    return item
+
+
 def listing_item(info: dict[str, Any], repo_type: str, *, expand: list[str]) -> dict[str, Any]:
     """Cut a full info dict down to what a listing returns: the default fields, or `id` and those `expand` names."""
-    fields = ("id", *expand) if expand else _LIST_FIELDS[repo_type]
-    item = {name: info[name] for name in fields if name in info}
+    default = {name: info[name] for name in _LIST_FIELDS[repo_type] if name in info}
+    item = expanded(info, expand) if expand else default
     if "siblings" in item:
         item["siblings"] = [{"rfilename": sibling["rfilename"]} for sibling in item["siblings"]]
     return item
