@@ -27,6 +27,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
+from bot.core import draft_formats
 from bot.core.errors import Fault, Stage
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
@@ -34,7 +35,8 @@ from bot.core.safe_text import clean
 from bot.core.toolchain import Toolchain
 from bot.publish.collection import PublishedPair
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: entries name their layout, format group and what a skip waits for (issue 32)
+READABLE_SCHEMA_VERSIONS = (1, 2)  # a version-1 file is read as it is (no layouts yet) and written back as 2
 STATUS_JSON, README, CHART = "status.json", "README.md", "speedups.png"
 PUBLISHED, SKIPPED, FAILED = "published", "skipped", "failed"
 EntryStatus = Literal["published", "skipped", "failed"]
@@ -68,6 +70,11 @@ class StatusEntry(_Record):
     reason: Text = ""
     stage: Label | None = None
     kind: Label | None = None
+    # The draft's layout and page group (`bot.core.draft_formats.LAYOUTS`), and for a skip the capability it waits
+    # for: read from the reason a layout skip carries (`draft_formats.describe_reason`), or the published kind's.
+    layout: Label | None = None
+    group: Label | None = None
+    waits_for: Text | None = None
     target: RepoId | None = Field(None, description="the target's source repo")
     target_revision: Token | None = None
     draft_repo: RepoId | None = None
@@ -347,6 +354,7 @@ def published_entry(
         revision=built.source.revision,
         status=PUBLISHED,
         kind=built.draft.kind,
+        **_layout_fields(draft_formats.layout_of_kind(built.draft.kind), None),
         target=built.target.repo,
         target_revision=built.target.revision,
         draft_repo=draft_repo,
@@ -412,7 +420,12 @@ def problem_entry(
             }
         )
     kept["kind"] = kind or (previous.kind if previous else None)
-    kept["target"] = target or (previous.target if previous else None)
+    facts = draft_formats.describe_reason(reason)
+    kept["target"] = target or (facts.target if facts else None) or (previous.target if previous else None)
+    if facts is not None:
+        kept.update(_layout_fields(facts.layout, reason_text(facts.waits_for)))
+    elif previous is not None and previous.layout is not None:
+        kept.update(_layout_fields(previous.layout, None))
     return StatusEntry(
         **kept,
         source=source,
@@ -425,6 +438,13 @@ def problem_entry(
         last_built=previous.last_built if previous else None,
         last_checked=now,
     )
+
+
+def _layout_fields(layout_id: str | None, waits_for: str | None) -> dict:
+    """An entry's layout, group and waits-for (all None for a layout the bot does not know)."""
+    if layout_id not in draft_formats.LAYOUTS:
+        return {"layout": None, "group": None, "waits_for": None}
+    return {"layout": layout_id, "group": draft_formats.layout(layout_id).group, "waits_for": waits_for}
 
 
 def now_utc() -> dt.datetime:

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bot.core import package_data
+from bot.core import draft_formats, package_data
 from bot.core.safe_text import clean
 from bot.hub import Hub
 from bot.publish.card import PLOTTING, files_fingerprint
@@ -70,7 +70,9 @@ def rendered_by() -> list[Path]:
 @dataclass(frozen=True)
 class _Row:
     source: str
+    layout: str
     status: str
+    waits_for: str
     reason: str
     revision: str
     target: str
@@ -90,12 +92,15 @@ def _row(entry: StatusEntry, endpoint: str) -> _Row:
     def when(value) -> str:
         return value.strftime("%Y-%m-%d %H:%M UTC") if value is not None else ""
 
+    mapped = on_map(entry)
     return _Row(
         source=md_link(entry.source, endpoint),
+        layout=md_text(draft_formats.layout(mapped.layout).label if mapped.layout else ""),
         status=md_text(entry.status),
+        waits_for=md_text(mapped.waits_for),
         reason=md_text(f"{entry.stage}: {entry.reason}" if entry.stage and entry.reason else entry.reason),
         revision=md_text((entry.revision or "")[:7]),
-        target=md_link(entry.target, endpoint) if entry.target else "",
+        target=md_link(mapped.target, endpoint) if mapped.target else "",
         repos="<br>".join(md_link(repo, endpoint) for repo in entry.repos),
         accept_length=figure(entry.accept_length),
         speedup=figure(entry.speedup, "×"),
@@ -104,6 +109,48 @@ def _row(entry: StatusEntry, endpoint: str) -> _Row:
         last_built=when(entry.last_built),
         last_checked=when(entry.last_checked),
     )
+
+
+@dataclass(frozen=True)
+class MapEntry:
+    """Where an entry sits on the map of the field: its layout, group, target and what a skip waits for."""
+
+    layout: str | None
+    group: str
+    target: str | None
+    waits_for: str
+
+
+def on_map(entry: StatusEntry) -> MapEntry:
+    """An entry's place on the map: its own fields, else what its reason says (an entry a version-1 file holds),
+    else its published kind's layout; a source nothing classifies goes to the "other" group."""
+    facts = draft_formats.describe_reason(entry.reason) if entry.status != PUBLISHED else None
+    layout = entry.layout or (facts.layout if facts else None) or draft_formats.layout_of_kind(entry.kind)
+    waits = entry.waits_for or (facts.waits_for if facts else "")
+    return MapEntry(
+        layout=layout,
+        group=draft_formats.layout(layout).group if layout in draft_formats.LAYOUTS else draft_formats.OTHER,
+        target=entry.target or (facts.target if facts else None),
+        waits_for="" if entry.status == PUBLISHED else waits,
+    )
+
+
+@dataclass(frozen=True)
+class _Group:
+    name: str
+    counts: dict[str, int]
+    rows: list[_Row]
+
+
+def _groups(status: StatusFile, endpoint: str) -> list[_Group]:
+    """The entries by format group, in `draft_formats.GROUPS` order; a group without entries is left out."""
+    groups = []
+    for name in draft_formats.GROUPS:
+        entries = [entry for entry in status.entries if on_map(entry).group == name]
+        if entries:
+            counts = {state: sum(e.status == state for e in entries) for state in (PUBLISHED, SKIPPED, FAILED)}
+            groups.append(_Group(name, counts, [_row(entry, endpoint) for entry in entries]))
+    return groups
 
 
 def _metadata(recipe: str) -> str:
@@ -135,6 +182,7 @@ def render_readme(status: StatusFile, *, endpoint: str) -> str:
         counts=counts,
         collection=collection,
         rows=[_row(entry, endpoint) for entry in status.entries],
+        groups=_groups(status, endpoint),
         schema_version=status.schema_version,
     )
 
@@ -163,6 +211,7 @@ def print_status(status: StatusFile, *, as_json: bool = False) -> None:
     table = Table(title=f"dflash-bot status: {escape(clean(status.recipe))} ({escape(clean(status.namespace))})")
     for column in (
         "source",
+        "layout",
         "revision",
         "status",
         "reason",
@@ -176,8 +225,10 @@ def print_status(status: StatusFile, *, as_json: bool = False) -> None:
         table.add_column(column, overflow="fold")
     styles = {PUBLISHED: "green", SKIPPED: "yellow", FAILED: "red"}
     for entry in status.entries:
+        mapped = on_map(entry)
         table.add_row(
             escape(entry.source),
+            escape(f"{mapped.group}: {mapped.layout}" if mapped.layout else mapped.group),
             escape((entry.revision or "")[:7]),
             f"[{styles[entry.status]}]{entry.status}[/]",
             escape(clean(entry.reason)),

@@ -20,13 +20,14 @@ from bot.core.errors import Skip
 from bot.core.recipe import PublishSettings, Recipe
 from bot.core.record import BuildRecord
 from bot.hub import Hub
-from bot.status.memory import SCHEMA_VERSION, STATUS_JSON, StatusEntry, StatusFile, published_entry
+from bot.status.memory import READABLE_SCHEMA_VERSIONS, STATUS_JSON, StatusEntry, StatusFile, published_entry
 
 MAX_STATUS_BYTES = 8 * 1024 * 1024  # about 20 000 entries; more than any recipe's `watch.max_candidates`
 MAX_ENTRIES = 20_000
 # Nesting an entry may have: the entry object, then `repo_shas`; the file adds its root and `entries`.
 MAX_ENTRY_DEPTH = 2
 MAX_PROBLEMS_LOGGED = 5
+READABLE = " and ".join(map(str, READABLE_SCHEMA_VERSIONS))  # for the message naming a version this bot cannot read
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,9 @@ def parse_status(data: bytes) -> StatusRead:
         return StatusRead(None, (f"{STATUS_JSON} is nested too deeply to parse",))
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
         return StatusRead(None, (f"{STATUS_JSON} is not JSON ({str(exc)[:120]})",))
-    if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
+    if not isinstance(raw, dict) or raw.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
         version = raw.get("schema_version") if isinstance(raw, dict) else None
-        why = f"{STATUS_JSON} has schema version {str(version)[:40]!r} (this bot reads {SCHEMA_VERSION})"
+        why = f"{STATUS_JSON} has schema version {str(version)[:40]!r} (this bot reads {READABLE})"
         return StatusRead(None, (why,))
     items = raw.pop("entries", [])
     if not isinstance(items, list) or len(items) > MAX_ENTRIES:

@@ -299,7 +299,7 @@ def test_page_escapes_source_derived_text() -> None:
     row = next(line for line in page.splitlines() if line.startswith("| [evil/x]"))
     assert "<img" not in page and "&lt;img" in row
     assert "\\[click\\]\\(javascript:alert\\(1\\)\\)" in row
-    assert len(re.findall(r"(?<!\\)\|", row)) == 13  # 12 cells: the reason's `|` cannot open another
+    assert len(re.findall(r"(?<!\\)\|", row)) == 15  # 14 cells: the reason's `|` cannot open another
     assert md_text("a|b") == "a\\|b"
     assert page.startswith("---\npretty_name: dflash-bot status (dflash)\n")
     assert f"[{md_text(DRAFT)}](https://huggingface.co/{DRAFT})" in page

@@ -22,6 +22,7 @@ def status() -> StatusFile:
         source="z-lab/Qwen3-Tiny-DFlash-b16",
         revision="a" * 40,
         status="published",
+        kind="dflash",
         target="Qwen/Qwen3-Tiny",
         target_revision="b" * 40,
         draft_repo=DRAFT,
@@ -72,10 +73,12 @@ def test_readme_lists_each_entry_with_links_counts_and_figures():
     cells = [cell.strip() for cell in row.strip("|").split(" | ")]
     assert cells == [
         "[z-lab/Qwen3-Tiny-DFlash-b16](https://hub/z-lab/Qwen3-Tiny-DFlash-b16)",
+        "z-lab DFlash draft",
+        "[Qwen/Qwen3-Tiny](https://hub/Qwen/Qwen3-Tiny)",
         "published",
         "",
+        "",
         "aaaaaaa",
-        "[Qwen/Qwen3-Tiny](https://hub/Qwen/Qwen3-Tiny)",
         f"[{DRAFT}](https://hub/{DRAFT})<br>[{TARGET}](https://hub/{TARGET})",
         "4.00",
         "1.80×",
@@ -92,7 +95,7 @@ def test_source_text_reaches_the_readme_inert():
     row = next(line for line in readme.splitlines() if line.startswith("| [evil/x\\_y]"))
     assert "<script>" not in readme
     assert "export-draft: &lt;script&gt;alert\\(1\\)&lt;/script&gt; \\| \\[click\\]\\(http://x\\)" in row
-    assert row.count(" | ") == 11  # twelve cells: no `|` from the reason splits the row
+    assert row.count(" | ") == 13  # fourteen cells: no `|` from the reason splits the row
     assert page.md_text("a\u202eb\nc") == "ab c"  # bidi override removed, one line
     assert page.md_link("o/n#x", "https://hub", repo_type="dataset") == "[o/n#x](https://hub/datasets/o/n%23x)"
 
@@ -109,3 +112,46 @@ def test_renderer_fingerprint_follows_the_template_text(tmp_path, monkeypatch):
     template.write_text(template.read_text() + "\nEdited footer.\n")
     assert page.renderer_fingerprint() != before
     assert page.render_readme(status(), endpoint="https://hub").endswith("Edited footer.\n")
+
+
+def test_the_page_is_the_map_drafts_by_format_with_targets_and_what_each_skip_waits_for():
+    """Issue 32: counts per format group at the top, a section per group, and for every skip its layout, its target
+    and the capability it waits for; a version-1 entry (no layout field) is placed by its reason."""
+    from bot.core import draft_formats
+    from bot.status.memory import problem_entry
+
+    reason = draft_formats.skip_reason(
+        "speculators-dspark", "Qwen/Qwen3-8B", "speculators_model_type 'dspark' (architectures DSparkDraftModel)"
+    )
+    waiting = problem_entry(
+        "RedHatAI/Qwen3-8B-speculator.dspark",
+        "d" * 40,
+        "skipped",
+        f"classify: {reason}",
+        toolchain_fp="tc",
+        recipe_fp="rc",
+        now=NOW,
+        stage="classify",
+    )
+    assert (waiting.layout, waiting.group, waiting.target) == ("speculators-dspark", "speculators", "Qwen/Qwen3-8B")
+    assert waiting.waits_for == draft_formats.SPECULATORS_NEED
+    old = waiting.model_copy(update={"source": "RedHatAI/Old-speculator.dspark", "layout": None, "group": None})
+    mapped = status().model_copy(update={"entries": (*status().entries, waiting, old)})
+    readme = page.render_readme(mapped, endpoint="https://hub")
+    assert "| [DFlash](#dflash) | 1 | 1 | 0 | 0 |" in readme
+    assert "| [speculators](#speculators) | 2 | 0 | 2 | 0 |" in readme
+    assert "| [other](#other) | 1 | 0 | 0 | 1 |" in readme
+    speculators = readme.split("## speculators", 1)[1].split("## other", 1)[0]
+    for source in ("RedHatAI/Qwen3-8B-speculator.dspark", "RedHatAI/Old-speculator.dspark"):
+        row = next(line for line in speculators.splitlines() if line.startswith(f"| [{source}]"))
+        cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        assert cells[1:5] == [
+            "speculators-format DSpark draft",
+            "[Qwen/Qwen3-8B](https://hub/Qwen/Qwen3-8B)",
+            "skipped",
+            page.md_text(draft_formats.SPECULATORS_NEED),
+        ]
+    data = json.loads(page.render_files(mapped, endpoint="https://hub")[STATUS_JSON])
+    (entry,) = [e for e in data["entries"] if e["source"] == "RedHatAI/Qwen3-8B-speculator.dspark"]
+    assert (entry["layout"], entry["group"], entry["target"]) == ("speculators-dspark", "speculators", "Qwen/Qwen3-8B")
+    assert entry["waits_for"] == draft_formats.SPECULATORS_NEED and data["schema_version"] == 2
