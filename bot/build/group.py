@@ -38,6 +38,7 @@ from bot.discover.checkpoints import check_weights, classify_draft, load_config,
 from bot.discover.fetch import safe_copy
 from bot.plan.reuse import ReusedTarget, check_reused
 from bot.plan.sizing import BuildEstimate, estimate_build, gb, local_runner
+from bot.sandbox.confinement import Confinement, confinement
 from bot.sandbox.resources import measure
 
 # The records callers hand in and get back are defined in bot.build.jobs; they are part of this entry point.
@@ -193,12 +194,28 @@ def plan_schedule(
     runner = local_runner(scratch)
     estimate = estimate or estimate_group([d.candidate for d in drafts], recipe, runner, target_reused=target_reused)
     log.step("schedule: %s on this machine (%s memory available)", estimate.describe(), gb(runner.max_memory_bytes))
+    layers = (settings or Settings()).sandbox_layers
     return Schedule(
-        parallel_exports=estimate.parallel_exports,
+        parallel_exports=estimate.parallel_exports and exports_side_by_side(confinement(layers)),
         memory_budget_bytes=runner.max_memory_bytes,
         estimate=estimate.describe(),
-        sandbox_layers=(settings or Settings()).sandbox_layers,
+        sandbox_layers=layers,
     )
+
+
+def exports_side_by_side(state: Confinement) -> bool:
+    """Whether two exports may run at once under this confinement: only where something keeps each child from
+    signalling the other (`Confinement.signal_guard`); otherwise they run one after the other, and the log says so."""
+    guard = state.signal_guard()
+    if guard is None:
+        log.step(
+            "schedule: exports run one after the other: nothing here keeps a child from signalling its sibling "
+            "(no PID namespace, Landlock ABI %d has no signal scope, no seccomp)",
+            state.landlock_abi,
+        )
+        return False
+    log.step("schedule: children kept from signalling each other by %s", guard)
+    return True
 
 
 def estimate_group(

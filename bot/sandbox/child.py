@@ -31,8 +31,9 @@ from huggingface_hub import get_token
 
 from bot.core import package_data
 from bot.core.settings import SANDBOX_VARIABLE
+from bot.sandbox import signals
 from bot.sandbox.confinement import SECRET_NAME
-from bot.sandbox.landlock import LandlockError, abi_version, restrict
+from bot.sandbox.landlock import SIGNAL_SCOPE_ABI, LandlockError, abi_version, restrict
 
 REFUSED = 70  # EX_SOFTWARE: the parent built a wrong environment
 COMMANDS = ("optimum-cli", "exec")
@@ -101,22 +102,46 @@ def python_environment() -> list[Path]:
     return sorted({root for path in roots for root in (path, path.resolve())})
 
 
-def confine(reads: list[Path], writes: list[Path], *, landlock: bool = True) -> str:
+def confine(reads: list[Path], writes: list[Path], *, landlock: bool = True, max_abi: int | None = None) -> str:
     """Apply Landlock for this process and its children, unless the parent's settings switched it off
-    (`--no-landlock`); the line says what is in force (for the log)."""
+    (`--no-landlock`); the line says what is in force (for the log). `max_abi` caps the ABI used (`--landlock-abi`:
+    the tests of an older kernel's mode)."""
+    return _confine(reads, writes, landlock=landlock, max_abi=max_abi)[0]
+
+
+def _confine(reads: list[Path], writes: list[Path], *, landlock: bool, max_abi: int | None) -> tuple[str, int]:
+    """`confine`'s line and the Landlock ABI in force (0: none)."""
     if not landlock:
-        return f"sandbox: Landlock switched off by {SANDBOX_VARIABLE}: files are not confined by the OS in this process"
+        line = f"sandbox: Landlock switched off by {SANDBOX_VARIABLE}: files are not confined by the OS in this process"
+        return line, 0
     if abi_version() < 1:
-        return "sandbox: Landlock unavailable in this kernel: files are not confined by the OS in this process"
+        return "sandbox: Landlock unavailable in this kernel: files are not confined by the OS in this process", 0
     try:
         # PID 1: started by `unshare --pid --fork` with its own /proc, which shows this sandbox's processes only.
         proc = ("/proc",) if os.getpid() == 1 else _PROC_READS
         abi = restrict(
-            [*map(Path, _SYSTEM_READS + proc), *python_environment(), *reads], [*map(Path, _DEVICE_WRITES), *writes]
+            [*map(Path, _SYSTEM_READS + proc), *python_environment(), *reads],
+            [*map(Path, _DEVICE_WRITES), *writes],
+            max_abi=max_abi,
         )
     except LandlockError as exc:
-        return f"sandbox: Landlock refused ({exc}): files are not confined by the OS in this process"
-    return f"sandbox: Landlock ABI {abi}: reads confined to {len(reads)} input and {len(writes)} work folder(s)"
+        return f"sandbox: Landlock refused ({exc}): files are not confined by the OS in this process", 0
+    return f"sandbox: Landlock ABI {abi}: reads confined to {len(reads)} input and {len(writes)} work folder(s)", abi
+
+
+def guard_signals(landlock_abi: int) -> str:
+    """Keep this process and all it starts from signalling or tracing other processes where nothing else does:
+    no PID namespace of its own (it is not PID 1) and no Landlock signal scope (ABI below 6). The line says which
+    layer holds (for the log)."""
+    if os.getpid() == 1:
+        return "sandbox: signals confined by its own PID namespace"
+    if landlock_abi >= SIGNAL_SCOPE_ABI:
+        return f"sandbox: signals confined by Landlock ABI {landlock_abi}'s signal scope"
+    try:
+        signals.guard()
+    except OSError as exc:
+        return f"sandbox: no signal guard ({exc}): this process can signal others of its user"
+    return "sandbox: signals confined by seccomp: no signal or trace to a process but its own"
 
 
 def prepare_home(env: Mapping[str, str]) -> None:
@@ -139,10 +164,11 @@ def decline_telemetry(home: str | None) -> None:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """`[--no-landlock] --read DIR`... `--write DIR`... `TOOL ARGS...` (what `bot.sandbox.isolation.sandboxed`
-    builds from the parent's `Settings.sandbox_layers`)."""
+    """`[--no-landlock] [--landlock-abi N] --read DIR`... `--write DIR`... `TOOL ARGS...` (what
+    `bot.sandbox.isolation.sandboxed` builds from the parent's `Settings.sandbox_layers`)."""
     parser = argparse.ArgumentParser(prog="python -m bot.sandbox.child", allow_abbrev=False)
     parser.add_argument("--no-landlock", action="store_true", help=f"no Landlock ({SANDBOX_VARIABLE} leaves it out)")
+    parser.add_argument("--landlock-abi", type=int, default=None, help="use at most this Landlock ABI (tests)")
     parser.add_argument("--read", action="append", default=[], type=Path, help="input folder (read-only)")
     parser.add_argument("--write", action="append", default=[], type=Path, help="work folder (read-write)")
     parser.add_argument("tool", type=_tool, help=f"{' or '.join(COMMANDS)}, or a tool module (bot.build.<module>)")
@@ -163,13 +189,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sandbox: refusing to load checkpoints with credentials in reach: {', '.join(leaked)}", file=sys.stderr)
         return REFUSED
     print("sandbox: no Hub token in this process", flush=True)
+    landlock_abi = 0
     if options.read or options.write:
         for folder in options.write:
             folder.mkdir(parents=True, exist_ok=True)
         prepare_home(os.environ)
-        print(confine(options.read, options.write, landlock=not options.no_landlock), flush=True)
+        line, landlock_abi = _confine(
+            options.read, options.write, landlock=not options.no_landlock, max_abi=options.landlock_abi
+        )
+        print(line, flush=True)
     else:
         print("sandbox: no folders given: files are not confined by the OS in this process", flush=True)
+    print(guard_signals(landlock_abi), flush=True)
     return _run(options.tool, options.args)
 
 

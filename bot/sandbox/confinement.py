@@ -8,6 +8,10 @@ Two layers, each probed on this machine and used when it works:
   turns them back on), so this layer is probed, not assumed.
 - **landlock**: applied by the child itself (`bot.sandbox.child`, `bot.sandbox.landlock`): files outside its folders
   and the Python environment cannot be opened, TCP is refused, other processes cannot be read through `/proc`.
+Whatever the layers, a child that has neither its own PID namespace nor Landlock's signal scope (ABI 6+) installs a
+seccomp filter that refuses signals and traces to other processes (`bot.sandbox.signals`); where seccomp is missing
+too, the build runs its exports one after the other (`Confinement.signal_guard`). Every child runs below a subreaper
+of its own (`bot.sandbox.reaper`) that adopts its orphans and kills its whole tree when it ends.
 With neither, the fallback is `none`: scrubbed environment, path sanitising, token scrubbing; it is logged.
 
 `DFLASH_BOT_SANDBOX` (`auto`, default; or a comma list of `namespaces`, `landlock`; or `none`) narrows the layers,
@@ -32,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.core.settings import SANDBOX_LAYERS, SANDBOX_VARIABLE
-from bot.sandbox.landlock import abi_version
+from bot.sandbox import signals
+from bot.sandbox.landlock import SIGNAL_SCOPE_ABI, abi_version
 from bot.sandbox.telemetry import off_env
 
 # Anything that looks like a credential stays out of the build processes: they load untrusted files.
@@ -79,6 +84,18 @@ class Confinement:
         return f"sandbox: checkpoint children confined by {self.name}{abi}" + (
             f"; {self.detail}" if self.detail else ""
         )
+
+    def signal_guard(self) -> str | None:
+        """What keeps a child from signalling its siblings and the builder here (None: nothing, so two exports
+        must not run side by side): its own PID namespace, Landlock's signal scope (ABI 6+), or the seccomp
+        filter `bot.sandbox.child` installs where neither is in force (`bot.sandbox.signals`)."""
+        if self.namespaces:
+            return "a PID namespace per child"
+        if self.landlock_abi >= SIGNAL_SCOPE_ABI:
+            return f"Landlock ABI {self.landlock_abi}'s signal scope"
+        if signals.available():
+            return "a seccomp filter per child (no signal or trace to a process but its own)"
+        return None
 
     def as_provenance(self) -> dict:
         return {"confinement": self.name, "landlock_abi": self.landlock_abi}

@@ -21,6 +21,7 @@ from pathlib import Path
 from bot.core import log
 from bot.core.errors import Failure, InfrastructureFailure
 from bot.core.settings import SANDBOX_LAYERS
+from bot.sandbox import reaper
 from bot.sandbox.confinement import NAMESPACE_PREFIX, SECRET_NAME, confinement
 from bot.sandbox.resources import Memory, Peaks, PeakSampler, session_members
 from bot.sandbox.telemetry import SWITCHES
@@ -65,6 +66,7 @@ def sandboxed(
     reads: Sequence[Path] = (),
     writes: Sequence[Path] = (),
     layers: Sequence[str] = SANDBOX_LAYERS,
+    landlock_abi: int | None = None,
 ) -> list[str]:
     """Command running `tool` (optimum-cli, validate or exec) behind `bot.sandbox.child`, confined by the OS.
 
@@ -75,6 +77,8 @@ def sandboxed(
         writes: folders it may write (its output and its HOME/TMPDIR/HF_HOME, see `untrusted_env`).
         layers: the OS confinement layers allowed (`Settings.sandbox_layers`; all by default): the namespaces
             are chosen here, Landlock is told to the child (`--no-landlock` when left out).
+        landlock_abi: the highest Landlock ABI the child may use (None: the kernel's); the tests of an older
+            kernel's mode set it (5: no signal scope, so the child's seccomp signal guard holds instead).
 
     Returns:
         The command prefix: in fresh user, PID, mount and network namespaces when the machine and `layers` allow
@@ -84,6 +88,8 @@ def sandboxed(
     folders = [arg for path in reads for arg in ("--read", str(path))]
     folders += [arg for path in writes for arg in ("--write", str(path))]
     landlock = [] if "landlock" in layers else ["--no-landlock"]
+    if landlock_abi is not None:
+        landlock += ["--landlock-abi", str(landlock_abi)]
     return [*sandbox_prefix(python, layers), *landlock, *folders, tool]
 
 
@@ -149,8 +155,10 @@ def run_logged(
 ) -> Peaks:
     """Run `cmd`, stdout and stderr into `log_path`, within `timeout_s` and `memory_budget_bytes`.
 
-    The memory of the child's whole process tree and session is sampled while it runs
-    (`bot.sandbox.resources.PeakSampler`), and whatever is left in its session when it ends is killed.
+    The child runs below a subreaper of its own (`bot.sandbox.reaper`): a process it leaves behind, even one that
+    left its session with `setsid()`, stays in its tree. The memory of that whole tree (and of the child's session)
+    is sampled while it runs (`bot.sandbox.resources.PeakSampler`), and every process of it is killed before this
+    returns: nothing the child started can change its output once the caller hashes it.
 
     Args:
         memory_budget_bytes: when the tree's anonymous memory plus swap goes over this, its process group is killed
@@ -172,7 +180,7 @@ def run_logged(
         raise InfrastructureFailure(f"{what} not started: the bot is stopping")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     oom_kills = kernel_oom_kills()
-    process = _start(cmd, log_path=log_path, env=env, cwd=cwd)
+    process = _start([*REAPER, *cmd], log_path=log_path, env=env, cwd=cwd)
     with _children_lock:
         _children.add(process)
     over_budget = threading.Event()
@@ -189,9 +197,9 @@ def run_logged(
             _kill_group(process, wait=False)
 
     try:
-        # The sampler counts the child's whole session: a process it left behind (re-parented away from its
-        # tree) still counts against its budget, and is killed with it below.
-        with PeakSampler(process.pid, on_sample=guard) as sampler:
+        # The sampler counts everything below the reaper (orphans are re-parented to it, whatever their session)
+        # and the child's session: a process it left behind counts against its budget, and is killed with it.
+        with PeakSampler(process.pid, on_sample=guard, include_root=False) as sampler:
             code = process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(process)
@@ -200,7 +208,8 @@ def run_logged(
         _kill_group(process)
         raise
     finally:
-        kill_session(process.pid)  # nothing the child started outlives it
+        _kill_group(process)  # nothing the child started outlives it (the reaper did so already when it ended)
+        kill_session(process.pid)
         with _children_lock:
             _children.discard(process)
     if over_budget.is_set():
@@ -309,8 +318,16 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
+# Every child starts below its own subreaper (a file of the standard library only, run in isolated mode).
+REAPER = (sys.executable, "-I", str(Path(reaper.__file__).resolve()))
+
+
 def _kill_group(process: subprocess.Popen, *, wait: bool = True) -> None:
-    with contextlib.suppress(ProcessLookupError):
+    """SIGKILL everything below `process` (until nothing is left: orphans come back to its reaper), then its
+    process group."""
+    if process.poll() is None:
+        reaper.kill_below(process.pid, reap=False)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     if wait:
         process.wait()

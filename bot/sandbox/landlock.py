@@ -25,6 +25,7 @@ _WRITE_RIGHTS_V1 = (1 << 13) - 1 & ~(EXECUTE | READ_FILE | READ_DIR)  # remove/m
 _REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 READ_RIGHTS = EXECUTE | READ_FILE | READ_DIR
+SIGNAL_SCOPE_ABI = 6  # the first ABI that refuses signals to processes outside the sandbox
 _FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | _TRUNCATE | _IOCTL_DEV  # what a rule on a file (not a dir) may hold
 
 
@@ -70,15 +71,16 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
-def restrict(reads: Iterable[Path], writes: Iterable[Path]) -> int:
+def restrict(reads: Iterable[Path], writes: Iterable[Path], *, max_abi: int | None = None) -> int:
     """Confine this process: read/execute under `reads`, full access under `writes`, nothing else.
 
-    Paths that do not exist are left out. Returns the ABI version applied.
+    Paths that do not exist are left out. Returns the ABI version applied: the kernel's, or `max_abi` when lower
+    (what an older kernel gives: the tests of the weaker modes use it, e.g. 5, without signal scoping).
 
     Raises:
         LandlockError: Landlock is unavailable or the kernel refused a step.
     """
-    abi = abi_version()
+    abi = min(abi_version(), max_abi) if max_abi is not None else abi_version()
     if abi < 1:
         raise LandlockError("Landlock is not available in this kernel")
     libc = _libc()
@@ -86,9 +88,9 @@ def restrict(reads: Iterable[Path], writes: Iterable[Path]) -> int:
     attr = _RulesetAttr(
         handled_access_fs=handled,
         handled_access_net=3 if abi >= 4 else 0,  # BIND_TCP | CONNECT_TCP, with no rule: denied
-        scoped=(_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0,
+        scoped=(_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= SIGNAL_SCOPE_ABI else 0,
     )
-    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
+    size = ctypes.sizeof(_RulesetAttr) if abi >= SIGNAL_SCOPE_ABI else (16 if abi >= 4 else 8)
     ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
         raise LandlockError(ctypes.get_errno(), "landlock_create_ruleset failed")

@@ -123,10 +123,12 @@ class StageResources:
         }
 
 
-def tree_memory(root_pid: int) -> Memory:
+def tree_memory(root_pid: int, *, include_root: bool = True) -> Memory:
     """Memory of `root_pid`, all its descendants and every other process of the session it leads (zero once it
     has exited): a child started in a session of its own (`bot.sandbox.isolation`) that leaves an orphan behind,
-    re-parented out of its tree, still has it counted."""
+    re-parented out of its tree, still has it counted; one that left the session too is counted when `root_pid`
+    is its subreaper (`bot.sandbox.reaper`), which adopts it. Without `include_root`, `root_pid`'s own memory
+    (the reaper's) is left out."""
     children: dict[int, list[int]] = {}
     in_session: list[int] = []
     for entry in os.scandir("/proc"):
@@ -143,7 +145,8 @@ def tree_memory(root_pid: int) -> Memory:
         if pid in seen:
             continue
         seen.add(pid)
-        total += process_memory(pid)
+        if include_root or pid != root_pid:
+            total += process_memory(pid)
         stack.extend(children.get(pid, ()))
     return total
 
@@ -199,8 +202,10 @@ class PeakSampler:
         disk: Path | None = None,
         interval_s: float = SAMPLE_INTERVAL_S,
         on_sample: Callable[[Memory], None] | None = None,
+        include_root: bool = True,
     ):
         self.pid = pid
+        self.include_root = include_root
         self.disk = disk
         self.interval_s = interval_s
         self.on_sample = on_sample
@@ -224,7 +229,7 @@ class PeakSampler:
         return self.peaks.rss_bytes
 
     def sample(self) -> None:
-        memory = tree_memory(self.pid)
+        memory = tree_memory(self.pid, include_root=self.include_root)
         self.peaks = self.peaks.with_sample(memory)
         if self.disk is not None:
             self.peak_disk_bytes = max(self.peak_disk_bytes, disk_used(self.disk))

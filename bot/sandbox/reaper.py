@@ -1,0 +1,108 @@
+"""`python -m bot.sandbox.reaper CMD ARGS...`: the root of one child's process tree (issue 29).
+
+`bot.sandbox.isolation.run_logged` starts every child through this small process. It makes itself a child subreaper
+(`prctl(PR_SET_CHILD_SUBREAPER)`), so a process the child leaves behind, even one that called `setsid()` to leave
+its session, is re-parented to it instead of to init: it stays in the tree the memory guard sums and kills. It starts
+CMD in a process group of its own (a signal to the child's group never reaches the reaper), reaps whatever it adopts,
+and when CMD ends it SIGKILLs every process still below it and waits until none is left, then ends as CMD did (its
+exit code, or killed by the same signal): when the builder's wait returns, nothing of the child runs any more, so
+nothing can change its output after it is hashed. Without a PID namespace a child could still signal the reaper,
+unless the signal guard (`bot.sandbox.signals`) or Landlock's signal scope stops it, as `bot.sandbox.child` arranges.
+
+It imports only the standard library: it runs outside the sandbox, before and after the child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import sys
+
+_PR_SET_CHILD_SUBREAPER = 36
+KILL_ROUNDS = 200
+
+
+def descendants(root: int) -> list[int]:
+    """The live processes below `root`, from `/proc` (parents first)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            if len(fields) > 1:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, stack = [], list(children.get(root, ()))
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, ()))
+    return found
+
+
+def kill_below(root: int, *, reap: bool) -> None:
+    """SIGKILL every process below `root` until none is left (a process that forks meanwhile is caught in the next
+    round: its orphans come to the subreaper). With `reap`, `root` is this process and reaps them too."""
+    for _ in range(KILL_ROUNDS):
+        found = descendants(root)
+        if reap:
+            _reap_all()
+        if not found:
+            return
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if reap:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(-1, 0)
+
+
+def _reap_all() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def _subreaper() -> bool:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("reaper: no command", file=sys.stderr)
+        return 2
+    if not _subreaper():
+        print("reaper: prctl(PR_SET_CHILD_SUBREAPER) refused: orphans leave the tree", file=sys.stderr)
+    try:
+        child = subprocess.Popen(argv, process_group=0, restore_signals=True)
+    except OSError as exc:
+        print(f"reaper: cannot start {argv[0]}: {exc}", file=sys.stderr)
+        return 127
+    status = 0
+    while True:
+        try:
+            pid, raw = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if pid == child.pid:
+            status = os.waitstatus_to_exitcode(raw)
+            break
+    kill_below(os.getpid(), reap=True)
+    if status < 0:  # end the way CMD ended, so the builder reads the signal as it would from CMD itself
+        sys.stdout.flush()
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+        return 128 - status
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
