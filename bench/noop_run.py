@@ -1,14 +1,17 @@
-"""Hub requests of a scheduled run with nothing new, with the demo seed and with 50 generated candidates more.
+"""Hub requests of a scheduled run with nothing new: with 1 and with 50 published drafts, and with the demo seed.
 
-Goal (issue 13): source listing pages + 2 (the status read and one listing of the output namespace), plus one
-read of each published draft's record (issue 21: a remembered publish is believed only when its record agrees),
-with no weight download and no commit.
+Goal (issues 13 and 32): source listing pages + 2 (the status read and one listing of the output namespace),
+however many drafts are published: a published draft's head comes from that listing (its `sha`), and its record
+is read only when the head differs from the memory. No weight download, no commit.
 
-Each scenario seeds a local Hub (in its own process), runs `dflash-bot run` once (it publishes and writes the
-status repo), then runs it again and counts the second run's requests from the server's request log.
+`--published N` (default: 1 and 50) seeds a local Hub in this process with N hand-made published drafts and the
+status repo that remembers them (`bench/noop_seed.py`, no export, seconds), runs the job once and counts its
+requests. `--extra N` seeds the demo (a real export and validation in a first `dflash-bot run`) plus N generated
+candidates that a closer look skips, and counts the second run's requests.
 
-    .venv/bin/python bench/noop_run.py            # both scenarios
-    .venv/bin/python bench/noop_run.py --extra 50 # one scenario
+    .venv/bin/python bench/noop_run.py                 # 1 and 50 published drafts
+    .venv/bin/python bench/noop_run.py --published 50  # one scenario
+    .venv/bin/python bench/noop_run.py --extra 0       # the demo seed, with a real first run
 """
 
 from __future__ import annotations
@@ -80,6 +83,45 @@ def scenario(extra: int) -> dict:
     }
 
 
+def published_scenario(count: int) -> dict:
+    """`count` hand-made published drafts remembered by the status repo: one no-op run's requests."""
+    from bench.noop_seed import seed_published
+    from bot.core.recipe import load_recipe
+    from bot.hub import Hub, configure_client
+    from bot.run.pipeline import RunOptions, run
+    from hubserver import LocalHub
+
+    recipe = load_recipe()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-noop-") as tmp,
+        LocalHub(Path(tmp) / "hub", user="bot", token="hf_w") as server,
+    ):
+        configure_client(server.url)
+        hub = Hub(server.url, "hf_w")
+        seed_published(hub, recipe, Path(tmp) / "seed", count)
+        server.clear_requests()
+        started = time.perf_counter()
+        report = run(recipe, hub, hub, RunOptions(work=Path(tmp) / "w"))
+        seconds = time.perf_counter() - started
+        log = [r for r in _hub_requests(server.requests()) if r["path"] != "/api/whoami-v2"]
+    pages = sum(1 for r in log if _kind(r) == "listing page")
+    return {
+        "published_drafts": count,
+        "up_to_date": sum(o.status == "up-to-date" for o in report.outcomes),
+        "noop_run": {
+            "hub_requests": len(log),
+            "listing_pages": pages,
+            "goal_listing_pages_plus_2": len(log) == pages + 2,
+            "seconds": round(seconds, 1),
+            "by_kind": dict(Counter(_kind(r) for r in log)),
+            "commits": len(report.commits),
+            "status_commit": report.status_commit,
+            "weight_downloads": _weights(log),
+        },
+        "whoami": "asked once per run for the write token's user (not counted: not the memory's)",
+    }
+
+
 def _hub_requests(log: list[dict]) -> list[dict]:
     return [r for r in log if not r["path"].startswith("/api/agent-harnesses")]
 
@@ -105,11 +147,13 @@ def _kind(record: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--extra", type=int, action="append", help="generated candidates on top of the demo seed (default: 0 and 50)"
-    )
+    parser.add_argument("--published", type=int, action="append", help="hand-made published drafts (default: 1 and 50)")
+    parser.add_argument("--extra", type=int, action="append", help="the demo seed with N generated candidates more")
     args = parser.parse_args()
-    results = {f"demo+{extra}": scenario(extra) for extra in (args.extra or [0, 50])}
+    results: dict = {}
+    if args.published or not args.extra:
+        results |= {f"published-{n}": published_scenario(n) for n in (args.published or [1, 50])}
+    results |= {f"demo+{extra}": scenario(extra) for extra in (args.extra or [])}
     print_json(results)
     return 0
 

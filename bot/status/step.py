@@ -5,9 +5,9 @@ Two calls for the orchestrator to make:
 - `load_memory(reader, recipe, ...)` once per run, before planning: exactly two Hub requests (`status.json` and
   one listing of the output namespace). `Memory.remembered(repo_id, revision)` then says, without any request,
   whether a listed source can be reported from memory (skipped or failed, unchanged) or must be examined
-  (provenance read, config read, maybe a build). A remembered "published" is a claim to check, not a fact:
-  `partition` hands it back for one read of the draft repo's record at its listed head (`believed`), which
-  replaces the target lookup and the toolchain comparison a full examination costs.
+  (provenance read, config read, maybe a build). A remembered "published" is believed while the namespace listing
+  shows its draft repo at the sha recorded after the bot's last commit (`head_unchanged`); otherwise `partition`
+  hands it back for one read of the draft repo's record at its listed head (`believed`).
 - `publish_status(writer, recipe, memory, updates, ...)` once per run, after publishing: merges what the run
   learned into the status, syncs the collection when the published pairs changed, and writes the status repo in
   one commit when its content changed. A run with nothing new sends nothing here.
@@ -188,11 +188,23 @@ def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) 
         entry = memory.remembered(listing.repo_id, listing.sha)
         if entry is None:
             examine.append(listing)
-        elif entry.status == PUBLISHED:
+        elif entry.status == PUBLISHED and not head_unchanged(memory, entry):
             verify.append((entry, listing))
         else:
             remembered.append(entry)
     return MemoryPlan(tuple(remembered), tuple(examine), tuple(listing_skips), tuple(verify))
+
+
+def head_unchanged(memory: Memory, entry: StatusEntry) -> bool:
+    """Whether the namespace listing shows the entry's draft repo at the sha the bot recorded after its own last
+    commit there: the record at that commit is the one the entry was made from (and a commit's files never change),
+    so a remembered publish is believed without reading it again, and a no-op run costs the listing pages plus two
+    requests however many drafts are published (issue 32). A head that differs is stale (`Memory.remembered`) and
+    examined; the memory of a published pair is re-examined by age too (`watch.recheck_after`)."""
+    draft = entry.draft_repo
+    return (
+        draft is not None and draft in entry.repo_shas and memory.namespace_listing.get(draft) == entry.repo_shas[draft]
+    )
 
 
 def believed(entry: StatusEntry, record: BuildRecord | None) -> bool:
