@@ -97,7 +97,8 @@ def why_not_named(reader: Hub, head: RepoFiles, target_repo: str) -> str | None:
     record is there.
     """
     named = head.card_data.get("base_model") if isinstance(head.card_data, dict) else None
-    models = [named] if isinstance(named, str) else [m for m in named if isinstance(m, str)] if named else []
+    models = [named] if isinstance(named, str) else []
+    models += [m for m in named if isinstance(m, str)] if isinstance(named, list) else []
     if target_repo.lower() in (m.lower() for m in models):
         return None
     if PROVENANCE_FILE in head.sizes:

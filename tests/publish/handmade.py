@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.build.bundle import Bundle, digests
+from bot.build.bundle import Bundle
 from bot.core import record
-from bot.core.record import BuildFiles, BuildRecord
+from bot.core.hashes import hash_file
+from bot.core.record import BuildFiles, BuildRecord, FileDigest, FileList
 from tests.records import build_record
 
 DRAFT = {
@@ -44,13 +45,24 @@ def make_bundle(
     for sub, files in (("draft", DRAFT if draft is None else draft), ("target", TARGET if target is None else target)):
         (root / sub).mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
+            (root / sub / name).parent.mkdir(parents=True, exist_ok=True)
             (root / sub / name).write_bytes(data)
     listed = BuildFiles(
-        draft=digests(root / "draft"), target=digests(root / "target"), draft_source={}, target_source={}
+        draft=_listing(root / "draft"), target=_listing(root / "target"), draft_source={}, target_source={}
     )
     built = (built or build_record()).model_copy(update={"files": listed})
     record.write(built, root)
     return Bundle(root=root, draft_dir=root / "draft", target_dir=root / "target", record=built)
+
+
+def _listing(folder: Path) -> FileList:
+    """Every file under `folder` as a record lists it (a nested one too: a record may list anything)."""
+    listed = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        local = hash_file(path)
+        digest = FileDigest(sha256=local.file.sha256, size=local.file.size, git_blob_id=local.blob_id)
+        listed[path.relative_to(folder).as_posix()] = digest
+    return listed
 
 
 def seed_sources(hub_url: str, token: str, *repos: str) -> None:
