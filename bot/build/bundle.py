@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,6 +111,8 @@ def stage_bundle(
     *,
     sources: tuple[FileList, FileList] = ({}, {}),
     official_files: FileList | None = None,
+    from_source: Mapping[str, bytes] | None = None,
+    validated: tuple[Mapping[str, str], Mapping[str, str]] | None = None,
 ) -> StagedBundle:
     """Write `out/draft` and `out/target` and hash every file; refuse an export folder holding a file no step of
     the bot wrote.
@@ -118,9 +121,15 @@ def stage_bundle(
         sources: the draft's and the target's source files (`source_files`), listed in the record.
         official_files: the files of an official target IR the draft was validated with (`bot.build.official`):
             listed as the target's, never bundled (`out/target` stays empty: nothing to publish).
+        from_source: the target files the export copies from its source (tokenizer, chat template), as the
+            builder read them from its working copy before any child ran (`bot.build.target.source_snapshot`):
+            the target folder gets these bytes, never the export folder's (issue 29).
+        validated: the sha256 of the draft's and the target's IR files, taken before they were inspected and
+            validated: a bundled IR file that differs was changed after it was validated (`check_validated`).
 
     Raises:
-        Failure: an export folder holds a file the exporter does not write.
+        Failure: an export folder holds a file the exporter does not write, or an IR file changed after it was
+            validated.
     """
     if out.exists():
         shutil.rmtree(out)
@@ -130,11 +139,18 @@ def stage_bundle(
     if official_files is None:
         check_export_output(target_ir, "target")
         target_dir = write_target_folder(target_ir, out / "target", target_source)
+        for name, content in (from_source or {}).items():
+            if (target_dir / name).is_file():  # the files the export wrote, with the bytes of the bot's copy
+                (target_dir / name).write_bytes(content)
     else:
         target_dir = out / "target"
         target_dir.mkdir()
     target_files = digests(target_dir) if official_files is None else dict(official_files)
     files = BuildFiles(draft=digests(draft_dir), target=target_files, draft_source=sources[0], target_source=sources[1])
+    if validated is not None:
+        check_validated(files.draft, validated[0], "the draft IR")
+        if official_files is None:
+            check_validated(files.target, validated[1], "the target IR")
     return StagedBundle(root=out, draft_dir=draft_dir, target_dir=target_dir, files=files)
 
 
@@ -155,6 +171,24 @@ def seal_bundle(staged: StagedBundle, built: BuildRecord, *work_dirs: Path) -> B
     write(built, staged.root)
     assert_no_local_paths(staged.root, *work_dirs)
     return Bundle(root=staged.root, draft_dir=staged.draft_dir, target_dir=staged.target_dir, record=built)
+
+
+def check_validated(listed: FileList, validated: Mapping[str, str], what: str) -> None:
+    """Refuse a bundled IR file whose bytes differ from those hashed before validation (a process that outlived
+    its child, or a child without file confinement, rewrote it after the checks ran).
+
+    Raises:
+        Failure: naming the file and both hashes.
+    """
+    changed = [
+        f"{name} (sha256 {listed[name].sha256} bundled, {sha256} validated)"
+        for name, sha256 in sorted(validated.items())
+        if name in listed and listed[name].sha256 != sha256
+    ]
+    if changed:
+        raise Failure(
+            f"{what} changed after it was validated: {'; '.join(changed[:5])}; not bundled", stage=Stage.BUNDLE
+        )
 
 
 def check_export_output(ir_dir: Path, role: str) -> None:

@@ -17,7 +17,7 @@ from bot.build.export import ExportResult
 from bot.build.inspect_child import inspect_draft_in_child
 from bot.build.jobs import DraftBuild, DraftOutcome, GroupContext, VerifiedPair, run_step
 from bot.build.quality import QualityReport
-from bot.build.target import GroupTarget, TargetFacts
+from bot.build.target import GroupTarget, TargetFacts, ir_digests
 from bot.build.validate import BASELINE_FILE, validate_pair
 from bot.build.validate_per_row import validate_per_row_pair
 from bot.build.weight_formats import FailedFormat, FormatChoice, FormatResult, choose_draft_format
@@ -48,6 +48,7 @@ class Measured:
 
     weight_format: str
     export: ExportResult
+    ir_digests: dict[str, str]  # its IR files' sha256, taken before the checks (`bot.build.target.ir_digests`)
     inspection: DraftInspect
     validation: Validation
     validate_seconds: float
@@ -116,6 +117,8 @@ def _stage(job: DraftJob, chosen: Measured, target_export: ExportResult) -> Stag
         job.target.src,
         sources=(source_files(job.draft.checkout.path), job.target.sources()),
         official_files=job.target.official_ir.files if job.target.official_ir is not None else None,
+        from_source=job.target.from_source,
+        validated=(chosen.ir_digests, job.target.validated_ir()),
     )
 
 
@@ -156,6 +159,7 @@ def _measure_format(
         BotError: its export, inspection or validation failed (named by `run_step`).
     """
     draft_export = run_step(Stage.EXPORT_DRAFT, future.result)
+    validated = ir_digests(draft_export.ir_dir)  # before anything reads it: held against the bundle
     inspection = run_step(
         Stage.INSPECT_DRAFT,
         lambda: inspect_draft_in_child(
@@ -193,6 +197,7 @@ def _measure_format(
     return Measured(
         weight_format=weight_format,
         export=draft_export,
+        ir_digests=validated,
         inspection=inspection,
         validation=validation,
         validate_seconds=time.monotonic() - started,

@@ -5,6 +5,7 @@ measured against its original weights once; every draft of the group reads the s
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,6 +22,7 @@ from bot.build.quality import QualityReport, measure_quality
 from bot.build.quantization import Int4Settings, calibration_unavailable, recommended_int4, with_calibration
 from bot.core import log
 from bot.core.errors import BotError, Stage
+from bot.core.hashes import hash_file
 from bot.core.recipe import Recipe
 from bot.core.record import FileList, OfficialTarget, TargetInspect, TargetRecord
 from bot.core.toolchain import Toolchain
@@ -29,6 +31,52 @@ from bot.discover.fetch import safe_copy
 from bot.discover.source_card import card_license
 
 T = TypeVar("T")
+
+# The files a target export copies from its source (byte for byte, or re-saved with local junk such as `is_local`):
+# the tokenizer and the chat template. The bundle takes them from the builder's working copy as read before any child
+# ran (`source_snapshot`), never from the export folder: a child without file confinement (no Landlock) could rewrite
+# the output, its TMPDIR or the working copy itself (issue 29).
+SOURCE_TOKENIZER_FILES = (
+    "chat_template.jinja",
+    "chat_template.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+)
+IR_SUFFIXES = (".xml", ".bin")
+
+
+def source_snapshot(src: Path) -> dict[str, bytes]:
+    """The tokenizer files and chat template of the target's working copy (`SOURCE_TOKENIZER_FILES`), read now.
+
+    A source that keeps its template in `tokenizer_config.json` (the export writes it out as `chat_template.jinja`)
+    gets that text as its `chat_template.jinja`.
+    """
+    snapshot = {
+        name: (src / name).read_bytes()
+        for name in SOURCE_TOKENIZER_FILES
+        if (src / name).is_file() and not (src / name).is_symlink()
+    }
+    if "chat_template.jinja" not in snapshot and "tokenizer_config.json" in snapshot:
+        with contextlib.suppress(ValueError, AttributeError):
+            template = json.loads(snapshot["tokenizer_config.json"]).get("chat_template")
+            if isinstance(template, str):
+                snapshot["chat_template.jinja"] = template.encode("utf-8")
+    return snapshot
+
+
+def ir_digests(ir_dir: Path) -> dict[str, str]:
+    """The sha256 of every IR file (`.xml`, `.bin`) of an export folder: taken before the IR is inspected or
+    validated, held against what is bundled (`bot.build.bundle.check_validated`)."""
+    return {
+        path.name: hash_file(path).file.sha256
+        for path in sorted(ir_dir.iterdir())
+        if path.suffix in IR_SUFFIXES and path.is_file() and not path.is_symlink()
+    }
 
 
 class Once(Generic[T]):
@@ -99,14 +147,18 @@ class GroupTarget:
         export: Future[ExportResult],
         facts: Future[TargetFacts],
         official: OfficialCheck | None = None,
+        from_source: dict[str, bytes] | None = None,
     ) -> None:
         self.checkout, self.spec, self.src, self.reused, self._ctx = checkout, spec, src, reused, ctx
         self.official = official
+        # an exported target: its tokenizer files and chat template as read before any child ran (`source_snapshot`)
+        self.from_source = from_source
         self.task = target_task(spec.is_vlm)
         self.export, self.facts = export, facts
         self.all_exports: list[Future[ExportResult]] = [export]
         self._inspection: Once[TargetInspect] = Once()
         self._quality: Once[QualityReport] = Once()
+        self._validated: Once[dict[str, str]] = Once()
 
     @property
     def name(self) -> str:
@@ -134,9 +186,18 @@ class GroupTarget:
             BotError: the export failed (stage `export-target`, subject the target).
         """
         try:
-            return run_step(Stage.EXPORT_TARGET, self.export.result)
+            result = run_step(Stage.EXPORT_TARGET, self.export.result)
         except BotError as error:
             raise error.at(subject=self.name) from None
+        self.validated_ir()  # hashed before the first check reads it
+        return result
+
+    def validated_ir(self) -> dict[str, str]:
+        """The sha256 of the target IR's files, taken once its export is done and before it is inspected or
+        validated (an official IR is not bundled: nothing to hold)."""
+        if self.official_ir is not None:
+            return {}
+        return self._validated.get(lambda: ir_digests(self.export.result().ir_dir))
 
     def inspection(self, draft: DraftSpec) -> TargetInspect:
         """The target IR's check, run once, for the first draft that asks (its hidden-state taps are checked).
@@ -256,6 +317,7 @@ def start_target(
             checkout=checkout, spec=spec, src=checkout.path, reused=reused, ctx=ctx, export=export, facts=facts
         )
     src = safe_copy(checkout.path, ctx.scratch / "src" / "target", subject=checkout.name)
+    from_source = source_snapshot(src)  # before any child of the group runs
     request = ExportRequest(
         role="target",
         source=src,
@@ -265,7 +327,15 @@ def start_target(
     )
     export = exporters.submit(_export_target, request, checkout, ctx, facts)
     return GroupTarget(
-        checkout=checkout, spec=spec, src=src, reused=None, ctx=ctx, export=export, facts=facts, official=official
+        checkout=checkout,
+        spec=spec,
+        src=src,
+        reused=None,
+        ctx=ctx,
+        export=export,
+        facts=facts,
+        official=official,
+        from_source=from_source,
     )
 
 
