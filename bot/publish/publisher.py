@@ -19,17 +19,18 @@ from __future__ import annotations
 import random
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.build.bundle import Bundle, check_folder
+from bot.build.bundle import DRAFT_PUBLISHED, TARGET_FILES, Bundle, check_folder, check_publishable
 from bot.core import log, record
 from bot.core.errors import BotError, Failure, PreconditionFailed, Skip, Stage
 from bot.core.outcome import Status
 from bot.core.record import PROVENANCE_FILE, BuildRecord, DraftSummary, Repos, TargetRecord
 from bot.core.record_files import differs_from_record
 from bot.hub import Hub, RepoFiles
+from bot.plan.reuse import EXPORT_COMMIT, why_not_the_bots
 from bot.publish.card import render_draft_card, render_target_card, template_fingerprint
 from bot.publish.charts import ACCEPTANCE_CHART, write_acceptance_chart
 
@@ -73,6 +74,9 @@ def publish_group(
     """
     card_fp = template_fingerprint()
     replaces = replaces or {}
+    refused = _refused_bundle(members)
+    if refused is not None:
+        return [refused] * len(members)  # one tampered bundle: nothing of its group is committed
     members = [(bundle, pair_repos(bundle.record, repos)) for bundle, repos in members]
     results: list[PublishResult | BotError | None] = [None] * len(members)
     for attempt in range(1, _RACE_ATTEMPTS + 1):
@@ -107,13 +111,14 @@ def _publish_once(
     card linking a missing repo, and the next run finishes the work."""
     ready: list[int] = []
     current: list[int] = []
-    seen: dict[int, RepoFiles | None] = {}  # the draft repo as each decision read it
+    seen: dict[int, tuple[RepoFiles | None, BuildRecord | None]] = {}  # the draft repo as each decision read it
     for i in pending:
         bundle, repos = members[i]
         try:
-            is_current, seen[i] = _draft_is_current(
+            is_current, head, found = _draft_is_current(
                 hub, bundle.record, repos, card_fp, replacing=repos.draft in replaces
             )
+            seen[i] = (head, found)
             (current if is_current else ready).append(i)
         except BotError as error:
             results[i] = error
@@ -154,6 +159,29 @@ def _publish_once(
         results[i] = PublishResult(Status.PUBLISHED if commits[i] else Status.UP_TO_DATE, members[i][1], commits[i])
 
 
+def _refused_bundle(members: list[tuple[Bundle, Repos]]) -> Failure | None:
+    """The failure of a group with a bundle holding a file its format never publishes (by name or kind, an IR
+    without its pair, `auto_map` in a config; `bot.build.bundle.check_publishable`), naming that bundle; None when
+    every bundle holds only what the format allows. The record travels with the bundle, so it is not asked."""
+    for bundle, _ in members:
+        built = bundle.record
+        name = f"bundle {bundle.root.name} ({built.source.repo})"
+        try:
+            check_publishable(bundle.draft_dir, "draft", f"{name}: draft/", (ACCEPTANCE_CHART,))
+            if _official_target_used(built):
+                check_publishable(bundle.target_dir, "official", f"{name}: target/ (an official target's)", ())
+            else:
+                check_publishable(bundle.target_dir, "target", f"{name}: target/")
+        except Failure as error:
+            members_named = ", ".join(b.record.source.repo or "?" for b, _ in members)
+            return Failure(
+                f"{error.message}; nothing of its group is published ({members_named})",
+                subject=built.source.repo,
+                stage=Stage.PUBLISH,
+            )
+    return None
+
+
 def pair_repos(built: BuildRecord, repos: Repos) -> Repos:
     """The repos a build's pair lives in: the planned ones, but an official target's repo when the draft was
     validated against it (`BuildRecord.official_target`: no target of the bot's own exists for it)."""
@@ -167,9 +195,9 @@ def _official_target_used(built: BuildRecord) -> bool:
 
 def _draft_is_current(
     hub: Hub, built: BuildRecord, repos: Repos, card_fp: str, *, replacing: bool = False
-) -> tuple[bool, RepoFiles | None]:
-    """Whether the draft repo already holds this build with this card, and the repo as it was read (None: no repo);
-    a commit of this bundle must have that commit as its parent (`Hub.publish_folder(seen=...)`).
+) -> tuple[bool, RepoFiles | None, BuildRecord | None]:
+    """Whether the draft repo already holds this build with this card, the repo as it was read (None: no repo) and
+    its record there; a commit of this bundle must have that commit as its parent (`Hub.publish_folder(seen=...)`).
 
     With `replacing` (the draft comes back to this repo from another format's), only this very bundle is current:
     an equal build published here before is the one whose card now points away.
@@ -191,7 +219,7 @@ def _draft_is_current(
     head = hub.files_or_none(repos.draft)
     published = hub.draft_record(repos.draft, revision=head.sha) if head is not None else None
     if published is None:
-        return False, head
+        return False, head, None
     if published.source.repo != source:
         raise Skip(
             f"{repos.draft} holds a build of {published.source.repo}, not of {source}: not overwritten "
@@ -202,7 +230,7 @@ def _draft_is_current(
     if not published.inputs().changes_to(built.inputs()) and (not replacing or published.built_at == built.built_at):
         if published.card is not None and published.card.template_fingerprint == card_fp:
             log.step("%s already holds this build", repos.draft)
-            return True, head
+            return True, head, published
     elif published.built_at > built.built_at and published.source.revision != built.source.revision:
         raise Skip(
             f"{repos.draft} already holds a newer build (source {str(published.source.revision)[:7]}); "
@@ -210,7 +238,31 @@ def _draft_is_current(
             subject=source,
             stage=Stage.PUBLISH,
         )
-    return False, head
+    return False, head, published
+
+
+def _not_the_bots_repo(repo: str, head: RepoFiles | None, listed: Iterable[str] | None, subject: str | None) -> None:
+    """Refuse a commit of a bundle's files (it adds, replaces and deletes) over a repo that holds files the bot did
+    not publish: only the `listed` files (what its record lists; a record of an older bot that lists none: the
+    format's names), the card, record and chart the bot renders, and `.gitattributes` may be there (a repo without
+    a record of the bot's, `listed` None: `.gitattributes` alone). A hand-made repo, or one a collaborator added
+    files to, keeps every file.
+
+    Raises:
+        Skip: naming the files the bot did not publish.
+    """
+    if head is None:
+        return
+    own = {".gitattributes", *((*_DRAFT_RENDERED, *listed) if listed is not None else ())}
+    others = sorted(set(head.sizes) - own)
+    if others:
+        raise Skip(
+            f"{repo} is not the bot's repo: it holds {', '.join(others[:5])}"
+            f"{f' and {len(others) - 5} more' if len(others) > 5 else ''}, which the bot did not publish; "
+            "nothing committed to it",
+            subject=subject,
+            stage=Stage.PUBLISH,
+        )
 
 
 def _publish_target(
@@ -262,6 +314,8 @@ def _publish_target(
         return
     folder = first.target_dir
     if not weights_current:  # the weights are committed: exactly the files the record lists
+        listed = None if published is None else published.files if published.files is not None else TARGET_FILES
+        _not_the_bots_repo(repos.target, head, listed, built.source.repo)
         check_folder(folder, _listed(target_record.files, repos.target), _CARD_FILES, repos.target)
     record.write(target_record, folder)
     (folder / "README.md").write_text(render_target_card(target_record, target_repo=repos.target), encoding="utf-8")
@@ -297,9 +351,12 @@ def _publish_draft(
     card_fp: str,
     commits: list[tuple[str, str]],
     private: bool,
-    seen: RepoFiles | None,
+    seen: tuple[RepoFiles | None, BuildRecord | None],
 ) -> None:
+    head, published = seen
     built = bundle.record.published_as(repos, card_fp)
+    listed = None if published is None else published.files.draft if published.files else DRAFT_PUBLISHED
+    _not_the_bots_repo(repos.draft, head, listed, built.source.repo)
     folder = bundle.draft_dir
     check_folder(folder, _listed(built.files.draft if built.files else None, repos.draft), _DRAFT_RENDERED, repos.draft)
     record.write(built, folder)
@@ -310,7 +367,7 @@ def _publish_draft(
         folder,
         message=_message("draft", built.source, built.draft_weight_format),
         private=private,
-        seen=seen,
+        seen=head,
     )
     if result.commit:
         commits.append((repos.draft, result.commit))
@@ -412,6 +469,12 @@ def _as_recorded(hub: Hub, repo: str, commit: str, published: TargetRecord) -> b
     if published.files is None:
         return False
     changed = differs_from_record(hub.listed_hashes(repo, commit), published.files, (*_CARD_FILES, ".gitattributes"))
+    if changed is None:
+        # Files that match a record someone else rewrote are not the bot's: a card-only commit must not certify them.
+        try:
+            changed = why_not_the_bots(hub, repo, commit, published, hub.user())
+        except BotError as error:
+            changed = f"its history could not be read ({error.one_line()})"
     if changed is not None:
         log.step("%s changed outside the bot (%s): its files are published again from this build", repo, changed)
     return changed is None
@@ -429,4 +492,7 @@ def _listed(files: record.FileList | None, repo: str) -> record.FileList:
 
 
 def _message(role: str, ref: record.SourceRef, weight_format: str) -> str:
-    return f"Export {role} {ref.repo}@{str(ref.revision)[:7]} to OpenVINO {weight_format} (dflash-bot)"
+    """A weights commit's title; a target's starts with `EXPORT_COMMIT` (reuse reads the history by it)."""
+    title = f"Export {role} {ref.repo}@{str(ref.revision)[:7]} to OpenVINO {weight_format} (dflash-bot)"
+    assert role != "target" or title.startswith(EXPORT_COMMIT)
+    return title
