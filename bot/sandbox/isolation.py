@@ -329,6 +329,8 @@ def _kill_group(process: subprocess.Popen, *, wait: bool = True) -> None:
         reaper.kill_below(process.pid, reap=False)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+    # its cgroup, where it made one: what it held survives it when the reaper itself was killed
+    reaper.kill_cgroup(reaper.child_cgroup(process.pid))
     if wait:
         process.wait()
 

@@ -9,6 +9,11 @@ exit code, or killed by the same signal): when the builder's wait returns, nothi
 nothing can change its output after it is hashed. Without a PID namespace a child could still signal the reaper,
 unless the signal guard (`bot.sandbox.signals`) or Landlock's signal scope stops it, as `bot.sandbox.child` arranges.
 
+Where this process may create a cgroup v2 folder below its own (root, or a delegated subtree), CMD runs in a cgroup
+of its own (`child_cgroup`): a process cannot leave it by re-parenting or `setsid()`, and the whole cgroup is killed
+(`cgroup.kill`) when CMD ends, and again by the builder if the reaper itself was killed (`kill_cgroup`). Elsewhere
+(an unprivileged runner without delegation) the subreaper alone holds the tree.
+
 It imports only the standard library: it runs outside the sandbox, before and after the child.
 """
 
@@ -21,9 +26,73 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 _PR_SET_CHILD_SUBREAPER = 36
 KILL_ROUNDS = 200
+CGROUP_PREFIX = "dflash-child-"
+
+
+def cgroup_folder() -> Path | None:
+    """This process's cgroup v2 folder (the unified hierarchy's mount point joined with the `0::` path of
+    `/proc/self/cgroup`), None where there is no unified hierarchy."""
+    try:
+        own = next(line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::"))
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except (OSError, StopIteration):
+        return None
+    for mount in mounts:
+        fields, _, rest = mount.partition(" - ")
+        parts = fields.split()
+        if rest.split()[:1] == ["cgroup2"] and len(parts) > 4 and own.startswith(parts[3]):
+            return Path(parts[4]) / own[len(parts[3]) :].lstrip("/")
+    return None
+
+
+def child_cgroup(reaper_pid: int) -> Path | None:
+    """The cgroup the reaper `reaper_pid` puts its child in (the same name in the builder and the reaper, which
+    share the builder's cgroup); None without a unified hierarchy."""
+    folder = cgroup_folder()
+    return folder / f"{CGROUP_PREFIX}{reaper_pid}" if folder is not None else None
+
+
+def kill_cgroup(cgroup: Path | None, *, reap: bool = False, wait_s: float = 5.0) -> None:
+    """SIGKILL every process of `cgroup` (`cgroup.kill`, Linux 5.14+; else one by one), wait until it is empty,
+    and remove it. Nothing happens when it does not exist. With `reap`, this process is the reaper and reaps them
+    (never in the builder: it would take its other children's exit status)."""
+    if cgroup is None or not cgroup.is_dir():
+        return
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            members = [int(pid) for pid in (cgroup / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            members = []
+        if not members or time.monotonic() > deadline:
+            break
+        try:
+            (cgroup / "cgroup.kill").write_text("1")
+        except OSError:
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        if reap:
+            _reap_all()
+        time.sleep(0.01)
+    with contextlib.suppress(OSError):
+        cgroup.rmdir()
+
+
+def _make_cgroup() -> Path | None:
+    cgroup = child_cgroup(os.getpid())
+    if cgroup is None:
+        return None
+    try:
+        cgroup.mkdir()
+    except OSError:
+        return None
+    return cgroup
 
 
 def descendants(root: int) -> list[int]:
@@ -81,9 +150,21 @@ def main(argv: list[str]) -> int:
         return 2
     if not _subreaper():
         print("reaper: prctl(PR_SET_CHILD_SUBREAPER) refused: orphans leave the tree", file=sys.stderr)
+    cgroup = _make_cgroup()
+
+    def enter_cgroup() -> None:  # in the forked child, before exec (this process has one thread: safe)
+        if cgroup is not None:
+            (cgroup / "cgroup.procs").write_text("0")
+
     try:
-        child = subprocess.Popen(argv, process_group=0, restore_signals=True)
+        try:
+            child = subprocess.Popen(argv, process_group=0, restore_signals=True, preexec_fn=enter_cgroup)
+        except subprocess.SubprocessError:  # the cgroup refused it (no delegation): the subreaper alone holds
+            kill_cgroup(cgroup)
+            cgroup = None
+            child = subprocess.Popen(argv, process_group=0, restore_signals=True)
     except OSError as exc:
+        kill_cgroup(cgroup)
         print(f"reaper: cannot start {argv[0]}: {exc}", file=sys.stderr)
         return 127
     status = 0
@@ -95,6 +176,7 @@ def main(argv: list[str]) -> int:
         if pid == child.pid:
             status = os.waitstatus_to_exitcode(raw)
             break
+    kill_cgroup(cgroup, reap=True)
     kill_below(os.getpid(), reap=True)
     if status < 0:  # end the way CMD ended, so the builder reads the signal as it would from CMD itself
         sys.stdout.flush()

@@ -7,6 +7,7 @@ its session with `setsid()`) may escape the memory guard or outlive it to rewrit
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -20,13 +21,14 @@ from bot.sandbox import signals
 from bot.sandbox.confinement import Confinement
 from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
 from bot.sandbox.landlock import abi_version
+from tests.sandbox.test_isolation import _alive
 
 # (layers, Landlock ABI cap): a hosted runner without user namespaces and with Landlock 5, and no OS layer at all.
 MODES = {
     "landlock5-no-namespaces": (("landlock",), 5),
     "no-os-layer": ((), None),
 }
-SIBLING_SLEEP = "7.0293"  # a duration no other process sleeps, so the sibling is found among other tests' processes
+SIBLING_SLEEP = "4.0293"  # a duration no other process sleeps, so the sibling is found among other tests' processes
 
 
 def _mode(name: str) -> tuple[tuple[str, ...], int | None]:
@@ -99,9 +101,20 @@ def test_a_child_without_a_pid_namespace_cannot_signal_its_sibling_nor_the_build
 
 
 def _builder_pid() -> int:
-    import os
-
     return os.getpid()
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _pids_running(needle: str) -> list[int]:
+    return [
+        int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and needle.encode() in _cmdline(int(e.name))
+    ]
 
 
 def _pid_running(needle: str, deadline_s: float = 20) -> int:
@@ -109,13 +122,9 @@ def _pid_running(needle: str, deadline_s: float = 20) -> int:
     sandbox child, whose command lines hold it too)."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        for entry in Path("/proc").iterdir():
-            try:
-                cmdline = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
-            except OSError:
-                continue
-            if needle.encode() in cmdline and b"bot/sandbox" not in cmdline and b"bot.sandbox" not in cmdline:
-                return int(entry.name)
+        for pid in _pids_running(needle):
+            if not any(part in _cmdline(pid) for part in (b"bot/sandbox", b"bot.sandbox")):
+                return pid
         time.sleep(0.1)
     raise AssertionError(f"no process runs {needle!r}")
 
@@ -147,7 +156,7 @@ def test_a_setsid_grandchild_is_killed_before_the_output_is_read(tmp_path, mode)
     validated = out.read_text()
     time.sleep(1.5)  # past the moment the orphan meant to rewrite it
     assert (validated, out.read_text()) == ("GOOD", "GOOD")
-    assert not Path(f"/proc/{ready.read_text()}").exists()
+    assert not _alive(int(ready.read_text()))
 
 
 # The child's helper forks an orphan that leaves the session and grows; the helper ends, so the orphan is re-parented
@@ -175,7 +184,7 @@ def test_a_setsid_orphan_counts_against_the_budget_of_the_child_that_left_it(tmp
     with pytest.raises(Failure, match=r"over the budget of 0\.31 GB"):
         _run(own, _GROWER, str(pid_file), mode=mode, memory_budget_bytes=300 * 2**20)
     time.sleep(0.3)
-    assert not Path(f"/proc/{pid_file.read_text()}").exists()
+    assert not _alive(int(pid_file.read_text()))
 
 
 def test_without_a_signal_guard_the_exports_run_one_after_the_other(monkeypatch, own_logger, capsys):
@@ -194,3 +203,55 @@ def test_without_a_signal_guard_the_exports_run_one_after_the_other(monkeypatch,
     assert "exports run one after the other: nothing here keeps a child from signalling its sibling" in (
         capsys.readouterr().err
     )
+
+
+def _cgroups_here() -> bool:
+    """Whether this process may make a cgroup v2 folder below its own (root, or a delegated subtree)."""
+    from bot.sandbox.reaper import cgroup_folder
+
+    folder = cgroup_folder()
+    if folder is None:
+        return False
+    probe = folder / f"dflash-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    probe.rmdir()
+    return True
+
+
+_HOLDER = r"""
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    open(sys.argv[1], "w").write(str(os.getpid()))
+    time.sleep(30)
+time.sleep(30)
+"""
+
+
+@pytest.mark.skipif(not _cgroups_here(), reason="no cgroup v2 folder this process may create (no delegation)")
+def test_in_its_cgroup_an_orphan_dies_even_when_the_reaper_itself_is_killed(tmp_path):
+    """The subreaper holds the tree while it lives; the child's cgroup holds it when something killed the reaper."""
+    own, caught = tmp_path / "draft", {}
+    pid_file = own / "orphan.pid"
+
+    def run() -> None:
+        try:
+            _run(own, _HOLDER, str(pid_file), mode="no-os-layer")
+        except Failure as error:
+            caught["message"] = error.message
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    orphan = int(pid_file.read_text())
+    reaper_pid = next(pid for pid in _pids_running(str(pid_file)) if b"reaper.py" in _cmdline(pid))
+    os.kill(reaper_pid, signal.SIGKILL)
+    thread.join(30)
+    assert "killed by SIGKILL from outside the bot" in caught["message"], caught
+    time.sleep(0.2)
+    assert not _alive(orphan)
