@@ -225,6 +225,12 @@ class PublishSettings(_Strict):
     )
     target_name: str = "{target_name}-int4-ov"
     private: bool = False
+    install: str | None = Field(
+        None,
+        description="the package (`name` or `name==version`) the cards' install line gives; publish checks that the "
+        "index has it. Unset, the line pins the source that built the card (the Actions run's repository@sha), or is "
+        "left out outside Actions",
+    )
     format_switch_margin: float = Field(
         0.10,
         description="a published draft moves to another weight format (and its repo) only when that format measured "

@@ -12,6 +12,10 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # bot.core.record imports this module (its speed gate)
+    from bot.core.record import SpeedRun
 
 
 def no_speedup_note(speedups: Sequence[float], *, device: str, cores: int | None) -> str | None:
@@ -138,3 +142,36 @@ def recommend_k(intervals: Mapping[int, Interval]) -> tuple[int, str]:
         f"k={kept}: {intervals[kept].text()} overlaps the fastest median k={fastest} "
         f"({intervals[fastest].text()}), so the smaller k stays"
     )
+
+
+def run_interval(run: SpeedRun) -> Interval | None:
+    """A sweep row's interval (None for a record from before intervals were measured)."""
+    if run.speedup_low is None or run.speedup_high is None:
+        return None
+    return Interval(run.speedup, run.speedup_low, run.speedup_high, run.pairs or 0)
+
+
+def compare_to_card(here: Sequence[SpeedRun], card: SpeedRun) -> str:
+    """Whether this machine's speed-up interval at the card's recommended k overlaps the card's (`dflash-bot try`).
+
+    Args:
+        here: this machine's sweep.
+        card: the card's run at its recommended `num_assistant_tokens`.
+    """
+    k = card.num_assistant_tokens
+    mine = next((run for run in here if run.num_assistant_tokens == k), None)
+    if mine is None:
+        return f"num_assistant_tokens={k} (the card's) was not measured here: no interval to compare"
+    ours, theirs = run_interval(mine), run_interval(card)
+    if ours is None or theirs is None:
+        return (
+            f"at num_assistant_tokens={k}: x{mine.speedup:.2f} here, x{card.speedup:.2f} on the card "
+            "(a single timing has no interval to compare)"
+        )
+    if ours.overlaps(theirs):
+        verdict = "the intervals overlap: this machine measures what the card says, within the noise"
+    elif ours.above(theirs):
+        verdict = "no overlap: faster here than on the card, beyond the noise"
+    else:
+        verdict = "no overlap: slower here than on the card, beyond the noise"
+    return f"at num_assistant_tokens={k}: here {ours.text()}; the card {theirs.text()}; {verdict}"

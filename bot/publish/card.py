@@ -112,11 +112,25 @@ def _metadata(
     return data.to_yaml()
 
 
-def render_draft_card(built: BuildRecord, *, folder: Path | None = None, superseded_by: str | None = None) -> str:
+def render_draft_card(
+    built: BuildRecord,
+    *,
+    folder: Path | None = None,
+    superseded_by: str | None = None,
+    install: str | None = None,
+    target_commit: str | None = None,
+    draft_revision: str | None = None,
+) -> str:
     """The draft repo's README.md from its published record (`built.repos` names both repos).
 
     Args:
         superseded_by: the repo this draft moved to (another weight format's): its card then says so at the top.
+        install: the pip requirement of the source that built the card (`bot.publish.install.install_line`); the
+            card gives no install line without one.
+        target_commit: the target repo's commit holding the IR this draft was validated with, when the record does
+            not name it (an official or reused target's is in the record).
+        draft_revision: a revision of the draft repo that holds this card's files (a tag: a card cannot name the
+            commit it is part of); the snippet downloads the draft at its head without one.
     """
     if built.repos is None:
         raise ValueError("a draft card needs the record's repos (BuildRecord.published_as)")
@@ -143,8 +157,21 @@ def render_draft_card(built: BuildRecord, *, folder: Path | None = None, superse
             best=built.validation.best_run,
             speeds_up=built.validation.speeds_up,
             facts=facts(built.draft.format),
+            install=install,
+            target_pin=_target_pin(built, target_commit),
+            draft_pin=draft_revision,
         )
     )
+
+
+def _target_pin(built: BuildRecord, target_commit: str | None) -> str | None:
+    """The target repo's commit the draft was validated with: the official one's, the reused IR's, or the one the
+    publisher committed it in (None: unknown, the snippet downloads the head)."""
+    if built.official_target is not None and built.official_target.used:
+        return built.official_target.revision
+    if built.export.target_reused_from:
+        return built.export.target_reused_from.rsplit("@", 1)[-1]
+    return target_commit
 
 
 def render_target_card(target: TargetRecord, *, target_repo: str, folder: Path | None = None) -> str:

@@ -155,3 +155,32 @@ def test_k_moves_to_the_fastest_only_beyond_the_noise():
     # A larger k that overlaps the fastest does not pull the choice up.
     k, _ = recommend_k({3: Interval(2.4, 2.3, 2.5, 6), 7: Interval(2.0, 1.9, 2.35, 6)})
     assert k == 3
+
+
+def test_try_says_whether_its_interval_overlaps_the_cards():
+    from bot.core.speedup import compare_to_card
+
+    def run(k: int, median: float, low: float | None, high: float | None) -> SpeedRun:
+        return SpeedRun(
+            num_assistant_tokens=k,
+            max_new_tokens=33,
+            accept_length=2.0,
+            tokens_per_s=10 * median,
+            baseline_tokens_per_s=10.0,
+            speedup=median,
+            speedup_low=low,
+            speedup_high=high,
+            pairs=6 if low is not None else None,
+        )
+
+    card = run(3, 9.86, 9.0, 10.5)
+    # The case: try measured x5.96 where the card says x9.86.
+    slower = compare_to_card([run(3, 5.96, 5.5, 6.4), run(7, 5.0, 4.0, 6.0)], card)
+    assert slower.startswith("at num_assistant_tokens=3: here x5.96 [5.50, 6.40], 6 pairs; the card x9.86")
+    assert slower.endswith("no overlap: slower here than on the card, beyond the noise")
+    assert compare_to_card([run(3, 9.5, 8.8, 10.1)], card).endswith(
+        "the intervals overlap: this machine measures what the card says, within the noise"
+    )
+    assert "faster here" in compare_to_card([run(3, 12.0, 11.0, 13.0)], card)
+    assert "a single timing has no interval" in compare_to_card([run(3, 9.0, None, None)], card)
+    assert "was not measured here" in compare_to_card([run(7, 9.0, 8.0, 10.0)], card)

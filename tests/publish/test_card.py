@@ -86,6 +86,7 @@ CARD_TEMPLATES = {
     "_quality.md.j2",
     "_usage.md.j2",
     "_usage_vlm.md.j2",
+    "_usage_download.md.j2",
 }
 
 
@@ -133,3 +134,89 @@ def test_the_status_page_fingerprint_covers_its_template_page_and_chart_code_not
     assert page.renderer_fingerprint() == before
     _edit(templates / "status_card.md.j2", "#", "# changed ")
     assert page.renderer_fingerprint() != before
+
+
+def measured_record():
+    """The fixture record with what a validation now measures: intervals, the machine, the method and the
+    default-properties comparison."""
+    from bot.core.record import BuildRecord
+    from tests.records import record_data
+
+    data = record_data()
+    for run, (low, high) in zip(data["validation"]["runs"], ((1.3, 1.5), (1.0, 1.2)), strict=True):
+        run.update(speedup_low=low, speedup_high=high, pairs=9)
+    data["validation"].update(
+        recommendation="k=3: fastest, x1.40 [1.30, 1.50], 9 pairs",
+        machine={"cpu": "Test CPU", "cores": 4, "threads": 2, "memory_bytes": 16 * 2**30, "os": "Debian 12"},
+        timing={
+            "method": "plain and speculative interleaved",
+            "min_pairs": 3,
+            "max_pairs": 12,
+            "target_share": 0.05,
+            "budget_s": 600,
+            "seconds": 41.0,
+        },
+        default_properties={
+            "lossless": False,
+            "num_assistant_tokens": 3,
+            "prompts": 3,
+            "prompt_index": 1,
+            "first_difference": 17,
+        },
+    )
+    return BuildRecord.model_validate(data).published_as(REPOS, "fp")
+
+
+def test_the_card_gives_the_machine_the_method_and_each_speedup_with_its_interval():
+    draft = render_draft_card(measured_record())
+    validation = draft.split("## Validation", 1)[1].split("\n## ", 1)[0]
+    assert "on CPU: Test CPU, 4 logical cores, 2 inference threads, 16.0 GiB of memory, Debian 12." in validation
+    assert "OpenVINO GenAI `LLMPipeline` 2026.4.1.0 (OpenVINO 2026.4.1)" in validation
+    assert "3 prompts, 33 new tokens per generation" in validation
+    assert "(median of 9 pairs, 95 % interval 1.30×–1.50×)" in validation
+    assert "| 3 | 3.50 | 14.0 | 10.0 | 1.40× | 1.30×–1.50× | 9 |" in validation
+    assert "within ±5 % of the median, or at 12 pairs, or when its share of 600 s was spent" in validation
+    assert "Recommended: `num_assistant_tokens = 3` (k=3: fastest, x1.40 [1.30, 1.50], 9 pairs)." in validation
+    # "Lossless" with the properties it was measured under, and the defaults' own result.
+    assert "under exact CPU properties on both models (`KV_CACHE_PRECISION=f32`" in validation
+    assert (
+        "**With GenAI's default CPU properties** (what the Usage snippet runs): not lossless: at "
+        "num_assistant_tokens=3 prompt 1 first diverges from plain greedy at token 17." in validation
+    )
+    assert "# GenAI's default CPU properties, as validated: not lossless" in draft.split("## Usage", 1)[1]
+
+
+def test_compatibility_gives_minimum_versions_and_calls_the_genai_path_experimental():
+    draft, target = cards()
+    compatibility = draft.split("## Compatibility", 1)[1].split("\n## ", 1)[0]
+    assert "Runs with **OpenVINO GenAI 2026.4.1.0 and higher**" in compatibility
+    assert "> **Experimental.** OpenVINO GenAI's DFlash support is experimental: GenAI's DFlash path supports " in (
+        compatibility
+    )
+    assert "batch size 1" in compatibility and "| OpenVINO GenAI |" not in compatibility
+    assert "**OpenVINO GenAI 2026.4.1.0 and higher**" in target.split("## Compatibility", 1)[1]
+
+
+def test_the_install_line_is_the_pinned_source_or_absent_never_a_bare_package_name():
+    sha = "c" * 40
+    install = f"dflash-ov-bot @ git+https://github.com/someone/dflash-bot@{sha}"
+    built = build_record().published_as(REPOS, "fp")
+    pinned = render_draft_card(built, install=install).split("## Measure it on your machine", 1)[1]
+    assert f'pip install "{install}"\ndflash-bot try {REPOS.draft} --device CPU\n' in pinned
+    unknown = render_draft_card(built).split("## Measure it on your machine", 1)[1].split("\n## ", 1)[0]
+    assert "pip install" not in unknown and f"`dflash-bot try {REPOS.draft} --device CPU`" in unknown
+    assert "pip install dflash-ov-bot\n" not in render_draft_card(built, install=install)
+
+
+def test_the_snippet_pins_the_draft_and_the_target_to_the_commits_validated_together():
+    built = build_record().published_as(REPOS, "fp")
+    usage = render_draft_card(built, target_commit="d" * 40, draft_revision="e" * 40).split("## Usage", 1)[1]
+    assert f'hf.snapshot_download("{REPOS.target}", revision="{"d" * 40}")' in usage
+    assert f'hf.snapshot_download("{REPOS.draft}", revision="{"e" * 40}")' in usage
+    # A reused target's commit is in the record: the snippet pins it without being told.
+    reused = built.model_copy(
+        update={"export": built.export.model_copy(update={"target_reused_from": f"{REPOS.target}@{'f' * 40}"})}
+    )
+    assert f'revision="{"f" * 40}")' in render_draft_card(reused).split("## Usage", 1)[1]
+    vlm = build_record(is_vlm=True).published_as(REPOS, "fp")
+    assert f'revision="{"d" * 40}")' in render_draft_card(vlm, target_commit="d" * 40).split("## Usage", 1)[1]
