@@ -9,6 +9,7 @@ downloaded file is checked against the Hub's hash for its revision (`bot.core.ha
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Callable, Iterable
@@ -543,6 +544,36 @@ class Hub:
 
     # ---- writes (publish stage only) ----
 
+    def validate_card(self, text: str, *, repo_id: str, repo_type: str = "model") -> None:
+        """Ask this Hub whether it accepts a card's metadata (`POST /api/validate-yaml`), before anything uploads.
+
+        huggingface_hub 1.21.0's `RepoCard.validate` posts to a hard-coded huggingface.co, so this uses the check
+        its `create_commit` makes for a README.md (`HfApi._validate_yaml`), which honours the configured endpoint.
+
+        Raises:
+            Failure: the Hub refuses the metadata; the message names each refused field as the Hub does
+                (e.g. `"license" must be one of [...]`), and nothing has been uploaded.
+            HubError: the Hub could not be asked (after the usual retries).
+        """
+
+        def check() -> None:
+            try:
+                self.api._validate_yaml(text, repo_type=repo_type)
+            except json.JSONDecodeError:  # the client reads the body before the status: not the Hub's answer
+                raise HubError(
+                    "the Hub's answer to the card check (validate-yaml) is not JSON: a proxy's or CDN's answer",
+                    status=None,
+                    subject=repo_id,
+                    stage=Stage.PUBLISH,
+                ) from None
+            except ValueError as exc:
+                reasons = " ".join(line.lstrip("- ") for line in str(exc).splitlines()[1:] if line.strip())
+                raise Failure(
+                    f"the Hub refuses the card's metadata: {reasons or exc}", subject=repo_id, stage=Stage.PUBLISH
+                ) from None
+
+        self.call(Stage.PUBLISH, check, subject=repo_id)
+
     def publish_folder(
         self,
         repo_id: str,
@@ -781,6 +812,10 @@ def _verdict(
     """
     if isinstance(exc, BotError):
         return None
+    if isinstance(exc, ValueError) and str(exc).startswith("Invalid metadata in README.md"):
+        # `create_commit` asked the Hub about the card first (validate-yaml) and it refused: nothing was uploaded.
+        reasons = " ".join(line.lstrip("- ") for line in str(exc).splitlines()[1:] if line.strip())
+        return Failure(f"the Hub refuses the card's metadata: {reasons}", subject=subject, stage=Stage.PUBLISH), False
     if isinstance(exc, hf.utils.HFValidationError):
         return Skip(f"not a valid Hub repo id or revision: {_short(exc, 160)}", subject=subject, stage=stage), False
     if isinstance(exc, hf.errors.HfHubHTTPError):

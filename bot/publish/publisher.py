@@ -32,6 +32,7 @@ from bot.core.record_files import differs_from_record
 from bot.hub import Hub, RepoFiles
 from bot.plan.reuse import EXPORT_COMMIT, why_not_the_bots
 from bot.publish.card import render_draft_card, render_target_card, template_fingerprint
+from bot.publish.card_check import refused_card
 from bot.publish.charts import ACCEPTANCE_CHART, write_acceptance_chart
 
 _CARD_FILES = ("README.md", PROVENANCE_FILE)
@@ -78,6 +79,9 @@ def publish_group(
     if refused is not None:
         return [refused] * len(members)  # one tampered bundle: nothing of its group is committed
     members = [(bundle, pair_repos(bundle.record, repos)) for bundle, repos in members]
+    card_refused = refused_card(hub, members, card_fp)  # the Hub's card check, before any upload (issue 33)
+    if card_refused is not None:
+        return [card_refused] * len(members)
     results: list[PublishResult | BotError | None] = [None] * len(members)
     for attempt in range(1, _RACE_ATTEMPTS + 1):
         pending = [i for i, result in enumerate(results) if result is None]

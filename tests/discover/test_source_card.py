@@ -199,8 +199,6 @@ def test_discovery_through_the_local_hub_resolves_the_base_model_the_hub_shows(t
     license is dropped with a note."""
     import shutil
 
-    from huggingface_hub import HfApi
-
     from bot.discover.candidates import resolve
     from bot.hub import Hub, configure_client
     from hubserver import LocalHub
@@ -211,10 +209,9 @@ def test_discovery_through_the_local_hub_resolves_the_base_model_the_hub_shows(t
     (draft / "README.md").write_text(f"---\n# ------\nbase_model: Qwen/Qwen3-Tiny\n{INJECTED_LICENSE}---\n# Draft\n")
     with LocalHub(tmp_path / "hub", user="maintainer", token="hf_write") as server:
         configure_client(server.url)  # the client settings a local endpoint needs
-        api = HfApi(endpoint=server.url, token="hf_write")
         for repo, folder in (("Qwen/Qwen3-Tiny", pair.target), ("z-lab/Qwen3-Other-DFlash-b16", draft)):
-            api.create_repo(repo)
-            api.upload_folder(repo_id=repo, folder_path=folder)
+            # Seeded as a repo the Hub already holds: a commit of this card would be refused now (its license).
+            server.seed_folder(repo, folder)
         hub = Hub(server.url)
         (listing,) = hub.list_models(author="z-lab", search=None, filter_tags=(), limit=10)
         assert listing.card_data.get("base_model") == "Qwen/Qwen3-Tiny"  # what the Hub shows
