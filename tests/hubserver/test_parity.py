@@ -144,6 +144,14 @@ def test_a_publish_whose_card_the_hub_refuses_uploads_nothing(hub: LocalHub, tmp
     assert writes == [] and writer.files_or_none(REPOS.target) is None
 
 
+def test_a_card_the_client_finds_refused_in_a_commit_is_a_failure_naming_the_field(hub: LocalHub) -> None:
+    """`create_commit` asks validate-yaml first and raises ValueError("Invalid metadata in README.md. ..."): the bot
+    turns it into a Failure (the status page's commit, `Hub.commit_files`, has no check of its own)."""
+    bot = Hub(hub.url, TOKEN, max_attempts=1)
+    with pytest.raises(Failure, match='"license" must be one of'):
+        bot.commit_files("bot/status-page", {"README.md": b"---\nlicense: asdf\n---\n"}, message="status")
+
+
 def test_the_bots_own_cards_pass_the_hubs_check(hub: LocalHub) -> None:
     """Draft and target cards (LLM and VLM) and the status page, rendered from the fixture records."""
     bot = Hub(hub.url, TOKEN, max_attempts=1)
