@@ -9,6 +9,7 @@ downloaded file is checked against the Hub's hash for its revision (`bot.core.ha
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import time
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 import httpx
 import huggingface_hub as hf
@@ -25,7 +26,16 @@ import huggingface_hub.errors
 import huggingface_hub.utils._http
 
 from bot.core import deadlines, log
-from bot.core.errors import BotError, Failure, HubError, PreconditionFailed, Skip, Stage
+from bot.core.errors import (
+    BotError,
+    Failure,
+    HubError,
+    InfrastructureFailure,
+    PreconditionFailed,
+    RunnerFault,
+    Skip,
+    Stage,
+)
 from bot.core.hashes import FileHash, HubHash, hash_file, is_blob_id, is_sha256, mismatch, write_manifest
 from bot.core.recipe import HubSettings
 from bot.core.record import (
@@ -219,6 +229,7 @@ class Hub:
             connect_s=self.settings.connect_timeout_s,
             read_s=self.settings.read_timeout_s,
             min_bytes_per_s=self.settings.min_bytes_per_s,
+            upload_attempts=self.settings.download_attempts,
         )
         self.api = hf.HfApi(endpoint=self.endpoint, token=self.token or False, library_name="dflash-bot")
 
@@ -233,11 +244,14 @@ class Hub:
             Failure: the Hub kept failing (5xx, 429, silence, dropped connections), answered without its own error
                 code (a proxy or CDN), rejected the request, or the stage's deadline passed (`HubError`).
         """
-        with deadlines.limits(self.limits):
+        with deadlines.limits(self.limits), deadlines.shared_with_threads():
             for attempt in range(1, self.max_attempts + 1):
                 try:
                     return fn()
                 except Exception as exc:
+                    stopped = _upload_stopped(exc, subject=subject, stage=what)
+                    if stopped is not None:  # final: huggingface_hub retried that upload already
+                        raise stopped from None
                     verdict = _verdict(exc, subject=subject, stage=what, hub=self)
                     if verdict is None:
                         raise
@@ -333,10 +347,22 @@ class Hub:
                         stage=Stage.READ,
                     )
                 body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > max_bytes:
-                        raise Skip(f"{filename} is over the {max_bytes}-byte limit", subject=repo_id, stage=Stage.READ)
+                try:
+                    for chunk in response.iter_bytes():
+                        body += chunk
+                        if len(body) > max_bytes:
+                            raise Skip(
+                                f"{filename} is over the {max_bytes}-byte limit", subject=repo_id, stage=Stage.READ
+                            )
+                except deadlines.Stalled as stall:
+                    # The download's stall rule, final for a read: retrying a trickling answer from its first byte
+                    # would only multiply the wait (a status.json sent a byte every 5 s held a dry run 300 s).
+                    raise HubError(
+                        f"read of {filename} stalled after {stall.received} bytes: {stall}",
+                        status=None,
+                        subject=repo_id,
+                        stage=Stage.READ,
+                    ) from None
                 return bytes(body)
 
         return self.call(Stage.READ, fetch, subject=repo_id)
@@ -392,11 +418,28 @@ class Hub:
         return self.call(Stage.COMMITS, fetch, subject=repo_id)
 
     def commit_ids(self, repo_id: str, *, limit: int) -> list[str]:
-        """The commits of a repo's main branch, newest first, at most `limit` of them (`dflash-bot try` looks back
-        for the target files a draft was validated with)."""
-        return self.call(
-            Stage.COMMITS, lambda: [c.commit_id for c in self.api.list_repo_commits(repo_id)][:limit], subject=repo_id
-        )
+        """The commits of a repo's main branch, newest first, at most `limit` of them and at most `limit` pages
+        (`dflash-bot try` looks back for the target files a draft was validated with)."""
+
+        def fetch() -> list[str]:
+            # Paged by hand, bounded before the first page: huggingface_hub's `list_repo_commits` reads every page
+            # first, and a mirror that links each page to another never lets it stop.
+            headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
+            url: str | None = f"{self.endpoint}/api/models/{repo_id}/commits/main"
+            ids: list[str] = []
+            for _ in range(max(limit, 1)):  # a page holds at least one commit, or the listing is over
+                if url is None or len(ids) >= limit:
+                    break
+                response = hf.utils.get_session().get(url, headers=headers)
+                hf.utils.hf_raise_for_status(response)
+                page = [str(item.get("id")) for item in response.json() if isinstance(item, dict)]
+                if not page:
+                    break
+                ids += page
+                url = response.links.get("next", {}).get("url")
+            return ids[:limit]
+
+        return self.call(Stage.COMMITS, fetch, subject=repo_id)
 
     def commit_log(self, repo_id: str, revision: str, *, limit: int) -> list[CommitEntry]:
         """The commits from `revision` back, newest first, with their first author and title: at most `limit`,
@@ -522,11 +565,13 @@ class Hub:
         url = hf.hf_hub_url(repo_id, name, revision=commit, endpoint=self.endpoint)
         headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
         part.parent.mkdir(parents=True, exist_ok=True)
-        attempts, cause = self.settings.download_attempts, "no attempt"
+        attempts, cause, label = self.settings.download_attempts, "no attempt", f"{name} at {commit[:7]}"
         for attempt in range(1, attempts + 1):
             try:
-                self.call(Stage.DOWNLOAD, lambda: _get_into(url, headers, part, size), subject=repo_id)
+                self.call(Stage.DOWNLOAD, lambda: _get_into(url, headers, part, size, label), subject=repo_id)
                 return
+            except BotError as error:  # over the listed size, or the disk is full: no attempt more
+                raise error.at(subject=repo_id) from None
             except _Interrupted as stop:
                 cause = stop.reason
                 if stop.final or attempt == attempts:
@@ -625,7 +670,8 @@ class Hub:
                 files=tuple(names),
             )
 
-        return self.call(Stage.COMMIT, commit, subject=repo_id)
+        with self.deadline(Stage.COMMIT, self.settings.download_deadline_s):  # an upload's deadline is a download's
+            return self.call(Stage.COMMIT, commit, subject=repo_id)
 
     def tag(self, repo_id: str, tag: str, revision: str | None = None) -> None:
         self.call(
@@ -698,7 +744,8 @@ class Hub:
                 files=tuple(sorted(files)),
             )
 
-        return self.call(Stage.COMMIT, commit, subject=repo_id)
+        with self.deadline(Stage.COMMIT, self.settings.download_deadline_s):
+            return self.call(Stage.COMMIT, commit, subject=repo_id)
 
     def ensure_collection(
         self, title: str, namespace: str, *, description: str | None = None, private: bool = False
@@ -735,6 +782,16 @@ class Hub:
         )
 
 
+def _upload_stopped(exc: Exception, *, subject: str | None, stage: Stage) -> HubError | None:
+    """The error of an upload the floor or the deadline stopped (`bot.core.deadlines`), naming the file, the bytes
+    and the limit; None for any other exception. huggingface_hub wraps an LFS upload's error in a `RuntimeError`
+    naming the file ("Error while uploading 'x' to the Hub.")."""
+    cause = exc.__cause__
+    if not isinstance(exc, RuntimeError) or not isinstance(cause, deadlines.Stalled | deadlines.DeadlinePassed):
+        return None
+    return HubError(f"{_short(exc, 200)} Stopped: {cause}", status=None, subject=subject, stage=stage)
+
+
 class _Interrupted(Exception):
     """A transfer stopped part-way (stalled, dropped, past the deadline); `Hub._transfer` decides whether to resume."""
 
@@ -744,14 +801,18 @@ class _Interrupted(Exception):
         self.final = isinstance(cause, deadlines.DeadlinePassed)
 
 
-def _get_into(url: str, headers: dict[str, str], part: Path, size: int) -> None:
-    """One GET of a file into `part`, from the byte it already holds; every byte is on disk as soon as it arrives.
+def _get_into(url: str, headers: dict[str, str], part: Path, size: int, where: str) -> None:
+    """One GET of a file into `part`, from the byte it already holds; every byte is on disk as soon as it arrives,
+    and never one past the `size` the Hub lists for the file, whatever the answer claims or sends.
 
     `identity`: the bytes on the wire are the file's own (the Hub gzips text files otherwise), so a Range resumes at
     an exact byte and the hash covers the file as stored.
 
     Raises:
         _Interrupted: the answer stalled, the connection failed, or the deadline passed.
+        Failure: the answer claims or sends more than `size` bytes (a CDN or mirror sending another body): stopped
+            there, naming the file, the bytes and the limit.
+        InfrastructureFailure: the disk is full (one line: the bytes the file still needs and the bytes free).
     """
     offset = _size(part)
     if offset > size:
@@ -766,11 +827,51 @@ def _get_into(url: str, headers: dict[str, str], part: Path, size: int) -> None:
         with hf.utils.get_session().stream("GET", url, headers=request_headers, follow_redirects=True) as response:
             hf.utils.hf_raise_for_status(response)
             # A server that ignores the Range sends the whole file again (200): start over.
-            with part.open("ab" if offset and response.status_code == 206 else "wb") as out:
+            resumed = bool(offset) and response.status_code == 206
+            written = offset if resumed else 0
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and written + int(declared) > size:
+                raise _oversized(where, written + int(declared), size, claimed=True)
+            with part.open("ab" if resumed else "wb") as out:
                 for chunk in response.iter_bytes():
-                    out.write(chunk)
+                    if written + len(chunk) > size:
+                        raise _oversized(where, written + len(chunk), size, claimed=False)
+                    _write(out, chunk, part, where, needed=size - written)
+                    written += len(chunk)
     except (deadlines.Stalled, deadlines.DeadlinePassed, httpx.TransportError) as exc:
         raise _Interrupted(exc) from None
+
+
+def _oversized(where: str, got: int, size: int, *, claimed: bool) -> Failure:
+    how = f"its answer claims {got} bytes" if claimed else f"its answer ran to {got} bytes"
+    return Failure(
+        f"download of {where} stopped: {how}, over the {size} bytes the Hub lists for the file (nothing past "
+        f"{size} bytes is written; a CDN, proxy or mirror sent another body)",
+        stage=Stage.DOWNLOAD,
+    )
+
+
+def _write(out: BinaryIO, chunk: bytes, part: Path, where: str, *, needed: int) -> None:
+    """Write one chunk of a download; a full disk is the runner's fault, said in one line."""
+    try:
+        out.write(chunk)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise disk_full(f"download of {where}", needed, part.parent) from None
+
+
+def disk_full(what: str, needed: int, folder: Path) -> InfrastructureFailure:
+    """The one line a full disk is reported with: what needed the room, the bytes it needed and the bytes free."""
+    try:
+        free: int | str = shutil.disk_usage(folder).free
+    except OSError:
+        free = "unknown"
+    return InfrastructureFailure(
+        f"disk full: {what} needs {needed} more bytes, {free} bytes free on the runner's disk ({folder})",
+        runner=RunnerFault.DISK_FULL,
+        stage=Stage.DOWNLOAD,
+    )
 
 
 def _size(path: Path) -> int:

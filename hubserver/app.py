@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 from . import errors, routes_admin, routes_collections, routes_files, routes_refs, routes_repos, routes_upload
 from .auth import ANONYMOUS, Accounts, Caller
 from .collection_store import CollectionStore
-from .faults import FaultInjector, FaultRule
+from .faults import FaultInjector, FaultRule, TricklingReader, padded
 from .metadata import MetadataCache
 from .protocol import CHUNK, BodyReader, Request, Response, RouteTable
 from .requestlog import RequestLog, RequestRecord, mask_query
@@ -185,6 +185,10 @@ class HubHandler(BaseHTTPRequestHandler):
         if not is_admin:
             hub.log.start()  # the record is added in `finally`, after the answer is sent
         fault = None if is_admin else hub.faults.take(self.command, path)
+        if fault is not None:  # hostile-mirror faults: a renamed commit, an upload read at a crawl (`faults`)
+            path = fault.request_path(path)
+            if fault.trickle_upload is not None:
+                body = BodyReader(TricklingReader(self.rfile, fault.trickle_upload), self.headers)
         caller: Caller = ANONYMOUS
         status: int | None = None
         bytes_out = 0
@@ -263,6 +267,9 @@ class HubHandler(BaseHTTPRequestHandler):
         response = route.handler(hub, request)
         if fault is not None and fault.extra_siblings and response.status == 200 and response.body:
             response = _with_extra_siblings(response, fault.extra_siblings)
+        if fault is not None and fault.rewrites_answer and "json" in response.headers.get("Content-Type", ""):
+            data = fault.rewrite_answer(json.loads(response.body))
+            response = Response.json(data, status=200, headers={**response.headers, "Content-Type": "application/json"})
         return response
 
     def _hang_up(self, body: BodyReader) -> None:
@@ -299,15 +306,16 @@ class HubHandler(BaseHTTPRequestHandler):
             length = end - start
         else:
             start, end, length = 0, 0, len(response.body)
+        extra = fault.oversize if fault is not None and fault.oversize and response.file is not None else 0
         try:
             self.send_response(response.status)
-            self.send_header("Content-Length", str(length))
+            self.send_header("Content-Length", str(length + extra))
             for name, value in response.headers.items():
                 self.send_header(name, value)
             self.end_headers()
             if self.command == "HEAD" or length == 0:
                 return 0
-            return self._write_body(_body_chunks(response, start, length), length, fault)
+            return self._write_body(padded(_body_chunks(response, start, length), extra), length + extra, fault)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
             return 0

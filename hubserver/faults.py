@@ -19,22 +19,47 @@ and does exactly one thing:
     {"path": "/resolve/", "trickle": 5}                                   the headers, then one byte every 5 s
     {"path": "/resolve/.+model.safetensors", "corrupt": true}             the file with its last byte flipped: same
                                                                            length and headers, only a hash tells
+    {"path": "/resolve/.+model.safetensors", "oversize": 1000000}         the file and 1 MB more, Content-Length
+                                                                           claiming it all (a CDN or mirror that
+                                                                           sends more than the Hub lists)
+    {"method": "PUT", "path": "^/_lfs/upload/", "trickle_upload": 0.01}  read the request body one byte every
+                                                                           0.01 s (an upload that trickles)
+    {"path": "^/(api/models/)?a/b/", "fake_sha": "/home/u"}               a mirror that names a repo's commit
+                                                                           "/home/u": repo info's `sha` and the
+                                                                           commit listing's ids say it, and a
+                                                                           request naming it gets `main`
 
-`endless_listing` applies to the listing endpoints: every page comes back with the same entries and a `Link` to
-itself. It fires on every matching request unless `times` says otherwise, since one endless page is not endless.
+`endless_listing` applies to the listing endpoints (models, commits, tree): every page comes back with the same
+entries and a `Link` to itself. It fires on every matching request unless `times` says otherwise, since one endless
+page is not endless.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-_ACTIONS = ("status", "delay", "drop", "endless_listing", "extra_siblings", "stall", "trickle", "corrupt")
+_ACTIONS = (
+    "status",
+    "delay",
+    "drop",
+    "endless_listing",
+    "extra_siblings",
+    "stall",
+    "trickle",
+    "corrupt",
+    "oversize",
+    "trickle_upload",
+    "fake_sha",
+)
 _MODIFIERS = ("retry_after", "bare", "after_bytes")  # refine an action: status (retry_after, bare), stall
 
 
@@ -56,6 +81,9 @@ class FaultRule:
     after_bytes: int | None = None
     trickle: float | None = None
     corrupt: bool = False
+    oversize: int | None = None
+    trickle_upload: float | None = None
+    fake_sha: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FaultRule:
@@ -88,7 +116,13 @@ class FaultRule:
         if not (isinstance(siblings, list | tuple) and all(isinstance(name, str) for name in siblings)):
             raise ValueError("extra_siblings must be a list of file names")
         _check_timing(data, actions[0])
-        default_times = -1 if actions in (["endless_listing"], ["extra_siblings"]) else 1
+        oversize = data.get("oversize")
+        if oversize is not None and (not isinstance(oversize, int) or isinstance(oversize, bool) or oversize <= 0):
+            raise ValueError(f"oversize is a positive byte count, got {oversize!r}")
+        fake_sha = data.get("fake_sha")
+        if fake_sha is not None and not (isinstance(fake_sha, str) and fake_sha):
+            raise ValueError(f"fake_sha is the string a mirror answers as the commit, got {fake_sha!r}")
+        default_times = -1 if actions in (["endless_listing"], ["extra_siblings"], ["fake_sha"]) else 1
         return cls(
             path=path,
             method=data["method"].upper() if data.get("method") else None,
@@ -104,6 +138,9 @@ class FaultRule:
             after_bytes=int(data["after_bytes"]) if data.get("after_bytes") is not None else None,
             trickle=float(data["trickle"]) if data.get("trickle") is not None else None,
             corrupt=bool(data.get("corrupt")),
+            oversize=oversize,
+            trickle_upload=float(data["trickle_upload"]) if data.get("trickle_upload") is not None else None,
+            fake_sha=fake_sha,
         )
 
     @property
@@ -121,12 +158,61 @@ class FaultRule:
             return f"trickle={self.trickle:g}"
         if self.corrupt:
             return "corrupt"
+        if self.oversize is not None:
+            return f"oversize={self.oversize}"
+        if self.trickle_upload is not None:
+            return f"trickle_upload={self.trickle_upload:g}"
+        if self.fake_sha is not None:
+            return "fake_sha"
         if self.extra_siblings:
             return "extra_siblings"
         return "drop" if self.drop else "endless_listing"
 
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and re.search(self.path, path) is not None
+
+    def request_path(self, path: str) -> str:
+        """The path the server routes: with `fake_sha`, the fake commit (as a client quotes it) becomes `main`."""
+        if self.fake_sha is None:
+            return path
+        return path.replace(quote(self.fake_sha, safe=""), "main").replace(f"/{self.fake_sha}/", "/main/")
+
+    @property
+    def rewrites_answer(self) -> bool:
+        return self.fake_sha is not None
+
+    def rewrite_answer(self, data: Any) -> Any:
+        """A JSON answer as the hostile mirror sends it: repo info's `sha` and each listed commit's `id` are the
+        fake commit (`fake_sha`)."""
+        if isinstance(data, dict) and isinstance(data.get("sha"), str):
+            return {**data, "sha": self.fake_sha}
+        if isinstance(data, list):
+            return [{**item, "id": self.fake_sha} if isinstance(item, dict) and "id" in item else item for item in data]
+        return data
+
+
+def padded(chunks: Iterable[bytes], extra: int, piece: int = 64 * 1024) -> Iterator[bytes]:
+    """`chunks`, then `extra` more bytes (an `oversize` answer)."""
+    yield from chunks
+    while extra > 0:
+        yield b"\0" * min(piece, extra)
+        extra -= piece
+
+
+class TricklingReader(io.BufferedIOBase):
+    """A request body read one byte every `seconds` (`trickle_upload`): the server takes an upload at a crawl."""
+
+    def __init__(self, raw: io.BufferedIOBase, seconds: float):
+        super().__init__()
+        self._raw = raw
+        self._seconds = seconds
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        time.sleep(self._seconds)
+        return self._raw.read(1 if size != 0 else 0)
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        return self._raw.readline(size)
 
 
 def _check_timing(data: Mapping[str, Any], action: str) -> None:
@@ -135,7 +221,7 @@ def _check_timing(data: Mapping[str, Any], action: str) -> None:
     Raises:
         ValueError: naming the key.
     """
-    for key in ("stall", "trickle", "delay"):
+    for key in ("stall", "trickle", "delay", "trickle_upload"):
         value = data.get(key)
         if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool) and value > 0):
             raise ValueError(f"Fault {key} must be a positive number of seconds, got {value!r}")

@@ -4,17 +4,22 @@ huggingface_hub sends everything through one shared httpx client, and many of it
 limit at all). `bot.hub` installs the two hooks below on that client, so they see every request and answer:
 `on_request` gives the request the connect and read timeouts in force whatever its call site asked for, and
 `on_response` watches the answer's body, since an answer that trickles (one byte every few seconds never trips a
-read timeout) must count as stalled too. `stage_deadline` caps a whole stage: past it, the next request or chunk
-stops with `DeadlinePassed`. The limits in force are context variables: `bot.hub.Hub.call` applies its Hub's, and a
-thread that huggingface_hub starts on its own (parallel LFS uploads) gets `DEFAULT_LIMITS`.
+read timeout) must count as stalled too, and so does an upload's body: `on_request` feeds it to the socket under
+the same rate floor and deadline (an upload the Hub takes at 280 B/s would otherwise hold the write-token job until
+its timeout: a socket write timeout resets with every byte the peer takes). `stage_deadline` caps a whole stage: past
+it, the next request or chunk stops with `DeadlinePassed`. The limits in force are context variables: `bot.hub.Hub.call`
+applies its Hub's, and a thread that huggingface_hub starts on its own (parallel LFS uploads) gets those of the
+innermost `Hub.call` running when it sends (`shared_with_threads`), so an upload thread has the floor and deadline
+of the commit that started it.
 
 This module knows httpx only; `bot.hub` turns `Stalled` and `DeadlinePassed` into the bot's errors.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -35,9 +40,12 @@ class Limits:
     connect_s: float
     read_s: float
     min_bytes_per_s: int
+    upload_attempts: int = 3  # sends of one upload (huggingface_hub retries its own): a download's attempts
 
 
 DEFAULT_LIMITS = Limits(connect_s=10.0, read_s=60.0, min_bytes_per_s=16 * 1024)
+_UPLOADS: dict[str, int] = {}  # an upload's URL -> the sends that got no answer so far
+_UPLOADS_LOCK = threading.Lock()
 
 
 class Stalled(Exception):
@@ -68,8 +76,23 @@ class _Deadline:
             raise DeadlinePassed(self.stage, self.seconds)
 
 
-_LIMITS: ContextVar[Limits] = ContextVar("dflash_bot_hub_limits", default=DEFAULT_LIMITS)
-_DEADLINE: ContextVar[_Deadline | None] = ContextVar("dflash_bot_hub_deadline", default=None)
+# No defaults: a context that set neither (a thread huggingface_hub started) takes what `shared_with_threads` shares.
+_LIMITS: ContextVar[Limits] = ContextVar("dflash_bot_hub_limits")
+_DEADLINE: ContextVar[_Deadline | None] = ContextVar("dflash_bot_hub_deadline")
+_SHARED: list[tuple[Limits, _Deadline | None]] = []  # innermost last; for threads without a context of their own
+_SHARED_LOCK = threading.Lock()
+
+
+def _limits() -> Limits:
+    with _SHARED_LOCK:
+        shared = _SHARED[-1][0] if _SHARED else DEFAULT_LIMITS
+    return _LIMITS.get(shared)
+
+
+def _deadline() -> _Deadline | None:
+    with _SHARED_LOCK:
+        shared = _SHARED[-1][1] if _SHARED else None
+    return _DEADLINE.get(shared)
 
 
 @contextmanager
@@ -83,9 +106,26 @@ def limits(applied: Limits) -> Iterator[None]:
 
 
 @contextmanager
+def shared_with_threads() -> Iterator[None]:
+    """While this runs, a thread without limits of its own (huggingface_hub's upload threads) uses the limits and
+    deadline in force here."""
+    entry = (_limits(), _deadline())
+    with _SHARED_LOCK:
+        _SHARED.append(entry)
+    try:
+        yield
+    finally:
+        with _SHARED_LOCK:
+            for index in range(len(_SHARED) - 1, -1, -1):
+                if _SHARED[index] is entry:
+                    del _SHARED[index]
+                    break
+
+
+@contextmanager
 def stage_deadline(stage: str, seconds: float) -> Iterator[None]:
     """Let the requests of this context run until `seconds` from now; an enclosing, earlier deadline still wins."""
-    outer = _DEADLINE.get()
+    outer = _deadline()
     deadline = _Deadline(stage, seconds, time.monotonic() + seconds)
     token = _DEADLINE.set(outer if outer is not None and outer.expires <= deadline.expires else deadline)
     try:
@@ -96,13 +136,13 @@ def stage_deadline(stage: str, seconds: float) -> Iterator[None]:
 
 def remaining() -> float | None:
     """Seconds left before the deadline in force (None: no deadline)."""
-    deadline = _DEADLINE.get()
+    deadline = _deadline()
     return None if deadline is None else deadline.expires - time.monotonic()
 
 
 def passed() -> DeadlinePassed | None:
     """The deadline in force as an error when it has passed (a timeout it cut short is then the deadline's doing)."""
-    deadline = _DEADLINE.get()
+    deadline = _deadline()
     if deadline is None or time.monotonic() < deadline.expires:
         return None
     return DeadlinePassed(deadline.stage, deadline.seconds)
@@ -110,14 +150,14 @@ def passed() -> DeadlinePassed | None:
 
 def check_deadline() -> None:
     """Raise `DeadlinePassed` when the deadline in force has passed (before a retry's wait, say)."""
-    deadline = _DEADLINE.get()
+    deadline = _deadline()
     if deadline is not None:
         deadline.check()
 
 
 def timeouts() -> httpx.Timeout:
     """The limits in force as an httpx timeout, none longer than what is left of the deadline."""
-    current, left = _LIMITS.get(), remaining()
+    current, left = _limits(), remaining()
 
     def cap(seconds: float) -> float:
         return seconds if left is None else max(min(seconds, left), 0.001)
@@ -134,12 +174,98 @@ def on_request(request: httpx.Request) -> None:
     """
     check_deadline()
     request.extensions["timeout"] = timeouts().as_dict()
+    if isinstance(request.stream, httpx.SyncByteStream) and request.method in ("PUT", "POST", "PATCH"):
+        applied = _limits()
+        if request.method == "PUT":
+            _count_send(str(request.url), request.headers.get("Content-Length", "?"), applied)
+        request.stream = _GuardedUpload(request.stream, applied, _deadline())
+
+
+def _count_send(url: str, size: str, applied: Limits) -> None:
+    """Count one send of an upload (huggingface_hub sends an LFS file again after each timeout, five times, without
+    a bound on the whole); past `upload_attempts` sends without an answer it stops, as a download does.
+
+    Raises:
+        Stalled: every allowed send of the upload went unanswered (the Hub took its bytes too slowly, or not at all).
+    """
+    with _UPLOADS_LOCK:
+        sent = _UPLOADS.get(url, 0)
+        if sent >= applied.upload_attempts:
+            del _UPLOADS[url]
+            raise Stalled(
+                f"{sent} sends of its {size} bytes got no answer within {applied.read_s:g} s of silence each (the "
+                f"Hub took them under the {applied.min_bytes_per_s} bytes/s an upload must keep up, or not at all)",
+                received=0,
+            )
+        _UPLOADS[url] = sent + 1
 
 
 def on_response(response: httpx.Response) -> None:
     """Response hook: watch the answer's body as it is read (`_GuardedStream`)."""
+    request = response._request  # None for an answer made without a request (the unit tests')
+    if request is not None and request.method == "PUT":
+        with _UPLOADS_LOCK:
+            _UPLOADS.pop(str(request.url), None)  # answered: the upload is no longer stalled
     if isinstance(response.stream, httpx.SyncByteStream):
-        response.stream = _GuardedStream(response.stream, _LIMITS.get(), _DEADLINE.get())
+        response.stream = _GuardedStream(response.stream, _limits(), _deadline())
+
+
+class _Window:
+    """The rate floor over `read_s` windows: `add` raises `Stalled` when a whole window moved too few bytes."""
+
+    def __init__(self, applied: Limits, what: str):
+        self._limits = applied
+        self._what = what
+        self.start, self.bytes, self.total = time.monotonic(), 0, 0
+
+    def add(self, count: int, now: float) -> None:
+        self.total += count
+        self.bytes += count
+        elapsed = now - self.start
+        if elapsed >= self._limits.read_s:
+            if self.bytes < self._limits.min_bytes_per_s * elapsed:
+                raise Stalled(
+                    f"{self.bytes} bytes in {elapsed:.1f} s, under the {self._limits.min_bytes_per_s} bytes/s "
+                    f"{self._what} must keep up",
+                    received=self.total,
+                )
+            self.start, self.bytes = now, 0
+
+
+class _GuardedUpload(httpx.SyncByteStream):
+    """A request body handed to the socket in pieces small enough that each one shows the upload's pace: past the
+    deadline it stops (`DeadlinePassed`), and a window under the rate floor stops it (`Stalled`), as a download.
+
+    A socket's write timeout alone never fires on a peer that takes a byte now and then; the pieces are at most what
+    the floor moves in a second, so a trickling peer is found within about a window and a piece.
+    """
+
+    def __init__(self, inner: httpx.SyncByteStream, applied: Limits, deadline: _Deadline | None):
+        self._inner = inner
+        self._limits = applied
+        self._deadline = deadline
+        self._piece = max(1024, min(applied.min_bytes_per_s or 64 * 1024, 64 * 1024))
+
+    def __iter__(self) -> Iterator[bytes]:
+        window = _Window(self._limits, "an upload")
+        for chunk in _pieces(self._inner, self._piece):
+            now = time.monotonic()
+            if self._deadline is not None:
+                self._deadline.check(now)
+            if self._limits.min_bytes_per_s:
+                window.add(0, now)  # the time the piece before took to leave counts
+            yield chunk
+            window.bytes += len(chunk)
+            window.total += len(chunk)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def _pieces(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
+    for chunk in chunks:
+        for start in range(0, len(chunk), size):
+            yield chunk[start : start + size]
 
 
 class _GuardedStream(httpx.SyncByteStream):
@@ -156,7 +282,7 @@ class _GuardedStream(httpx.SyncByteStream):
         self.received = 0
 
     def __iter__(self) -> Iterator[bytes]:
-        window_start, window_bytes = time.monotonic(), 0
+        window = _Window(self._limits, "an answer")
         chunks = iter(self._inner)
         while True:
             try:
@@ -172,16 +298,7 @@ class _GuardedStream(httpx.SyncByteStream):
             if self._deadline is not None:
                 self._deadline.check(now)
             self.received += len(chunk)
-            window_bytes += len(chunk)
-            elapsed = now - window_start
-            if elapsed >= self._limits.read_s:
-                if window_bytes < self._limits.min_bytes_per_s * elapsed:
-                    raise Stalled(
-                        f"{window_bytes} bytes in {elapsed:.1f} s, under the "
-                        f"{self._limits.min_bytes_per_s} bytes/s a download must keep up",
-                        received=self.received,
-                    )
-                window_start, window_bytes = now, 0
+            window.add(len(chunk), now)
             yield chunk
 
     def close(self) -> None:

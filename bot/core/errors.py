@@ -10,6 +10,8 @@ Each class exits a command with a code of its own (`EXIT_CODES`, the README's "E
 
 from __future__ import annotations
 
+import errno
+import re
 from enum import Enum, StrEnum
 from typing import ClassVar
 
@@ -130,14 +132,105 @@ class Failure(BotError):
     exit_code = 1
 
 
+class RunnerFault(StrEnum):
+    """What of the runner failed, when a failure is the runner's and not the source's
+    (`InfrastructureFailure.runner`)."""
+
+    DISK_FULL = "disk full"
+    OUT_OF_MEMORY = "out of memory"  # the kernel's OOM killer, or an allocation the machine refused
+    KILLED = "killed from outside"  # a signal neither the bot nor the kernel's OOM killer sent
+    MISSING_TOOL = "missing tool"  # an executable or module of the environment is not there
+    TIMEOUT = "infrastructure timeout"  # the network or the machine, not the recipe's time limits
+
+
 class InfrastructureFailure(Failure):
     """Our side failed, not the source: the runner (disk, SIGTERM), the sandbox, the builder process, the Hub.
 
     The status memory never remembers one as the source's fault (`bot.core.outcome.Outcome.of_error` records it
-    without a stage), so the next run examines the source again whatever stage it stopped at.
+    without a stage), so the next run examines the source again whatever stage it stopped at. `runner` names what of
+    the runner failed when that is known (a full disk, an OOM kill, a child killed from outside, a missing tool, an
+    infrastructure timeout: `as_runners`), and the reason says so.
     """
 
     exit_code = 6
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        subject: str | None = None,
+        stage: Stage | None = None,
+        runner: RunnerFault | None = None,
+    ):
+        super().__init__(message, subject=subject, stage=stage)
+        self.runner = runner
+
+    def reason(self) -> str:
+        if self.runner is None:
+            return super().reason()
+        return f"{super().reason()} [the runner's fault ({self.runner}), not the source's: tried again next run]"
+
+
+# The phrases that show a failure was the runner's: the bot's own words for a child's end
+# (`bot.sandbox.isolation.exit_cause`) and the operating system's for a machine that ran out of something.
+_RUNNER_PHRASES: tuple[tuple[re.Pattern[str], RunnerFault], ...] = (
+    (re.compile(r"No space left on device|\[Errno 28\]|Disk quota exceeded|\[Errno 122\]"), RunnerFault.DISK_FULL),
+    (
+        re.compile(r"from the kernel's OOM killer|Cannot allocate memory|\[Errno 12\]|\bMemoryError\b"),
+        RunnerFault.OUT_OF_MEMORY,
+    ),
+    (re.compile(r"killed by SIG[A-Z0-9]+ from outside the bot"), RunnerFault.KILLED),
+    (
+        re.compile(r"ModuleNotFoundError: No module named|: command not found|unshare: failed to execute"),
+        RunnerFault.MISSING_TOOL,
+    ),
+    (re.compile(r"Connection timed out|\[Errno 110\]"), RunnerFault.TIMEOUT),
+)
+_RUNNER_ERRNOS = {
+    errno.ENOSPC: RunnerFault.DISK_FULL,
+    errno.EDQUOT: RunnerFault.DISK_FULL,
+    errno.ENOMEM: RunnerFault.OUT_OF_MEMORY,
+    errno.ETIMEDOUT: RunnerFault.TIMEOUT,
+}
+
+
+def runner_fault_in(text: str) -> RunnerFault | None:
+    """The runner's fault a failure's message (or a remembered reason) shows, None when it shows none."""
+    return next((fault for pattern, fault in _RUNNER_PHRASES if pattern.search(text)), None)
+
+
+def runner_fault_of(exc: BaseException) -> RunnerFault | None:
+    """The runner's fault an exception is: an `OSError` the machine raised (no space, no memory, a timeout), a
+    `MemoryError`, an `InfrastructureFailure` that names one, or a `Failure` whose message shows one
+    (`runner_fault_in`)."""
+    if isinstance(exc, InfrastructureFailure) and exc.runner is not None:
+        return exc.runner
+    if isinstance(exc, MemoryError):
+        return RunnerFault.OUT_OF_MEMORY
+    if isinstance(exc, OSError) and exc.errno in _RUNNER_ERRNOS:
+        return _RUNNER_ERRNOS[exc.errno]
+    if isinstance(exc, Failure) and not isinstance(exc, HubError):
+        return runner_fault_in(exc.message)
+    return None
+
+
+def as_runners(error: BotError) -> BotError:
+    """`error` as an `InfrastructureFailure` naming the runner's fault when it shows one (same message, subject and
+    stage), else as it is.
+
+    Applied where a build's error becomes an outcome (`bot.run.pipeline`), so a target export that died of a full
+    disk or a kill from outside is reported as the runner's and the status memory does not keep it.
+    """
+    if not isinstance(error, Failure) or isinstance(error, HubError):
+        return error
+    if isinstance(error, InfrastructureFailure) and error.runner is not None:
+        return error
+    fault = runner_fault_of(error)
+    if fault is None:
+        return error
+    converted = InfrastructureFailure(error.message, runner=fault, subject=error.subject, stage=error.stage)
+    converted.__cause__ = error.__cause__
+    return converted
 
 
 class HubError(InfrastructureFailure):

@@ -33,7 +33,7 @@ from bot.build.group import Checkout, DraftBuild, DraftOutcome, build_group, est
 from bot.build.official import check_official
 from bot.core import log
 from bot.core.draft_formats import report_note
-from bot.core.errors import BotError, Failure, Skip, Stage, UsageError
+from bot.core.errors import BotError, Failure, Skip, Stage, UsageError, as_runners
 from bot.core.outcome import Outcome, Status, status_of
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
@@ -212,7 +212,7 @@ def build_and_hand_off(
             repos = job.repos_for(result.bundle.record.draft_weight_format) if result.bundle else job.repos
             repos = pair_repos(result.bundle.record, repos) if result.bundle else repos  # an official target's
             outcomes[job.source] = (
-                Outcome.of_error(job.source, job.revision, result.error)
+                Outcome.of_error(job.source, job.revision, as_runners(result.error))  # the runner's: not remembered
                 if result.error is not None
                 else Outcome(job.source, job.revision, Status.BUILT, "", [repos.draft, repos.target])
             )
@@ -299,7 +299,7 @@ def _fetch_drafts(
             files = job.candidate.draft_files
             path = reader.download(job.source, job.revision, group_dir / f"draft-{index}", files).path
         except BotError as error:
-            report.add(Outcome.of_error(job.source, job.revision, error))
+            report.add(Outcome.of_error(job.source, job.revision, as_runners(error)))
             continue
         checkout = Checkout(path, job.source, job.revision)
         out = group_dir / "bundles" / f"draft-{index}"

@@ -14,12 +14,18 @@ confinement), so a hostile IR meets the same walls as in a build; on an accelera
 process (`run_validation`), because the child's Landlock rules grant no device nodes (`/dev/dri`, `/dev/accel`) nor
 the GPU driver's files, and the child would not see the device. The files it loads were checked against the record
 first either way.
+
+A mirror's answers are untrusted input, as a checkpoint is (DESIGN §11): a commit id must be 40 hex digits before it
+is joined to a path, every file name of the record must be a top-level name `try` downloads (`is_try_file`: the
+builder's allow-list and the IR files the bundle publishes) before anything is downloaded, the download goes only into
+the cache folder, and the target's commit history is read a bounded number of pages (`Hub.commit_ids`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import tempfile
 import threading
@@ -36,6 +42,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, Te
 from rich.table import Table
 from rich.text import Text
 
+from bot.build.bundle import DRAFT_FILES, TARGET_FILES
 from bot.build.validate import run_validation, validate_pair
 from bot.core.errors import BotError, Failure, Stage, UsageError
 from bot.core.hashes import FileHash, HubHash, LocalHash, hash_file, mismatch
@@ -46,9 +53,12 @@ from bot.core.record import Validation as Measured
 from bot.core.record_files import differs_from_record
 from bot.core.safe_text import clean
 from bot.core.settings import SANDBOX_LAYERS
+from bot.core.speedup import compare_to_card
+from bot.discover.fetch import is_allowed
 from bot.hub import Hub
 
 MAX_TARGET_COMMITS = 50  # how far back the target repo's history is searched for the files the draft was validated with
+COMMIT_ID = re.compile(r"[0-9a-f]{40}")
 # Devices OpenVINO does not list in `available_devices` but accepts: they pick or combine the real ones.
 VIRTUAL_DEVICES = ("AUTO", "MULTI", "HETERO")
 DEFAULT_CACHE = Path.home() / ".cache" / "dflash-bot" / "try"
@@ -219,7 +229,13 @@ def pin_pair(hub: Hub, draft_repo: str, revision: str | None) -> PinnedPair:
         Failure: no record there, one this bot cannot read, one whose build failed its gates or that lists no files,
             or no target commit holds the recorded files.
     """
-    commit = hub.repo_files(draft_repo, revision).sha
+    commit = checked_commit(hub.repo_files(draft_repo, revision).sha, draft_repo)
+    if revision is not None and COMMIT_ID.fullmatch(revision) and commit != revision:
+        raise Failure(
+            f"asked for commit {revision[:7]}, the Hub answered {commit[:7]}: refused",
+            subject=draft_repo,
+            stage=Stage.VERIFY,
+        )
     record = read_record(hub, draft_repo, commit)
     assert record.repos is not None and record.files is not None  # read_record refuses a record without them
     target_repo = validate_repo_id(record.repos.target, what=f"the target repo named by {draft_repo}'s record")
@@ -260,7 +276,43 @@ def read_record(hub: Hub, repo: str, commit: str) -> BuildRecord:
             subject=repo,
             stage=Stage.VERIFY,
         )
+    refused = sorted({*refused_names(record.files.draft), *refused_names(record.files.target)})
+    if refused:
+        raise Failure(
+            f"its record lists files `try` never downloads (not a top-level file of the allowed kinds: configs, "
+            f"tokenizer files, the chat template, IR .xml/.bin pairs): {', '.join(clean(repr(n)) for n in refused)}",
+            subject=repo,
+            stage=Stage.VERIFY,
+        )
     return record
+
+
+def checked_commit(commit: str, repo: str) -> str:
+    """A commit id the Hub (or a mirror) answered, once it is one: 40 hex digits, nothing a path could hold.
+
+    Raises:
+        Failure: anything else (an absolute path, `..`, a branch name), before it is joined to a path.
+    """
+    if not COMMIT_ID.fullmatch(commit):
+        raise Failure(
+            f"the Hub answered {clean(repr(commit[:100]))} as a commit id, not 40 hex digits: refused before "
+            "anything is written",
+            subject=repo,
+            stage=Stage.VERIFY,
+        )
+    return commit
+
+
+def is_try_file(name: str) -> bool:
+    """Whether `try` may download a file of this name: a top-level name the builder may read from a checkpoint
+    (`bot.discover.fetch.is_allowed`: configs, tokenizer files, chat templates) or one of the IR files the bundle
+    publishes by name; never code, a pickle, a hidden file or a path."""
+    return is_allowed(name) or name in {*DRAFT_FILES, *TARGET_FILES}
+
+
+def refused_names(files: FileList) -> list[str]:
+    """The names of a file list that `try` refuses (`is_try_file`)."""
+    return sorted(name for name in files if not is_try_file(name))
 
 
 def target_commit_of(hub: Hub, repo: str, files: FileList) -> str:
@@ -270,12 +322,12 @@ def target_commit_of(hub: Hub, repo: str, files: FileList) -> str:
     Raises:
         Failure: no commit searched holds them (naming how the head differs).
     """
-    head = hub.repo_files(repo).sha
+    head = checked_commit(hub.repo_files(repo).sha, repo)
     why_not = _differs(hub.listed_hashes(repo, head), files)
     if why_not is None:
         return head
-    for commit in hub.commit_ids(repo, limit=MAX_TARGET_COMMITS)[1:]:
-        if _differs(hub.listed_hashes(repo, commit), files) is None:
+    for commit in hub.commit_ids(repo, limit=MAX_TARGET_COMMITS)[1:]:  # paging bounded before it starts
+        if _differs(hub.listed_hashes(repo, checked_commit(commit, repo)), files) is None:
             return commit
     raise Failure(
         f"no commit of the target repo holds the files this draft was validated with (at its head {head[:7]}: "
@@ -294,9 +346,15 @@ def fetch_files(hub: Hub, repo: str, commit: str, files: FileList, cache: Path, 
         The folder (`cache/<namespace>--<name>/<commit>`).
 
     Raises:
-        Failure: a downloaded file is not the one the record lists (or what `Hub.download` raises).
+        Failure: a name `try` does not download, a commit that is not a commit id, a folder outside `cache`, or a
+            downloaded file that is not the one the record lists (or what `Hub.download` raises).
     """
-    dest = cache / repo.replace("/", "--") / commit
+    refused = refused_names(files)
+    if refused:
+        raise Failure(f"not files `try` downloads: {', '.join(map(repr, refused))}", subject=repo, stage=Stage.VERIFY)
+    dest = cache / validate_repo_id(repo, what="a repo to download").replace("/", "--") / checked_commit(commit, repo)
+    if not dest.resolve().is_relative_to(cache.resolve()):
+        raise Failure(f"{dest} is outside the cache folder {cache}: refused", subject=repo, stage=Stage.VERIFY)
     missing = [name for name, digest in sorted(files.items()) if not _is_recorded(dest / name, digest)]
     label = f"{repo}@{commit[:7]}"
     if not missing:
@@ -368,6 +426,7 @@ def _summary(result: TryResult) -> list[str]:
         f"{clean(result.pair.record.toolchain.openvino_genai)}",
         f"recommended num_assistant_tokens here: {measured.recommended_num_assistant_tokens} ({here}); the card "
         f"recommends {card.recommended_num_assistant_tokens} (x{card.best_run.speedup:.2f})",
+        compare_to_card(measured.runs, card.best_run),
     ]
     if measured.lossless:
         runs = len(measured.runs) * (len(measured.prompts) + measured.image_prompts)

@@ -28,7 +28,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from bot.core import draft_formats
-from bot.core.errors import Fault, Stage
+from bot.core.errors import Fault, Stage, runner_fault_in
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
 from bot.core.safe_text import clean
@@ -228,12 +228,15 @@ def source_fault(entry: StatusEntry) -> bool:
 
     A failure counts only at a stage whose failures are the source's (`Fault.SOURCE`): one of the Hub, the disk or
     the runner is retried next run. A failure without a stage, or at one this bot does not know, is a bug or our
-    side's (`InfrastructureFailure` is recorded without one): never the source's. A skip is the source's (the
+    side's (`InfrastructureFailure` is recorded without one): never the source's; nor is one whose reason shows
+    the runner's fault (`bot.core.errors.runner_fault_in`), whatever its stage. A skip is the source's (the
     Hub's answer that it is gated counts) except at the publish stage, where the source itself was fine.
     """
     stage = Stage.named(entry.stage)
     if entry.status == FAILED:
-        return stage is not None and stage.fault is Fault.SOURCE
+        # A failure its reason shows to be the runner's (a full disk, an OOM kill, a child killed from outside, a
+        # missing tool) is not the source's at any stage, also when an older bot remembered it with one.
+        return stage is not None and stage.fault is Fault.SOURCE and runner_fault_in(entry.reason) is None
     return stage is None or stage.fault is not Fault.OUTPUT
 
 

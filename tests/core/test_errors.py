@@ -178,3 +178,49 @@ def test_an_expected_error_ending_a_command_on_actions_is_an_annotation(bare_log
     assert cli.run_command_line(["run", "--only", "Qwen3-8B-DFlash-b16"]) == UsageError.exit_code
     err = capsys.readouterr().err.splitlines()
     assert any(line.startswith("::error::error: ") and "is not a repo id" in line for line in err), err
+
+
+def _killed_from_outside() -> Failure:
+    """A real child killed by SIGKILL from another process, its end told in the bot's own words
+    (`bot.sandbox.isolation.exit_cause`, as `run_logged` reports a child's end)."""
+    import subprocess
+    import sys
+
+    from bot.sandbox.isolation import exit_cause, kernel_oom_kills
+    from bot.sandbox.resources import Peaks
+
+    oom_kills = kernel_oom_kills()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    subprocess.run(["kill", "-KILL", str(child.pid)], check=True)  # another process sends it
+    code = child.wait(30)
+    return Failure(f"target export failed ({exit_cause(code, oom_kills, Peaks())}): ", stage=Stage.EXPORT_TARGET)
+
+
+def test_a_child_killed_from_outside_is_the_runners_fault_not_the_sources() -> None:
+    failure = _killed_from_outside()
+    assert errors.runner_fault_in(failure.message) in (errors.RunnerFault.KILLED, errors.RunnerFault.OUT_OF_MEMORY)
+    converted = errors.as_runners(failure)
+    assert isinstance(converted, InfrastructureFailure) and converted.runner is not None
+    assert (converted.message, converted.stage) == (failure.message, Stage.EXPORT_TARGET)
+    assert f"[the runner's fault ({converted.runner}), not the source's: tried again next run]" in converted.reason()
+
+
+def test_the_machines_own_errors_are_the_runners_and_a_source_crash_is_not(tmp_path) -> None:
+    with pytest.raises(OSError) as full, open("/dev/full", "wb") as device:
+        device.write(b"x" * 65536)
+        device.flush()
+    assert errors.runner_fault_of(full.value) is errors.RunnerFault.DISK_FULL  # ENOSPC, from the kernel
+    assert errors.runner_fault_of(MemoryError()) is errors.RunnerFault.OUT_OF_MEMORY
+    source_crash = Failure("target export failed (exit 1): ValueError: rope_scaling must be a dict", stage=Stage.EXPORT)
+    assert errors.as_runners(source_crash) is source_crash
+    guard_budget = Failure("draft export stopped: its processes held 9.0 GB of anonymous memory, over the budget")
+    assert errors.as_runners(guard_budget) is guard_budget  # the recipe's budget: the source's, as before
+    for line, fault in (
+        ("target export failed (exit 1): OSError: [Errno 28] No space left on device", errors.RunnerFault.DISK_FULL),
+        ("draft export failed (exit -9: killed by SIGKILL from the kernel's OOM killer, the machine ran out of "
+         "memory)", errors.RunnerFault.OUT_OF_MEMORY),
+        ("target export failed (exit 1): ModuleNotFoundError: No module named 'optimum'",
+         errors.RunnerFault.MISSING_TOOL),
+    ):  # fmt: skip
+        converted = errors.as_runners(Failure(line, stage=Stage.EXPORT_TARGET))
+        assert isinstance(converted, InfrastructureFailure) and converted.runner is fault, line

@@ -9,18 +9,23 @@ made small so a silent Hub costs a scenario seconds.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import os
 import time
 
 import pytest
 from huggingface_hub import HfApi
 
-from bot.core.errors import BotError, HubError
+from bot.core.errors import BotError, Failure, HubError
 from bot.core.recipe import HubSettings
 from bot.hub import Hub
 from bot.run import demo
 from bot.run.pipeline import RunOptions, fetch_and_build, plan_run
 from bot.run.report import RunReport
+from bot.status.memory import STATUS_JSON, needs_recheck
+from bot.status.read import load_status
+from bot.status.step import Memory, entries_for
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
@@ -207,6 +212,117 @@ def test_a_plan_past_its_deadline_stops_at_its_next_request(hub, under):
         "fault",
         "planning that outlives the recipe's plan deadline",
         f"stopped: {caught.value.one_line()}",
+        state,
+        whole,
+    )
+
+
+def test_a_body_larger_than_the_hub_lists_stops_at_the_listed_size(hub, tmp_path, under):
+    """A CDN or mirror that sends far more than the Hub lists for a file (issue 29: 524 MB for a 660 KB file filled
+    the disk past the free-space check): refused on the answer's length, nothing past the listed size written."""
+    job = planned_job(hub)
+    listed = Hub(hub.url, TOKEN).repo_files(demo.DRAFT_REPO, job.revision).sizes["model.safetensors"]
+    before = repos(hub)
+    under({"path": DRAFT_WEIGHTS, "oversize": 200_000_000, "times": -1})
+    with pytest.raises(Failure) as caught:
+        reader(hub).download(job.source, job.revision, tmp_path / "draft", job.candidate.draft_files)
+    message = caught.value.message
+    assert "model.safetensors" in message and str(listed) in message and str(listed + 200_000_000) in message
+    on_disk = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
+    assert on_disk < listed, on_disk  # the weights never reached the disk
+    gets = [r for r in hub.requests() if r["path"].endswith("/model.safetensors")]
+    sent = max(r["bytes_out"] for r in gets)
+    # One GET, left after its headers: the body was never read (before: read to its end twice, then a hash failure).
+    assert len(gets) == 1 and sent < 100_000_000, [r["bytes_out"] for r in gets]
+    state, whole = hub_state(hub, before)
+    record(
+        "fault",
+        f"a body of {listed + 200_000_000} bytes for a file the Hub lists at {listed} bytes",
+        f"refused on its length, {on_disk} bytes on disk (the server got {sent} bytes out before the hang-up): "
+        f"{message[:200]}",
+        state,
+        whole,
+    )
+
+
+def test_an_upload_the_hub_takes_at_a_crawl_stops_at_the_floor_naming_the_file(hub, tmp_path):
+    """An upload read at ~100 B/s (issue 29: 280 B/s held the write-token job until the job's timeout). The server
+    logs a request once it answered, which the trickled ones never do: the fault shows in the error instead."""
+    folder = tmp_path / "bundle"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(os.urandom(40_000))
+    repo = "rel-net/Trickled-Upload"
+    before = repos(hub)
+    hub.set_faults([{"method": "PUT", "path": "^/_lfs/upload/", "trickle_upload": 0.01, "times": -1}])
+    started = time.monotonic()
+    try:
+        with pytest.raises(HubError) as caught:
+            reader(hub).publish_folder(repo, folder, message="upload", private=False, seen=None)
+    finally:
+        hub.clear_faults()
+    took, message = time.monotonic() - started, caught.value.message
+    assert "model.safetensors" in message and "40000 bytes" in message and "2000 bytes/s" in message, message
+    assert took < 30, took
+    files = Hub(hub.url, TOKEN).repo_files(repo).sizes
+    assert "model.safetensors" not in files, files
+    state, _ = hub_state(hub, before)
+    record(
+        "fault",
+        "an upload the Hub reads at one byte every 0.01 s (publish, LFS file of 40 kB)",
+        f"stopped after {took:.1f} s (read timeout 0.5 s, 2 sends, floor 2000 B/s): {message[:220]}",
+        f"{state.split(':')[0]}: the repo was created, no file committed",
+        "model.safetensors" not in files,
+    )
+
+
+def test_a_status_json_sent_a_byte_at_a_time_fails_the_read_naming_it_within_one_window(hub, under):
+    api = HfApi(endpoint=hub.url, token=TOKEN)
+    status_repo = "rel-net/trickled-status"
+    api.create_repo(status_repo, repo_type="dataset", exist_ok=True)
+    api.upload_file(repo_id=status_repo, repo_type="dataset", path_in_repo=STATUS_JSON, path_or_fileobj=b"{}" * 200)
+    before = repos(hub)
+    under({"path": f"/{STATUS_JSON}$", "trickle": 0.3, "times": -1})
+    started = time.monotonic()
+    with pytest.raises(HubError) as caught:
+        load_status(reader(hub), status_repo)
+    took, message = time.monotonic() - started, caught.value.message
+    assert STATUS_JSON in message and "bytes/s" in message and "bytes" in message, message
+    reads = [r for r in hub.requests() if r["path"].endswith(STATUS_JSON)]
+    assert took < 3 and len(reads) == 1, (took, len(reads))  # one window, not one per attempt
+    state, whole = hub_state(hub, before)
+    record(
+        "fault",
+        "status.json answered one byte every 0.3 s (the status memory's read at planning)",
+        f"failed after {took:.1f} s, one GET (read timeout 0.5 s, floor 2000 B/s): {message[:160]}",
+        state,
+        whole,
+    )
+
+
+def test_a_full_disk_during_download_is_the_runners_one_line_and_the_next_plan_retries(hub, tmp_path):
+    """The weights' partial file is /dev/full: every write fails with ENOSPC, as on a full runner disk."""
+    job = planned_job(hub)
+    partial = tmp_path / job.target.replace("/", "--") / ".draft-0.partial" / "model.safetensors"
+    partial.parent.mkdir(parents=True)
+    partial.symlink_to("/dev/full")
+    report = RunReport()
+    before = repos(hub)
+    assert fetch_and_build(reader(hub), RECIPE, [job], tmp_path, report) == []
+    (outcome,) = report.outcomes
+    assert outcome.status == "failed" and outcome.stage is None, outcome  # not a stage the memory keeps
+    assert outcome.reason.startswith("download: disk full: download of model.safetensors at "), outcome.reason
+    assert " more bytes, " in outcome.reason and " bytes free " in outcome.reason and "\n" not in outcome.reason
+    assert "unexpected" not in outcome.reason and "runner's fault (disk full)" in outcome.reason
+    memory = Memory(status=None, namespace_listing={}, stale=frozenset(), toolchain_fp="tc", recipe_fp="rc",
+                    card_fp=None, now=dt.datetime.now(dt.UTC), recheck_after=None)  # fmt: skip
+    (entry,) = entries_for(memory, [outcome], {})
+    assert needs_recheck(entry, revision=job.revision, toolchain_fp="tc", recipe_fp="rc", now=memory.now,
+                         recheck_after=dt.timedelta(days=7), recheck=False)  # fmt: skip
+    state, whole = hub_state(hub, before)
+    record(
+        "fault",
+        "the runner's disk full (ENOSPC) while the draft's weights download",
+        f"{outcome.status}, one line, not remembered (the next plan examines it again): {outcome.reason[:220]}",
         state,
         whole,
     )

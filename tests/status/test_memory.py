@@ -648,3 +648,42 @@ def test_status_repo_and_collection_are_per_recipe_by_default(tmp_path) -> None:
     path.write_text(text.replace("  collection:\n", '  status_repo: "{namespace.__class__}/x"\n  collection:\n'))
     with pytest.raises(RecipeError, match="status repo template"):
         load_recipe(path)
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "export-target: target export failed (exit -9: killed by SIGKILL from outside the bot (not its memory guard, "
+        "time limit or shutdown, nor the kernel's OOM killer; its processes peaked at 1.2 GB anonymous))",
+        "export-target: target export failed (exit -9: killed by SIGKILL from the kernel's OOM killer, the machine "
+        "ran out of memory)",
+        "export-target: target export failed (exit 1): OSError: [Errno 28] No space left on device",
+        "export-draft: draft export failed (exit 1): ModuleNotFoundError: No module named 'optimum'",
+    ],
+    ids=["killed", "oom", "disk-full", "missing-tool"],
+)
+def test_a_runners_fault_remembered_at_a_source_stage_is_examined_again(reason) -> None:
+    """Issue 29: a healthy source whose target export died of the runner was skipped for `recheck_after`. The
+    reason shows it was the runner's, also in a memory an older bot wrote with the stage: examined next run."""
+    entry = skipped(status="failed", stage=reason.split(":")[0], reason=reason)
+    week = dt.timedelta(days=7)
+    assert needs_recheck(entry, revision="c" * 40, toolchain_fp="tc", recipe_fp="rc", now=NOW, recheck_after=week,
+                         recheck=False)  # fmt: skip
+    crash = entry.model_copy(update={"reason": "export-target: target export failed (exit 1): ValueError: bad rope"})
+    assert not needs_recheck(crash, revision="c" * 40, toolchain_fp="tc", recipe_fp="rc", now=NOW, recheck_after=week,
+                             recheck=False)  # the source's: remembered  # fmt: skip
+
+
+def test_a_target_export_killed_from_outside_is_reported_as_the_runners_and_retried() -> None:
+    """The outcome the pipeline records for it (`as_runners`, as `build_and_hand_off` applies it) has no stage."""
+    from bot.core.errors import as_runners
+
+    killed = Failure(
+        "target export failed (exit -9: killed by SIGKILL from outside the bot (not its memory guard, time limit or "
+        "shutdown, nor the kernel's OOM killer; its processes peaked at 1.2 GB anonymous)): ",
+        subject="Qwen/Qwen3-Tiny",
+        stage=Stage.EXPORT_TARGET,
+    )
+    outcome = Outcome.of_error("z-lab/Broken-DFlash", "c" * 40, as_runners(killed))
+    assert outcome.stage is None and "the runner's fault (killed from outside)" in outcome.reason, outcome
+    assert examined_again(outcome)
