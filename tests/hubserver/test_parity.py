@@ -22,11 +22,9 @@ from bot.core.record import TargetRecord
 from bot.discover.source_card import HUB_LICENSES
 from bot.hub import Hub
 from bot.publish.card import render_draft_card, render_target_card
-from bot.publish.publisher import publish_bundle
 from bot.status import page
 from hubserver import LocalHub, card_rules, gitignore
 from tests.conftest import HUB_TOKEN as TOKEN
-from tests.publish.handmade import make_bundle
 from tests.records import REPOS, build_record
 from tests.status.test_page import status as status_fixture
 
@@ -129,19 +127,6 @@ def test_the_bot_checks_a_card_before_any_upload_and_names_the_field(hub: LocalH
         bot.validate_card("---\nlicense: asdf\n---\n", repo_id="bot/x")
     assert refused.value.subject == "bot/x"
     assert [r["path"] for r in hub.requests() if r["path"] != "/api/agent-harnesses"] == ["/api/validate-yaml"]
-
-
-def test_a_publish_whose_card_the_hub_refuses_uploads_nothing(hub: LocalHub, tmp_path) -> None:
-    """A target whose license the Hub does not list: the group fails naming the field before its first write."""
-    built = build_record()
-    refused = built.model_copy(update={"target": built.target.model_copy(update={"license": "asdf"})})
-    writer = Hub(hub.url, TOKEN, max_attempts=1)
-    hub.clear_requests()
-    with pytest.raises(Failure, match='"license" must be one of'):
-        publish_bundle(writer, make_bundle(tmp_path / "bundle", built=refused), REPOS, private=False)
-    asked = [r for r in hub.requests() if r["method"] not in ("GET", "HEAD")]
-    writes = [r["path"] for r in asked if r["path"] != "/api/validate-yaml"]
-    assert writes == [] and writer.files_or_none(REPOS.target) is None
 
 
 def test_a_card_the_client_finds_refused_in_a_commit_is_a_failure_naming_the_field(hub: LocalHub) -> None:
