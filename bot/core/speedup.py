@@ -73,6 +73,9 @@ class Interval:
     def overlaps(self, other: Interval) -> bool:
         return self.low <= other.high and other.low <= self.high
 
+    def contains_median_of(self, other: Interval) -> bool:
+        return self.low <= other.median <= self.high
+
     def above(self, other: Interval) -> bool:
         """Faster beyond the noise: this interval lies wholly above `other`."""
         return self.low > other.high
@@ -125,8 +128,10 @@ class TimingRule:
 
 
 def recommend_k(intervals: Mapping[int, Interval]) -> tuple[int, str]:
-    """The `num_assistant_tokens` to recommend and why: the fastest by median, unless its interval overlaps a
-    smaller k's; then the smallest such k stays (the noise cannot tell them apart, and a smaller k drafts less).
+    """The `num_assistant_tokens` to recommend and why: the fastest by median, unless a smaller k is a tie with
+    it; then the smallest such k stays (the noise cannot tell them apart, and a smaller k drafts less). A tie is
+    each median inside the other's interval: a setting measured too loosely to say anything (a wide interval on a
+    loaded machine) overlaps everything, and must not pull the choice to a slow k.
 
     Raises:
         ValueError: no setting measured.
@@ -134,12 +139,15 @@ def recommend_k(intervals: Mapping[int, Interval]) -> tuple[int, str]:
     if not intervals:
         raise ValueError("no num_assistant_tokens measured")
     fastest = max(intervals, key=lambda k: intervals[k].median)
-    tied = sorted(k for k, iv in intervals.items() if k < fastest and iv.overlaps(intervals[fastest]))
+    best = intervals[fastest]
+    tied = sorted(
+        k for k, iv in intervals.items() if k < fastest and iv.contains_median_of(best) and best.contains_median_of(iv)
+    )
     if not tied:
         return fastest, f"k={fastest}: fastest, {intervals[fastest].text()}"
     kept = tied[0]
     return kept, (
-        f"k={kept}: {intervals[kept].text()} overlaps the fastest median k={fastest} "
+        f"k={kept}: {intervals[kept].text()} is within the noise of the fastest median k={fastest} "
         f"({intervals[fastest].text()}), so the smaller k stays"
     )
 
