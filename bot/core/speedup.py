@@ -12,10 +12,22 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # bot.core.record imports this module (its speed gate)
-    from bot.core.record import SpeedRun
+
+class SpeedRun(Protocol):
+    """A sweep row as `bot.core.record.SpeedRun` holds it (that module imports this one: no import back)."""
+
+    @property
+    def num_assistant_tokens(self) -> int: ...
+    @property
+    def speedup(self) -> float: ...
+    @property
+    def speedup_low(self) -> float | None: ...
+    @property
+    def speedup_high(self) -> float | None: ...
+    @property
+    def pairs(self) -> int | None: ...
 
 
 def no_speedup_note(speedups: Sequence[float], *, device: str, cores: int | None) -> str | None:
