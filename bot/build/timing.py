@@ -151,8 +151,9 @@ def machine_facts(device: str) -> Machine:
     threads = None
     with contextlib.suppress(RuntimeError, TypeError, ValueError):
         threads = int(core.get_property(device, "INFERENCE_NUM_THREADS")) or None
-    if threads is None and hasattr(os, "sched_getaffinity"):
-        threads = len(os.sched_getaffinity(0))  # OpenVINO's CPU plugin defaults to the cores it may run on
+    if threads is None:
+        with contextlib.suppress(OSError, AttributeError):
+            threads = len(os.sched_getaffinity(0))  # OpenVINO's CPU plugin defaults to the cores it may run on
     memory = None
     with contextlib.suppress(ValueError, OSError, AttributeError):
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
