@@ -165,7 +165,7 @@ _KIND_LAYOUT = {"dflash": "zlab-dflash", "dspark": "deepspec-dflash", "dflash2":
 _REASON = re.compile(
     r"(?P<label>"
     + "|".join(re.escape(layout.label) for layout in sorted(_LAYOUTS, key=lambda item: -len(item.label)))
-    + r") for (?P<target>[\w.-]+/[\w.-]+|"
+    + r") for (?P<target>[A-Za-z0-9_.-]{1,96}/[A-Za-z0-9_.-]{1,96}|"
     + re.escape(UNNAMED_TARGET)
     + r"): .*; waits for: (?P<waits>.+)$",
     re.DOTALL,

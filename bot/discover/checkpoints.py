@@ -297,7 +297,7 @@ def _speculators(config: dict, architecture: str, subject: str | None) -> DraftS
     target = verifier.get("name_or_path") if isinstance(verifier, dict) else None
     markov_rank = _int_or_none(config, "markov_rank", subject) or 0
     vocab = _int_or_none(config, "draft_vocab_size", subject, minimum=1)
-    details = [f"speculators_model_type '{algorithm}' (architectures {architecture or '(none)'} notwithstanding)"]
+    details = [f"speculators_model_type {_shown(algorithm)} (architectures {_shown(architecture)} notwithstanding)"]
     if anchor is not None:
         details.append(f"sample_from_anchor {json.dumps(anchor)} (candidate offset {offset})")
     if vocab is not None:
