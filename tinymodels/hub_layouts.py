@@ -277,7 +277,7 @@ def seed_layouts(endpoint: str, token: str, work: Path) -> dict[str, str]:
 
     api = HfApi(endpoint=endpoint, token=token)
     shas = {}
-    repos = [(repo, config, None) for repo, config in TARGET_REPOS.items()]
+    repos: list[tuple[str, dict, str | None]] = [(repo, config, None) for repo, config in TARGET_REPOS.items()]
     repos += [(repo.repo_id, repo.config, repo.base_model) for repo in LAYOUT_REPOS]
     repos += [(repo, _zlab("qwen3"), None) for repo in NOT_SOURCES]
     for repo_id, config, base_model in repos:
