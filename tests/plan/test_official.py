@@ -132,7 +132,7 @@ def named(card: dict, sizes: dict[str, int] | None = None) -> RepoFiles:
     ],
 )
 def test_an_official_repo_is_an_export_of_the_target_only_by_its_own_word(card, target, why):
-    assert why_not_named(None, named(card), target) == why  # type: ignore[arg-type]  # no record: no request
+    assert why_not_named(None, named(card), target) == why  # no record in the listing: the reader is never asked
 
 
 def test_a_fine_tunes_draft_never_gets_the_base_models_official_export(hub):

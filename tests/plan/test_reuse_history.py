@@ -130,3 +130,27 @@ def test_a_record_whose_file_list_no_export_commit_of_the_bot_wrote_is_not_reuse
     reused, why_not = _reuse(hub, repo)
     assert reused is None and why_not is not None
     assert "its record lists other files than the bot's export commit" in why_not
+
+
+def test_publish_commits_the_bots_files_over_a_collaborators_consistent_record(hub, tmp_path):
+    """The publisher's side of the same check: a new draft for a target whose files and record she rewrote is
+    published with the target's files committed again (before: a card-only commit certified her files)."""
+    from bot.core.record import Repos
+    from bot.publish.publisher import publish_bundle
+    from tests.publish.handmade import make_bundle, seed_sources
+
+    seed_sources(hub.url, HUB_TOKEN)
+    repos = Repos(draft=f"{NS}/Qwen3-Tiny-DFlash-b16-forged-int4-ov", target=f"{NS}/Qwen3-Forged-int4-ov")
+    _publish_target(hub, repos.target)
+    hers = {**TARGET, "openvino_model.bin": b"\x66" * 64, "chat_template.jinja": b"{{ 'pwned' }}"}
+    changed = {name: hers[name] for name in ("openvino_model.bin", "chat_template.jinja")}
+    _commit(ALICE_TOKEN, repos.target, {**changed, record.PROVENANCE_FILE: _record(hers)}, "Better weights")
+
+    result = publish_bundle(Hub(hub.url, HUB_TOKEN), make_bundle(tmp_path / "b"), repos, private=False)
+    assert [repo for repo, _ in result.commits].count(repos.target) >= 1
+    reader = Hub(hub.url)
+    assert reader.read_file(repos.target, "chat_template.jinja") == TARGET["chat_template.jinja"]
+    assert reader.read_file(repos.target, "openvino_model.bin") == TARGET["openvino_model.bin"]
+    titles = [c.title for c in HfApi(endpoint=hub.url).list_repo_commits(repos.target)]
+    assert any(title.startswith("Export target ") for title in titles[: titles.index("Better weights")])
+    assert _reuse(hub, repos.target)[1] is None  # the bot's own files again: reusable
