@@ -252,7 +252,7 @@ def check_metadata(metadata: Mapping[str, Any], repo_type: str, *, model_exists:
         bases, problems = _strings("base_model", metadata["base_model"])
         errors += problems
         for base in bases:
-            if not _MODEL_ID_RE.match(base) or not model_exists(base):
+            if not _MODEL_ID_RE.fullmatch(base) or not model_exists(base):
                 errors.append(
                     f'"base_model" with value "{base}" is not valid. Use a model id from https://hf.co/models.'
                 )
