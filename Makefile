@@ -4,9 +4,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-tools bench lint clean sandbox-host
+.PHONY: install install-light demo test test-tools bench lint clean sandbox-host
 
 install: $(STAMP)
+
+# The bot without the export toolchain (no torch, optimum-intel, NNCF): what `plan`, `publish`, `check`, `status`
+# and `try` need. The Actions plan and publish jobs install this; `make install` on top of it adds the rest.
+install-light:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -e '.[publish]'
 
 # torch first, pinned: the CPU wheel. A bare `torch` requirement would resolve a multi-GB CUDA build.
 # optimum-intel declares torchvision, but the only reachable builds are CUDA builds that break

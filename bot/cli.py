@@ -332,7 +332,7 @@ def plan_command(
     work: builds, card refreshes, or planning failures to report), and writes the planned outcomes to the step
     summary.
     """
-    _needs_build_extra("plan")
+    # Planning reads configs and records: no export toolchain (the Actions plan job installs without it).
     from bot.core.recipe import load_recipe
     from bot.hub import Hub
     from bot.run.actions import Actions

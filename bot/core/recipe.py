@@ -429,11 +429,13 @@ class HubSettings(_Strict):
         description="an answer slower than this over a whole read_timeout_s window is stalled (0: off)",
     )
     download_attempts: int = Field(3, ge=1, le=20, description="tries per file, each resuming where the last stopped")
+    # Both fit their GitHub Actions jobs with room for install and the report (tests/test_workflows.py): a deadline
+    # the job's `timeout-minutes` cut short would never report the stage that ran out of time.
     download_deadline_s: float = Field(
-        6 * 3600.0, gt=0, le=7 * 86400, description="one checkpoint's whole download, every file and retry"
+        5400.0, gt=0, le=7 * 86400, description="one checkpoint's whole download, every file and retry"
     )
     plan_deadline_s: float = Field(
-        1800.0, gt=0, le=7 * 86400, description="discover and plan: every listing, record and config read"
+        1200.0, gt=0, le=7 * 86400, description="discover and plan: every listing, record and config read"
     )
 
 

@@ -65,7 +65,7 @@ def test_status_collection_and_recheck_settings(tmp_path):
 def test_hub_settings_load_with_defaults_and_are_checked(tmp_path):
     recipe = load_recipe()
     assert recipe.hub.read_timeout_s == 60 and recipe.hub.download_attempts == 3
-    assert recipe.hub.plan_deadline_s == 1800
+    assert recipe.hub.plan_deadline_s == 1200 and recipe.hub.download_deadline_s == 5400
     tight = tmp_path / "tight.yaml"
     tight.write_text(WORKFLOWS[0].read_text().replace("read_timeout_s: 60", "read_timeout_s: 5"))
     assert load_recipe(tight).hub.read_timeout_s == 5

@@ -590,7 +590,7 @@ def test_watch_workflow_keeps_the_trust_boundary(repo_root):
     }
     assert workflow["permissions"] == {} and workflow["concurrency"]["cancel-in-progress"] is False
     jobs = workflow["jobs"]
-    assert list(jobs) == ["plan", "build", "publish", "summary"]
+    assert list(jobs) == ["keep-enabled", "plan", "build", "publish", "clean-up", "summary"]  # tests/test_workflows.py
     for name, job in jobs.items():
         assert isinstance(job["timeout-minutes"], int), name
         text = yaml.safe_dump(job)

@@ -1,0 +1,124 @@
+"""What the workflow linters cannot know about `.github/workflows/` (issue 30): a dispatch is never dropped, the
+schedule keeps itself enabled, every stage deadline of the shipped recipe fits its job with room for install and
+report, the light jobs install no export toolchain, the write token is checked before bundles are downloaded, and the
+README names every action the workflows use.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot.core.recipe import DEFAULT_RECIPE, load_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = ROOT / ".github" / "workflows"
+# Minutes a job spends outside the bot's stages: set-up, checkout and install (the light install measured about
+# 1 min from a warm pip cache, the full one several), and the report and artifact hand-off after them.
+LIGHT_INSTALL_MIN, FULL_INSTALL_MIN, REPORT_MIN = 5, 15, 5
+
+
+def workflow(name: str) -> dict:
+    return yaml.safe_load((WORKFLOWS / name).read_text())
+
+
+def github_expression(expression: str, **context: str) -> str:
+    """Evaluate the `&&`/`||`/`format()` subset of a GitHub expression the workflows use (strings are truthy)."""
+    inner = expression.strip()
+    assert inner.startswith("${{") and inner.endswith("}}"), expression
+    python = inner[3:-2].replace("&&", " and ").replace("||", " or ").replace("format(", "_format(")
+    names = {key.replace(".", "_"): value for key, value in context.items()}
+    python = re.sub(r"github\.(\w+)", lambda m: f"github_{m.group(1)}", python)
+    return str(eval(python, {"_format": lambda text, *args: text.format(*args)}, names))
+
+
+def test_scheduled_and_dispatched_runs_never_cancel_each_other():
+    """GitHub keeps one pending run per concurrency group and cancels the older one: a dispatch waiting behind a
+    long build in the schedule's group was dropped by the next tick."""
+    group = workflow("watch.yml")["concurrency"]["group"]
+    tick = github_expression(group, **{"github.event_name": "schedule", "github.run_id": "1"})
+    later_tick = github_expression(group, **{"github.event_name": "schedule", "github.run_id": "2"})
+    dispatch = github_expression(group, **{"github.event_name": "workflow_dispatch", "github.run_id": "3"})
+    other = github_expression(group, **{"github.event_name": "workflow_dispatch", "github.run_id": "4"})
+    assert tick == later_tick  # scheduled runs still never overlap
+    assert len({tick, dispatch, other}) == 3  # each dispatch in a group of its own
+    assert workflow("watch.yml")["concurrency"]["cancel-in-progress"] is False
+
+
+def test_the_schedule_keeps_itself_enabled():
+    """GitHub disables a scheduled workflow after 60 days without repository activity; the API call that enables
+    it again needs `actions: write` and nothing else."""
+    job = workflow("watch.yml")["jobs"]["keep-enabled"]
+    assert job["permissions"] == {"actions": "write"} and "if" not in job  # on every trigger
+    (step,) = job["steps"]
+    assert step["run"] == 'gh api --method PUT "repos/$REPO/actions/workflows/watch.yml/enable"'
+    assert (WORKFLOWS / "watch.yml").is_file()  # the id the call names is this file's name
+    assert step["env"]["GH_TOKEN"] == "${{ github.token }}"
+
+
+def test_every_stage_deadline_fits_its_job_with_room_for_install_and_report():
+    """A deadline the job's `timeout-minutes` cuts short never reports its stage: GitHub kills the job first."""
+    jobs = workflow("watch.yml")["jobs"]
+    recipe = load_recipe(DEFAULT_RECIPE)
+    plan_min = recipe.hub.plan_deadline_s / 60
+    assert plan_min + LIGHT_INSTALL_MIN + REPORT_MIN <= jobs["plan"]["timeout-minutes"], plan_min
+    # A build job downloads, exports and validates one group, each stage under its own deadline.
+    build_min = (recipe.hub.download_deadline_s + recipe.export.timeout_s + recipe.validation.timeout_s) / 60
+    assert build_min + FULL_INSTALL_MIN + REPORT_MIN <= jobs["build"]["timeout-minutes"], build_min
+
+
+def test_the_plan_and_publish_jobs_install_no_export_toolchain_and_builds_do():
+    jobs = workflow("watch.yml")["jobs"]
+    installs = {
+        name: [s["run"] for s in job["steps"] if s.get("run", "").startswith("make install")]
+        for name, job in jobs.items()
+    }
+    assert installs["plan"] == ["make install-light"] and installs["publish"] == ["make install-light"]
+    assert installs["build"] == ["make install"]
+    makefile = (ROOT / "Makefile").read_text()
+    target = makefile.split("\ninstall-light:", 1)[1].split("\n\n", 1)[0]
+    assert "-e '.[publish]'" in target and "build" not in target
+
+
+def test_the_write_token_is_checked_before_any_bundle_is_downloaded():
+    steps = workflow("watch.yml")["jobs"]["publish"]["steps"]
+    names = [step.get("name", step.get("uses", "")) for step in steps]
+    check = next(i for i, step in enumerate(steps) if "dflash-bot check" in step.get("run", ""))
+    assert check < names.index("Download the bundles") and check < names.index("Publish")
+    assert steps[check]["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
+
+
+def test_bundles_live_one_day_and_are_deleted_once_published():
+    jobs = workflow("watch.yml")["jobs"]
+    (upload,) = [s for s in jobs["build"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert upload["with"]["retention-days"] == 1
+    cleanup = jobs["clean-up"]
+    assert cleanup["needs"] == "publish" and cleanup["permissions"] == {"actions": "write"}
+    assert "needs.publish.result == 'success'" in cleanup["if"]
+    assert 'startswith("bundle-")' in cleanup["steps"][0]["run"]
+
+
+def test_the_toolchain_pull_request_uses_a_configured_token_and_says_what_to_enable_without_one():
+    steps = workflow("toolchain.yml")["jobs"]["pull-request"]["steps"]
+    (create,) = [s for s in steps if "create-pull-request" in s.get("uses", "")]
+    assert create["with"]["token"] == "${{ secrets.TOOLCHAIN_PR_TOKEN || github.token }}"
+    said = next(s for s in steps if s.get("if") == "failure()")
+    assert (
+        "TOOLCHAIN_PR_TOKEN" in said["run"]
+        and "Allow GitHub Actions to create and approve pull requests" in (said["run"])
+    )
+
+
+@pytest.mark.parametrize("path", sorted(WORKFLOWS.glob("*.yml")), ids=lambda p: p.name)
+def test_the_readme_lists_every_action_a_workflow_uses(path):
+    readme = (ROOT / "README.md").read_text()
+    used = {
+        step["uses"].split("@")[0]
+        for job in yaml.safe_load(path.read_text())["jobs"].values()
+        for step in job.get("steps", [])
+        if "uses" in step
+    }
+    assert used and all(f"`{action}`" in readme for action in used), used
