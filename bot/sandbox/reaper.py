@@ -180,7 +180,8 @@ def main(argv: list[str]) -> int:
     kill_below(os.getpid(), reap=True)
     if status < 0:  # end the way CMD ended, so the builder reads the signal as it would from CMD itself
         sys.stdout.flush()
-        signal.signal(-status, signal.SIG_DFL)
+        if -status not in (signal.SIGKILL, signal.SIGSTOP):  # these two have no handler to reset
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
         return 128 - status
     return status
