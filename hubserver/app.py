@@ -48,11 +48,12 @@ class HubApp:
         *,
         page_size: int = 1000,
         faults: Iterable[FaultRule] = (),
+        orgs: Iterable[str] = (),
     ):
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
         self.store = HubStore(data_dir)
-        self.accounts = Accounts(data_dir, user, token)
+        self.accounts = Accounts(data_dir, user, token, tuple(orgs))
         self.metadata = MetadataCache(self.store)
         self.collections = CollectionStore(data_dir)
         self.faults = FaultInjector(faults)

@@ -159,9 +159,10 @@ def whoami(caller: Caller) -> dict[str, Any]:
 class Accounts:
     """Tokens and gated-repo grants, persisted in `data_dir/accounts.json`."""
 
-    def __init__(self, data_dir: Path, main_user: str, main_token: str):
+    def __init__(self, data_dir: Path, main_user: str, main_token: str, main_orgs: tuple[str, ...] = ()):
         self._path = Path(data_dir) / "accounts.json"
         self._main_user = main_user
+        self._main_orgs = main_orgs
         self._main_digest = _digest(main_token)
         self._lock = threading.Lock()
         self._tokens: dict[str, TokenGrant] = {}
@@ -189,7 +190,15 @@ class Accounts:
             raise errors.HubError(401, errors.INVALID_CREDENTIALS)
         digest = _digest(token.strip())
         if hmac.compare_digest(digest, self._main_digest):
-            return Caller(user=self._main_user, write=True, admin=True)
+            # The main user may write anywhere; whoami lists the organisations it was declared a member of
+            # (admin there), as the Hub lists a maintainer's organisations.
+            return Caller(
+                user=self._main_user,
+                write=True,
+                admin=True,
+                orgs=self._main_orgs,
+                org_roles=dict.fromkeys(self._main_orgs, "admin"),
+            )
         grant = self._tokens.get(digest)
         if grant is None:
             raise errors.HubError(401, errors.INVALID_CREDENTIALS)

@@ -40,6 +40,7 @@ class LocalHub:
     Args:
         data_dir: where repos, blobs and accounts persist; a later LocalHub on the same folder sees them.
         user: the main token's user, who may write to any namespace and call the admin API.
+        orgs: the organisations whoami lists for the main user (its role there: admin); a preflight checks them.
         token: the main token.
         port: 0 picks a free port.
         page_size: entries per page of listings, trees and commit lists (small values exercise pagination).
@@ -56,6 +57,7 @@ class LocalHub:
         *,
         faults: Iterable[FaultRule | Mapping[str, Any]] = (),
         host: str = "127.0.0.1",
+        orgs: Iterable[str] = (),
     ):
         self.data_dir = Path(data_dir)
         self.user = user
@@ -63,6 +65,7 @@ class LocalHub:
         self._address = (host, port)
         self._page_size = page_size
         self._faults = _rules(faults)
+        self._orgs = tuple(orgs)
         self._app: HubApp | None = None
         self._server: HubHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -71,7 +74,9 @@ class LocalHub:
         """Bind the port and start serving; the hub answers as soon as this returns."""
         if self._server is not None:
             raise RuntimeError("LocalHub is already running")
-        app = HubApp(self.data_dir, self.user, self._token, page_size=self._page_size, faults=self._faults)
+        app = HubApp(
+            self.data_dir, self.user, self._token, page_size=self._page_size, faults=self._faults, orgs=self._orgs
+        )
         try:
             server = HubHTTPServer(self._address, app)
         except BaseException:

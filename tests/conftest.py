@@ -45,6 +45,9 @@ WHEEL_SOURCES = (
 
 HUB_USER = "maintainer"
 HUB_TOKEN = "hf_local_maintainer_write"  # the local Hub's write token: it may write to any namespace
+# The organisations whoami lists for HUB_USER: the shipped recipe's namespace, so a preflight passes as it would for
+# a maintainer of that organisation on the Hub.
+HUB_ORGS = ("OpenVINO-drafts",)
 
 
 def fast_recipe(**validation) -> Recipe:
@@ -105,7 +108,7 @@ def hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     """
     user = getattr(request.module, "HUB_USER", HUB_USER)
     paging = {"page_size": request.module.HUB_PAGE_SIZE} if hasattr(request.module, "HUB_PAGE_SIZE") else {}
-    with LocalHub(tmp_path_factory.mktemp("hub") / "data", user, HUB_TOKEN, **paging) as server:
+    with LocalHub(tmp_path_factory.mktemp("hub") / "data", user, HUB_TOKEN, orgs=HUB_ORGS, **paging) as server:
         yield server
 
 

@@ -33,7 +33,7 @@ from bot.run.actions import Actions, summary_markdown
 from bot.run.fanout import JobError, artifact_name, parse_jobs, plan_matrix
 from bot.run.pipeline import RunOptions
 from bot.run.report import RunReport
-from tests.conftest import fast_recipe
+from tests.conftest import HUB_ORGS, fast_recipe
 
 TOKEN = "hf_actions_write_token_0123456789"
 READER = "hf_actions_read_token_9876543210"
@@ -224,8 +224,8 @@ def hubs(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("actions-hubs")
     with (
-        LocalHub(root / "a", user="maintainer", token=TOKEN) as a,
-        LocalHub(root / "b", user="maintainer", token=TOKEN) as b,
+        LocalHub(root / "a", user="maintainer", token=TOKEN, orgs=HUB_ORGS) as a,
+        LocalHub(root / "b", user="maintainer", token=TOKEN, orgs=HUB_ORGS) as b,
     ):
         for server, name in ((a, "a"), (b, "b")):
             demo.seed(server.url, TOKEN, root / f"seed-{name}")
