@@ -42,8 +42,9 @@ from bot.discover.fetch import require_free_disk
 from bot.hub import REQUESTS, Hub
 from bot.plan.planner import BuildJob
 from bot.plan.sizing import local_runner
+from bot.publish.install import install_line
 from bot.publish.publisher import pair_repos, publish_group, refresh_cards
-from bot.run.handoff import artifact_name, read_built, write_outcome
+from bot.run.handoff import artifact_name, read_group, write_outcome
 from bot.run.planning import (
     RunMemory,
     RunOptions,
@@ -360,12 +361,9 @@ def publish_built(
     report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, jobs: list[BuildJob], folder: Path | None
 ) -> None:
     """Publish what one target group's builder left in `folder`: only bundles that are the builds their jobs
-    planned (`bot.run.handoff.read_built`); every other draft gets its outcome instead."""
-    ready: list[tuple[BuildJob, Bundle]] = []
-    for job in jobs:
-        bundle = read_built(report, job, folder / artifact_name(job.source) if folder is not None else None)
-        if bundle is not None:
-            ready.append((job, bundle))
+    planned, and none of the group when one is not (`bot.run.handoff.read_group`, as the Actions publish job
+    does); every other draft gets its outcome instead."""
+    ready = read_group(report, jobs, folder, formats=recipe.export.draft_weight_formats)
     if ready:
         with log.group(f"publish {ready[0][0].target_repo} and {len(ready)} draft(s)"):
             publish = functools.partial(publish_jobs, report, writer, recipe, ready, state)
@@ -385,7 +383,13 @@ def publish_jobs(
         for (job, bundle), (_, repos) in zip(ready, members, strict=True)
         if (old := job.replaced_repo(bundle.record.draft_weight_format)) is not None
     }
-    results = publish_group(writer, members, private=recipe.publish.private, replaces=replaces)
+    try:  # the cards' install line: the recipe's checked package, or this source's commit on Actions
+        install = install_line(os.environ, recipe.publish.install)
+    except Failure as error:
+        for job, _ in ready:
+            report.add(Outcome.of_error(job.source, job.revision, error))
+        return
+    results = publish_group(writer, members, private=recipe.publish.private, replaces=replaces, install=install)
     for (job, bundle), result in zip(ready, results, strict=True):
         if isinstance(result, BotError):
             report.add(Outcome.of_error(job.source, job.revision, result))
