@@ -16,6 +16,7 @@ repo of the bot's own: only the draft repo is committed, and its record names th
 
 from __future__ import annotations
 
+import hashlib
 import random
 import tempfile
 import time
@@ -41,6 +42,14 @@ _RACE_ATTEMPTS = 6  # another publisher of the same group makes up to three comm
 
 
 @dataclass(frozen=True)
+class CardPins:
+    """What a draft card pins besides its own record: the install line and the target commit it was validated with."""
+
+    install: str | None = None
+    target_commit: str | None = None
+
+
+@dataclass(frozen=True)
 class PublishResult:
     status: Status  # PUBLISHED (something was committed) or UP_TO_DATE
     repos: Repos
@@ -61,13 +70,20 @@ def publish_bundle(hub: Hub, bundle: Bundle, repos: Repos, *, private: bool) -> 
 
 
 def publish_group(
-    hub: Hub, members: list[tuple[Bundle, Repos]], *, private: bool, replaces: Mapping[str, str] | None = None
+    hub: Hub,
+    members: list[tuple[Bundle, Repos]],
+    *,
+    private: bool,
+    replaces: Mapping[str, str] | None = None,
+    install: str | None = None,
 ) -> list[PublishResult | BotError]:
     """Publish the drafts of one target: the target repo once (listing every draft built now), then each draft.
 
     Args:
         replaces: new draft repo -> the repo the same source was published in before (another weight format's
             name): once the new repo is published, the old one's card is rewritten to point to it.
+        install: the requirement the draft cards' install line gives (`bot.publish.install.install_line`; None:
+            no install line).
 
     Returns:
         per member, in order, its result or the skip/failure that stopped it (one member's problem never stops
@@ -88,7 +104,7 @@ def publish_group(
         if not pending:
             break
         try:
-            _publish_once(hub, members, pending, results, card_fp, private, replaces)
+            _publish_once(hub, members, pending, results, card_fp, private, replaces, install)
         except PreconditionFailed as error:
             # Another writer committed first: re-read the Hub and decide again (it may hold this very build).
             log.step("%s: lost a commit race (412), re-reading the Hub", members[pending[0]][1].target)
@@ -109,6 +125,7 @@ def _publish_once(
     card_fp: str,
     private: bool,
     replaces: Mapping[str, str],
+    install: str | None = None,
 ) -> None:
     """Target weights first (its card listing only drafts already published), then each draft (and the card of the
     repo it replaces), then the target's card listing the drafts now published: a run killed at any point leaves no
@@ -129,9 +146,12 @@ def _publish_once(
     commits: dict[int, list[tuple[str, str]]] = {i: [] for i in ready + current}
     published: list[int] = []
     own = [i for i in ready if not _official_target_used(members[i][0].record)]  # an official target is not ours
+    target_commit: str | None = None  # the target repo's commit holding the IR the drafts were validated with
     if own:
         try:
-            _publish_target(hub, [members[i] for i in own], card_fp, commits[own[0]], private, list_new=False)
+            target_commit = _publish_target(
+                hub, [members[i] for i in own], card_fp, commits[own[0]], private, list_new=False
+            )
         except PreconditionFailed:
             raise
         except BotError as error:
@@ -141,7 +161,8 @@ def _publish_once(
     for i in ready:
         bundle, repos = members[i]
         try:
-            _publish_draft(hub, bundle, repos, card_fp, commits[i], private, seen[i])
+            pins = CardPins(install=install, target_commit=target_commit)
+            _publish_draft(hub, bundle, repos, card_fp, commits[i], private, seen[i], pins)
         except PreconditionFailed:
             raise
         except BotError as error:
@@ -277,12 +298,15 @@ def _publish_target(
     private: bool,
     *,
     list_new: bool,
-) -> None:
+) -> str | None:
     """One commit to the target repo, or none when it is current.
 
     Args:
         list_new: add these members' drafts to the target card's list (only once they are published); without it
             the card lists only the drafts already there.
+
+    Returns:
+        the target repo's commit after this step (the one holding the IR, when weights were committed).
     """
     first, repos = members[0]
     built = first.record
@@ -315,7 +339,7 @@ def _publish_target(
         and published.card.template_fingerprint == card_fp
     ):
         log.step("%s is current", repos.target)
-        return
+        return head.sha if head is not None else None  # weights_current implies a head
     folder = first.target_dir
     if not weights_current:  # the weights are committed: exactly the files the record lists
         listed = None if published is None else published.files if published.files is not None else TARGET_FILES
@@ -346,6 +370,7 @@ def _publish_target(
         )
     if not weights_current:
         hub.tag(repos.target, f"src-{str(built.target.revision)[:7]}", result.commit)
+    return result.commit or (head.sha if head is not None else None)
 
 
 def _publish_draft(
@@ -356,6 +381,7 @@ def _publish_draft(
     commits: list[tuple[str, str]],
     private: bool,
     seen: tuple[RepoFiles | None, BuildRecord | None],
+    pins: CardPins,
 ) -> None:
     head, published = seen
     built = bundle.record.published_as(repos, card_fp)
@@ -365,7 +391,11 @@ def _publish_draft(
     check_folder(folder, _listed(built.files.draft if built.files else None, repos.draft), _DRAFT_RENDERED, repos.draft)
     record.write(built, folder)
     write_acceptance_chart(folder, built.validation)
-    (folder / "README.md").write_text(render_draft_card(built), encoding="utf-8")
+    # The card cannot name the commit it is part of, so it names a tag made for this very record, set on that
+    # commit below: the snippet downloads the draft files that were validated with the pinned target commit.
+    pin = f"build-{hashlib.sha256((folder / PROVENANCE_FILE).read_bytes()).hexdigest()[:12]}"
+    card = render_draft_card(built, install=pins.install, target_commit=pins.target_commit, draft_revision=pin)
+    (folder / "README.md").write_text(card, encoding="utf-8")
     result = hub.publish_folder(
         repos.draft,
         folder,
@@ -377,6 +407,7 @@ def _publish_draft(
         commits.append((repos.draft, result.commit))
         log.step("%s: commit %s (%d files)", repos.draft, result.commit[:7], len(result.files))
     hub.tag(repos.draft, f"src-{str(built.source.revision)[:7]}", result.commit)
+    hub.tag(repos.draft, pin, result.commit or (head.sha if head is not None else None))
 
 
 def _listing(target: TargetRecord, summary: DraftSummary, card_fp: str) -> TargetRecord:
