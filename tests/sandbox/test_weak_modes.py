@@ -255,3 +255,20 @@ def test_in_its_cgroup_an_orphan_dies_even_when_the_reaper_itself_is_killed(tmp_
     assert "killed by SIGKILL from outside the bot" in caught["message"], caught
     time.sleep(0.2)
     assert not _alive(orphan)
+
+
+def test_a_child_killed_by_sigkill_ends_its_reaper_by_sigkill_too(tmp_path):
+    """The reaper ends as its child did, so the builder reads "killed by SIGKILL" (a runner's fault, retried), not
+    an exit 1 with an OSError: SIGKILL has no handler to reset before the reaper kills itself with it."""
+    import subprocess
+
+    from bot.sandbox import reaper
+
+    done = subprocess.run(
+        [sys.executable, reaper.__file__, sys.executable, "-c", "import os, signal; os.kill(os.getpid(), 9)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert "OSError" not in done.stderr
