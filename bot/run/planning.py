@@ -378,13 +378,22 @@ def report_planned(
     report: RunReport, builds: Iterable[tuple[plan.BuildJob, str]], card_refresh: Iterable[BuildRecord]
 ) -> None:
     """A dry run's outcomes: what each planned build (on the machine or runner class named) and card refresh
-    would do, in the one wording `run --dry-run` and `plan --dry-run` share."""
+    would do, in the one wording `run --dry-run` and `plan --dry-run` share, each naming the repos it would publish
+    to (`planned_repos`; a card refresh: the pair its record names)."""
     for job, where in builds:
         reason = f"{plan.Action.BUILD} on {where}: {'; '.join(job.reasons)} (target {job.target})"
-        report.add(Outcome(job.source, job.revision, Status.PLANNED, reason))
+        report.add(Outcome(job.source, job.revision, Status.PLANNED, reason, planned_repos(job)))
     for published in card_refresh:
         reason = f"{plan.Action.CARD}: {plan.CARD_CHANGED}"
-        report.add(Outcome(published.source.repo or "", published.source.revision, Status.PLANNED, reason))
+        repos = [published.repos.draft, published.repos.target] if published.repos is not None else []
+        report.add(Outcome(published.source.repo or "", published.source.revision, Status.PLANNED, reason, repos))
+
+
+def planned_repos(job: plan.BuildJob) -> list[str]:
+    """The repos a planned build may publish to: its draft repo as planned, the repo of each other weight format
+    the build may choose instead (the measured faster one is published, `publish.format_switch_margin`), then the
+    target repo (unused when the official target IR serves, `bot.plan.official`)."""
+    return list(dict.fromkeys((job.draft_repo, *job.draft_repos.values(), job.target_repo)))
 
 
 def _listing_for(reader: Hub, repo_id: str) -> RepoListing:

@@ -10,6 +10,7 @@ import pytest
 from bot.core import log
 from bot.core.errors import Failure, Skip, Stage
 from bot.core.outcome import Outcome, Status
+from bot.core.record import Repos
 from bot.discover.candidates import Candidate
 from bot.hub import RepoListing
 from bot.plan.planner import CARD_CHANGED, Action, BuildJob, Decision
@@ -154,6 +155,22 @@ def test_report_planned_words_builds_and_card_refreshes():
     report = RunReport()
     report_planned(report, [(job("z/A"), "standard")], [build_record()])
     assert report.outcomes == [
-        Outcome("z/A", SHA, Status.PLANNED, "build on standard: new; forced (target Qwen/T)"),
+        Outcome("z/A", SHA, Status.PLANNED, "build on standard: new; forced (target Qwen/T)", ["ns/A", "ns/T"]),
         Outcome("z-lab/Qwen3-Tiny-DFlash-b16", SOURCE_SHA, Status.PLANNED, f"card: {CARD_CHANGED}"),
     ]
+
+
+def test_a_dry_run_names_every_repo_a_build_may_publish_to(capsys):
+    """Issue 30: a dry run's report and table said nowhere where a build would publish (`repos` was empty)."""
+    planned = job("z/A").model_copy(update={"draft_repos": {"int4": "ns/A-int4-ov", "int8": "ns/A-int8-ov"}})
+    planned = planned.model_copy(update={"draft_repo": "ns/A-int8-ov"})  # published as int8 now: listed first
+    report = RunReport(dry_run=True)
+    published = build_record().model_copy(update={"repos": Repos(draft="ns/B-int4-ov", target="ns/T")})
+    report_planned(report, [(planned, "standard")], [published])
+    assert [outcome.repos for outcome in report.outcomes] == [
+        ["ns/A-int8-ov", "ns/A-int4-ov", "ns/T"],
+        ["ns/B-int4-ov", "ns/T"],
+    ]
+    assert "[ns/A-int4-ov](http://hub/ns/A-int4-ov)" in report.markdown("http://hub")
+    report.print_table()
+    assert "ns/A-int8-ov" in capsys.readouterr().out
