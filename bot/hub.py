@@ -568,7 +568,11 @@ class Hub:
         attempts, cause, label = self.settings.download_attempts, "no attempt", f"{name} at {commit[:7]}"
         for attempt in range(1, attempts + 1):
             try:
-                self.call(Stage.DOWNLOAD, lambda: _get_into(url, headers, part, size, label), subject=repo_id)
+                self.call(
+                    Stage.DOWNLOAD,
+                    lambda: _get_into(url, headers, part, size, label, progress=f"{repo_id}: {name}"),
+                    subject=repo_id,
+                )
                 return
             except BotError as error:  # over the listed size, or the disk is full: no attempt more
                 raise error.at(subject=repo_id) from None
@@ -801,9 +805,11 @@ class _Interrupted(Exception):
         self.final = isinstance(cause, deadlines.DeadlinePassed)
 
 
-def _get_into(url: str, headers: dict[str, str], part: Path, size: int, where: str) -> None:
+def _get_into(url: str, headers: dict[str, str], part: Path, size: int, where: str, *, progress: str = "") -> None:
     """One GET of a file into `part`, from the byte it already holds; every byte is on disk as soon as it arrives,
-    and never one past the `size` the Hub lists for the file, whatever the answer claims or sends.
+    and never one past the `size` the Hub lists for the file, whatever the answer claims or sends. With `progress`
+    (the repo and file, never the URL or headers), a line says the bytes so far and the rate every
+    `log.PROGRESS_INTERVAL_S` (`log.ByteProgress`).
 
     `identity`: the bytes on the wire are the file's own (the Hub gzips text files otherwise), so a Range resumes at
     an exact byte and the hash covers the file as stored.
@@ -832,12 +838,15 @@ def _get_into(url: str, headers: dict[str, str], part: Path, size: int, where: s
             declared = response.headers.get("Content-Length", "")
             if declared.isdigit() and written + int(declared) > size:
                 raise _oversized(where, written + int(declared), size, claimed=True)
+            shown = log.ByteProgress(progress, size, done=written) if progress else None
             with part.open("ab" if resumed else "wb") as out:
                 for chunk in response.iter_bytes():
                     if written + len(chunk) > size:
                         raise _oversized(where, written + len(chunk), size, claimed=False)
                     _write(out, chunk, part, where, needed=size - written)
                     written += len(chunk)
+                    if shown is not None:
+                        shown.advance(len(chunk))
     except (deadlines.Stalled, deadlines.DeadlinePassed, httpx.TransportError) as exc:
         raise _Interrupted(exc) from None
 

@@ -10,14 +10,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import github_action_utils as gha
 
 from bot.core.safe_text import clean
 
 _LOGGER_NAME = "dflash-bot"
+# How often a long step (a download, a child exporting, measuring or validating) says how far it got; read at each
+# use, so the tests set it small.
+PROGRESS_INTERVAL_S = 30.0
 _OWN_HANDLER = "dflash_bot_handler"  # marks the handler `setup` made
 
 
@@ -125,3 +129,67 @@ def group(title: str) -> Iterator[None]:
 
 def step(message: str, *args: object) -> None:
     get().info("    " + message, *args)
+
+
+def duration(seconds: float) -> str:
+    """`45s`, `1m30s`, `2h05m`: an elapsed time as a progress line shows it."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole // 60 % 60:02d}m"
+
+
+def size(n: float) -> str:
+    """`120.3 MB`, `4.0 GB`: bytes in decimal units, as a progress line shows them."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+class ByteProgress:
+    """A transfer's progress as plain lines (`<label>: 120.3 MB of 4.0 GB, 35.1 MB/s`), at most one per
+    `PROGRESS_INTERVAL_S`, never one per chunk: the same on Actions and in a terminal.
+
+    `done` is where the transfer starts (a resumed download's bytes already on disk); the rate counts the bytes of
+    this transfer only.
+    """
+
+    def __init__(self, label: str, total: int, *, done: int = 0, clock: Callable[[], float] = time.monotonic):
+        self._label, self._total, self._clock = label, total, clock
+        self.done = self._start_bytes = done
+        self._started = self._last = clock()
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        now = self._clock()
+        if now - self._last >= PROGRESS_INTERVAL_S:
+            self._last = now
+            rate = (self.done - self._start_bytes) / max(now - self._started, 1e-9)
+            step("%s: %s of %s, %s/s", self._label, size(self.done), size(self._total), size(rate))
+
+
+@contextlib.contextmanager
+def heartbeat(what: str, doing: Callable[[], str]) -> Iterator[None]:
+    """While the body runs, a line every `PROGRESS_INTERVAL_S`: `<what>: still running after 1m30s (<doing>)`,
+    where `doing()` says what it is doing now (a child's last log line); a step that ends sooner says nothing."""
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(PROGRESS_INTERVAL_S):
+            try:
+                now = doing()
+            except Exception as exc:  # a progress line never fails the step it describes
+                now = f"no detail: {type(exc).__name__}"
+            step("%s: still running after %s (%s)", what, duration(time.monotonic() - started), now)
+
+    thread = threading.Thread(target=beat, name=f"heartbeat: {what}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -199,7 +199,12 @@ def run_logged(
     try:
         # The sampler counts everything below the reaper (orphans are re-parented to it, whatever their session)
         # and the child's session: a process it left behind counts against its budget, and is killed with it.
-        with PeakSampler(process.pid, on_sample=guard, include_root=False) as sampler:
+        # A line every `log.PROGRESS_INTERVAL_S` while it runs, with the child's last log line: a long export
+        # or measurement is never silent for minutes.
+        with (
+            log.heartbeat(what, lambda: last_line(log_path)),
+            PeakSampler(process.pid, on_sample=guard, include_root=False) as sampler,
+        ):
             code = process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(process)
@@ -283,6 +288,16 @@ def _log_tail(log_path: Path, size: int = 4096) -> str:
             return handle.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def last_line(log_path: Path, limit: int = 160) -> str:
+    """What a running child says it is doing: the last line of its log with text on it (`no output yet` before
+    one), cut to `limit` characters; a progress bar's carriage returns count as line ends."""
+    for line in reversed(_log_tail(log_path).replace("\r", "\n").splitlines()):
+        if line.strip():
+            text = line.strip()
+            return text if len(text) <= limit else text[: limit - 3] + "..."
+    return "no output yet"
 
 
 def kernel_oom_kills() -> int | None:
