@@ -199,10 +199,10 @@ def run_logged(
     try:
         # The sampler counts everything below the reaper (orphans are re-parented to it, whatever their session)
         # and the child's session: a process it left behind counts against its budget, and is killed with it.
-        # A line every `log.PROGRESS_INTERVAL_S` while it runs, with the child's last log line: a long export
-        # or measurement is never silent for minutes.
+        # A line every `log.PROGRESS_INTERVAL_S` while it runs, with its log's name (two drafts' exports may run at
+        # once) and last line: a long export or measurement is never silent for minutes.
         with (
-            log.heartbeat(what, lambda: last_line(log_path)),
+            log.heartbeat(what, lambda: f"{log_path.name}: {last_line(log_path)}"),
             PeakSampler(process.pid, on_sample=guard, include_root=False) as sampler,
         ):
             code = process.wait(timeout=timeout_s)

@@ -56,7 +56,9 @@ def test_a_child_that_runs_long_says_every_interval_what_it_is_doing(tmp_path, c
     run_logged(command, log_path=tmp_path / "slow.log", timeout_s=30, env=untrusted_env(), what="draft export")
     beats = [line for line in messages(captured) if "still running" in line]
     assert len(beats) >= 2, messages(captured)
-    assert re.fullmatch(r"    draft export: still running after \d+s \(loading the draft\)", beats[-1]), beats
+    assert re.fullmatch(r"    draft export: still running after \d+s \(slow\.log: loading the draft\)", beats[-1]), (
+        beats
+    )
     assert "no output yet" not in beats[-1]
 
 
