@@ -2,7 +2,8 @@
 
 Elsewhere it prints plain, line-buffered progress lines; on Actions, `group()` folds a stage's output and every
 warning or error logged becomes an annotation (`ActionsFormatter`), with its traceback as the log lines after it;
-`bot.run.actions` annotates the run report's outcomes.
+`bot.run.actions` annotates the run report's outcomes. A long step says how far it got every `PROGRESS_INTERVAL_S`
+as plain lines everywhere (`heartbeat` for a child the bot waits on, `ByteProgress` for a download).
 """
 
 from __future__ import annotations
