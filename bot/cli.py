@@ -477,6 +477,14 @@ def publish_command(
         ),
     ] = None,
     report: Annotated[Optional[Path], typer.Option(help="write the run report as JSON here")] = None,
+    artifacts_from_run: Annotated[
+        bool,
+        typer.Option(
+            "--artifacts-from-run",
+            help="on Actions: download each planned group's artifact from this workflow run (gh, GH_TOKEN) into "
+            "--bundles just before publishing it and delete it after, so the disk holds one group",
+        ),
+    ] = False,
     recipe: RecipeOption = None,
     endpoint: EndpointOption = None,
 ) -> None:
@@ -490,7 +498,7 @@ def publish_command(
     from bot.plan.planner import draft_output_repo, target_output_repo
     from bot.publish.publisher import publish_bundle
     from bot.run.actions import Actions
-    from bot.run.fanout import load_plan, publish_run
+    from bot.run.fanout import gh_fetch, load_plan, publish_run
     from bot.run.report import RunReport
 
     if (bundle is not None and (bundles is not None or plan is not None)) or (
@@ -499,6 +507,10 @@ def publish_command(
         raise UsageError("give --bundle alone, or --bundles and/or --plan")
     if bundles is not None and plan is None and not bundles.is_dir():
         raise UsageError(f"--bundles {bundles}: no such folder")
+    if artifacts_from_run and (bundles is None or plan is None):
+        raise UsageError("--artifacts-from-run needs --plan (the artifacts to fetch) and --bundles (where they go)")
+    if artifacts_from_run and not (os.environ.get("GITHUB_RUN_ID") and os.environ.get("GITHUB_REPOSITORY")):
+        raise UsageError("--artifacts-from-run fetches from a GitHub Actions run: GITHUB_RUN_ID and GITHUB_REPOSITORY")
     settings = _settings(ctx, endpoint)
     if not settings.write_token:
         raise UsageError("no write token (HF_TOKEN) is set: nothing can be published")
@@ -534,7 +546,10 @@ def publish_command(
     except BotError as error:
         _fail(error)
     _preflight_writer(writer, loaded)
-    result_report = publish_run(writer, loaded, bundles.resolve() if bundles else None, planned)
+    if artifacts_from_run and bundles is not None:
+        bundles.mkdir(parents=True, exist_ok=True)
+    fetch = gh_fetch if artifacts_from_run else None
+    result_report = publish_run(writer, loaded, bundles.resolve() if bundles else None, planned, fetch)
     if report:
         result_report.write(report)
     Actions(settings).report(

@@ -1,7 +1,7 @@
 """What the workflow linters cannot know about `.github/workflows/` (issue 30): a dispatch is never dropped, the
 schedule keeps itself enabled, every stage deadline of the shipped recipe fits its job with room for install and
-report, the light jobs install no export toolchain, the write token is checked before bundles are downloaded, and the
-README names every action the workflows use.
+report, the light jobs install no export toolchain, the write token is checked before bundles are downloaded, the
+publish job holds one group's bundles at a time, and the README names every action the workflows use.
 """
 
 from __future__ import annotations
@@ -85,10 +85,28 @@ def test_the_plan_and_publish_jobs_install_no_export_toolchain_and_builds_do():
 
 def test_the_write_token_is_checked_before_any_bundle_is_downloaded():
     steps = workflow("watch.yml")["jobs"]["publish"]["steps"]
-    names = [step.get("name", step.get("uses", "")) for step in steps]
     check = next(i for i, step in enumerate(steps) if "dflash-bot check" in step.get("run", ""))
-    assert check < names.index("Download the bundles") and check < names.index("Publish")
+    publish = next(i for i, step in enumerate(steps) if "dflash-bot publish" in step.get("run", ""))
+    assert check < publish
     assert steps[check]["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
+
+
+def test_the_publish_job_holds_one_group_on_disk_at_a_time():
+    """No step downloads every bundle: the publish command fetches each planned group's artifact itself, publishes
+    it and deletes it before the next (`bot.run.fanout.publish_run` with `gh_fetch`; tests/run/test_fanout.py
+    checks that loop). Only the publish job may read this run's artifacts through the API, and no build job holds
+    a GitHub token."""
+    jobs = workflow("watch.yml")["jobs"]
+    steps = jobs["publish"]["steps"]
+    downloads = [s for s in steps if s.get("uses", "").startswith("actions/download-artifact")]
+    assert [s["with"] for s in downloads] == [{"name": "plan", "path": "plan"}]
+    (publish,) = [s for s in steps if "dflash-bot publish" in s.get("run", "")]
+    assert "--artifacts-from-run" in publish["run"] and '--bundles "$BUNDLES"' in publish["run"]
+    assert publish["env"]["GH_TOKEN"] == "${{ github.token }}"
+    assert jobs["publish"]["permissions"] == {"contents": "read", "actions": "read"}
+    for step in jobs["build"]["steps"]:
+        assert "GH_TOKEN" not in step.get("env", {}) and "HF_TOKEN" not in step.get("env", {})
+    assert jobs["build"]["permissions"] == {"contents": "read"}
 
 
 def test_bundles_live_one_day_and_are_deleted_once_published():

@@ -16,7 +16,9 @@ functions as `run`, in the same order:
   (each bundle held to the plan, never to its own record: the job it was built for, its revisions, weight format,
   reused or official target and file set, `bot.run.handoff.read_group`; one bundle that is not what the plan made
   and nothing of its group is published; the Hub re-checked first; an entry whose build job left nothing is a
-  failure), then `finish_status`.
+  failure), then `finish_status`. With a `fetch` (`--artifacts-from-run` on Actions: `gh_fetch`) the job's disk
+  holds one group: each entry's artifact is downloaded just before its group is checked and published, and deleted
+  before the next one is downloaded.
 
 The hand-off files are typed records (`MatrixPlan`, `bot.run.handoff.BuildOutcomeFile`) parsed with pydantic where
 they enter; they pass between the jobs of one workflow run only.
@@ -24,12 +26,16 @@ they enter; they pass between the jobs of one workflow run only.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable, Iterator
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
+from bot.core import log
 from bot.core.errors import BotError, JobError, Stage
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe, RunnerClass, RunnerSettings
@@ -48,11 +54,17 @@ __all__ = [
     "MatrixEntry",
     "MatrixPlan",
     "PlanReport",
+    "gh_fetch",
     "load_plan",
     "parse_jobs",
     "plan_matrix",
     "publish_run",
 ]
+
+Fetch = Callable[[str, Path], None]
+"""Download the artifact named by the first argument into the folder named by the second (which does not exist yet).
+Raises OSError or subprocess.CalledProcessError when it cannot: the entry is then published as one whose build job
+left nothing."""
 
 PLAN_SCHEMA = 3  # 3: jobs hold their candidate, outcomes and card refreshes as the bot's own records
 
@@ -267,12 +279,16 @@ def load_plan(path: Path, recipe: Recipe) -> MatrixPlan:
     return planned
 
 
-def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: MatrixPlan | None) -> RunReport:
+def publish_run(
+    writer: Hub, recipe: Recipe, bundles: Path | None, planned: MatrixPlan | None, fetch: Fetch | None = None
+) -> RunReport:
     """The publish job: `publish_step` (the plan's card refreshes, then every entry's bundles), then `finish_status`;
     returns the whole run's report.
 
     With a plan, each entry's bundles are looked up in `bundles/<artifact>` and an entry without them is a failure
-    (its build job died before uploading anything). Without a plan, every artifact folder under `bundles` is
+    (its build job died before uploading anything). With a plan and `fetch`, `bundles` starts empty: each entry's
+    artifact is fetched into `bundles/<artifact>`, held to the plan, published and deleted before the next entry's is
+    fetched, so the disk holds one group at a time. Without a plan, every artifact folder under `bundles` is
     published (its outcome files name the jobs). Never loads a checkpoint: it reads JSON and uploads files.
     """
     report = planned.run_report() if planned else RunReport()
@@ -281,12 +297,22 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
         return report
     state = planned.run_memory() if planned else RunMemory()
     built: Iterable[tuple[list[plan.BuildJob], Path | None]]
-    if planned is not None:
-        built = [(entry.jobs, bundles / entry.artifact if bundles else None) for entry in planned.entries]
+    if planned is not None and fetch is not None and bundles is not None:
+        publish_step(report, state, writer, recipe, planned.card_refresh, [])
+        for entry in planned.entries:
+            folder = bundles / entry.artifact
+            _fetch_one(fetch, entry.artifact, folder)
+            try:
+                publish_step(report, state, writer, recipe, [], _held_to_plan(report, recipe, [(entry.jobs, folder)]))
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
     else:
-        built = _artifacts(report, bundles, recipe)
-    held = list(_held_to_plan(report, recipe, built))
-    publish_step(report, state, writer, recipe, planned.card_refresh if planned else [], held)
+        if planned is not None:
+            built = [(entry.jobs, bundles / entry.artifact if bundles else None) for entry in planned.entries]
+        else:
+            built = _artifacts(report, bundles, recipe)
+        held = list(_held_to_plan(report, recipe, built))
+        publish_step(report, state, writer, recipe, planned.card_refresh if planned else [], held)
     if planned is not None:  # the status page needs the plan's view of every listed source
         state.memory = load_memory(
             writer, recipe, template_fingerprint(), RunOptions(), toolchain_fp=planned.toolchain_fp
@@ -295,6 +321,25 @@ def publish_run(writer: Hub, recipe: Recipe, bundles: Path | None, planned: Matr
     # The plan's requests and this job's; each build job's downloads are in its own log.
     report.hub_requests += REQUESTS.count - requests_before
     return report
+
+
+def _fetch_one(fetch: Fetch, artifact: str, folder: Path) -> None:
+    """Fetch one entry's artifact into `folder` (emptied first); a failed fetch leaves no folder, so the entry is
+    reported as one whose build job left nothing."""
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        fetch(artifact, folder)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        log.step("artifact %s: not downloaded (%s)", artifact, exc)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def gh_fetch(artifact: str, folder: Path) -> None:
+    """`Fetch` on Actions: this workflow run's artifact through the `gh` CLI (`GH_TOKEN` with `actions: read`,
+    `GITHUB_REPOSITORY` and `GITHUB_RUN_ID` as Actions sets them). The name comes from the checked plan record and
+    reaches gh as one argument, never through a shell."""
+    command = ["gh", "run", "download", os.environ["GITHUB_RUN_ID"], "--repo", os.environ["GITHUB_REPOSITORY"]]
+    subprocess.run([*command, "--name", artifact, "--dir", str(folder)], check=True)
 
 
 def _held_to_plan(
