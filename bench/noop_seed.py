@@ -87,6 +87,8 @@ def seed_published(hub: Hub, recipe: Recipe, work: Path, count: int) -> list[str
         collection_title=recipe.collection_title,
         collection_url=f"{hub.endpoint}/collections/{publish.collection_namespace}/hand-made-1",
         renderer=renderer_fingerprint(),
+        schedule=publish.schedule,
+        last_run=now if publish.schedule else None,  # a run just stamped it (`run_stamp`): the next one keeps it
     )
     status = with_repo_shas(status, hub.list_namespace(publish.namespace))
     write_status(hub, recipe.status_repo_id, status)

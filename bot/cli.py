@@ -627,7 +627,8 @@ def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print status.json instead of the table")] = False,
     endpoint: EndpointOption = None,
 ) -> None:
-    """Print what the bot watches, published, skipped and failed, from the status repo on the Hub."""
+    """Print what the bot watches, published, skipped and failed, from the status repo on the Hub, and when it last
+    ran; exits 1 when that is stale (no run for three schedule periods: the schedule stopped)."""
     from bot.core.recipe import load_recipe
     from bot.hub import Hub
     from bot.status.page import show_status

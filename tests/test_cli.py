@@ -33,6 +33,7 @@ ODD_RECIPES = {
     "candidates-10e30": (("watch", "max_candidates"), 10**30, "'watch.max_candidates'"),
     "repeats-10e30": (("validation", "repeats"), 10**30, "'validation.repeats'"),
     "k-10e30": (("validation", "num_assistant_tokens"), [3, 10**30], "between 1 and 256"),
+    "schedule-never": (("publish", "schedule"), "0 0 31 2 *", "'publish.schedule': Value error, cron"),
 }
 
 

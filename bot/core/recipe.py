@@ -22,6 +22,7 @@ from bot.core import package_data
 from bot.core.errors import RecipeError, Skip, Stage
 from bot.core.naming import DRAFT_WEIGHT_FORMATS, default_collection_title, template_parts, validate_repo_id
 from bot.core.naming import status_repo_id as naming_status_repo_id
+from bot.core.schedule import period as schedule_period
 
 DEFAULT_RECIPE = package_data.folder(package_data.WORKFLOWS) / "dflash.yaml"
 
@@ -225,12 +226,26 @@ class PublishSettings(_Strict):
     )
     target_name: str = "{target_name}-int4-ov"
     private: bool = False
+    schedule: str | None = Field(
+        None,
+        description="the cron line (UTC) the bot runs on, as `.github/workflows/watch.yml`'s `on.schedule` gives it: "
+        "the status page says when the bot last ran and calls it stale two periods later (`bot.core.schedule`); "
+        "unset, the status records no last run",
+    )
     install: str | None = Field(
         None,
         description="the package (`name` or `name==version`) the cards' install line gives; publish checks that the "
         "index has it. Unset, the line pins the source that built the card (the Actions run's repository@sha), or is "
         "left out outside Actions",
     )
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            schedule_period(value)  # a ValueError names the field that is wrong
+        return value
+
     format_switch_margin: float = Field(
         0.10,
         description="a published draft moves to another weight format (and its repo) only when that format measured "

@@ -32,14 +32,17 @@ from bot.core.errors import Fault, Stage, runner_fault_in
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
 from bot.core.safe_text import clean
+from bot.core.schedule import period
 from bot.core.toolchain import Toolchain
 from bot.publish.collection import PublishedPair
 
-SCHEMA_VERSION = 2  # 2: entries name their layout, format group and what a skip waits for (issue 32)
-READABLE_SCHEMA_VERSIONS = (1, 2)  # a version-1 file is read as it is (no layouts yet) and written back as 2
+SCHEMA_VERSION = 3  # 2: entries name their layout, format group and what a skip waits for (issue 32); 3: last run
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)  # an older file is read as it is (no layouts, no last run) and written back as 3
 STATUS_JSON, README, CHART = "status.json", "README.md", "speedups.png"
 PUBLISHED, SKIPPED, FAILED = "published", "skipped", "failed"
 EntryStatus = Literal["published", "skipped", "failed"]
+# `last_run` is rewritten once it is this many schedule periods old, and the page is stale at that many (`run_stamp`).
+RESTAMP_PERIODS, STALE_PERIODS = 1.5, 3
 MAX_REASON_CHARS = 1000  # a reason quoting a whole error page is cut; the run report keeps the full one
 
 # Field types of what `status.json` may hold: repo ids as the Hub spells them, short tokens, finite figures.
@@ -119,11 +122,14 @@ class StatusEntry(_Record):
 
 
 class StatusFile(_Record):
-    """`status.json`: every watched source of one recipe, sorted by source, plus where the collection is."""
+    """`status.json`: every watched source of one recipe, sorted by source, plus where the collection is, when the
+    bot last ran and on what schedule (`last_run`: see `run_stamp` for why it may lag one period behind)."""
 
     schema_version: int = SCHEMA_VERSION
     recipe: Text
     namespace: Token
+    schedule: Label | None = Field(None, description="the recipe's `publish.schedule` cron line (UTC)")
+    last_run: AwareDatetime | None = None
     collection_title: Text | None = None
     collection_url: Annotated[str, Field(max_length=500, pattern=r"^https?://[\x21-\x7e]+$")] | None = None
     renderer: Token = Field("", description="fingerprint of the page template and chart code that rendered it")
@@ -134,6 +140,23 @@ class StatusFile(_Record):
 
     def published_pairs(self) -> list[PublishedPair]:
         return [pair for entry in self.entries if (pair := entry.pair()) is not None]
+
+    def stale_since(self) -> dt.datetime | None:
+        """When the page turns stale: `STALE_PERIODS` schedule periods after `last_run`, which may lag the last
+        run by up to `RESTAMP_PERIODS` (`run_stamp`): a healthy schedule's stamp is at most 2.5 periods old (lag plus
+        the period to the next run), so stale means runs are missing. None without a schedule or a recorded run."""
+        if self.schedule is None or self.last_run is None:
+            return None
+        try:
+            return self.last_run + STALE_PERIODS * period(self.schedule)
+        except ValueError:  # a line this bot cannot read: nothing to measure by
+            return None
+
+    def is_stale(self, now: dt.datetime) -> bool:
+        """Whether the last recorded run is older than two schedule periods: the schedule stopped (GitHub
+        disabled it, the runs fail before the status step) or the page is not written any more."""
+        since = self.stale_since()
+        return since is not None and now >= since
 
     def to_json_bytes(self) -> bytes:
         """The file's bytes: stable key order and formatting, so equal content gives equal bytes."""
@@ -162,8 +185,9 @@ def toolchain_fingerprint(toolchain: Toolchain, profile_fingerprints: Iterable[s
 
 def recipe_memory_fingerprint(recipe: Recipe) -> str:
     """What the memory compares for "the recipe changed": the whole recipe (watch rules, target map, runner
-    classes and limits can all turn a skip into a build), except the memory's own `recheck_after`."""
-    payload = recipe.model_dump(mode="json", exclude={"watch": {"recheck_after"}})
+    classes and limits can all turn a skip into a build), except the memory's own `recheck_after` and the page's
+    `publish.schedule`."""
+    payload = recipe.model_dump(mode="json", exclude={"watch": {"recheck_after"}, "publish": {"schedule"}})
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -295,6 +319,8 @@ def merged(
     collection_title: str | None = None,
     collection_url: str | None = None,
     renderer: str = "",
+    schedule: str | None = None,
+    last_run: dt.datetime | None = None,
 ) -> StatusFile:
     """The next status file: this run's entries over the previous ones.
 
@@ -305,6 +331,7 @@ def merged(
         watched: every source this run's listing returned; previous entries of sources no longer listed are
             dropped. None (a run limited with `--only`) keeps them all.
         collection_url: the collection's URL when this run synced it; default: the previous one.
+        schedule, last_run: the recipe's `publish.schedule` and what `run_stamp` gave for this run.
     """
     by_source = {entry.source: entry for entry in (previous.entries if previous else ())}
     if watched is not None:
@@ -318,8 +345,31 @@ def merged(
         collection_title=collection_title or (previous.collection_title if previous else None),
         collection_url=collection_url or (previous.collection_url if previous else None),
         renderer=renderer,
+        schedule=schedule,
+        last_run=last_run,
         entries=tuple(by_source[source] for source in sorted(by_source)),
     )
+
+
+def run_stamp(previous: StatusFile | None, *, schedule: str | None, now: dt.datetime) -> dt.datetime | None:
+    """The `last_run` this run records: the previous one while it is younger than `RESTAMP_PERIODS` schedule
+    periods, else `now`.
+
+    The trade-off: a run with nothing new commits nothing to the status repo (tests/status/test_step.py), so
+    stamping every run would cost a commit every run. Kept for one and a half periods, the stamp moves with every
+    second run of a regular schedule (one commit a day at the shipped 6 h; a threshold of one period would commit
+    on nearly every run, GitHub's runs start minutes late), the page is at most 1.5 periods behind the last run,
+    and "stale" (`StatusFile.is_stale`, `STALE_PERIODS` after the stamp) means no run for at least 1.5 periods
+    beyond that lag: a stopped 6 h schedule shows as stale within 18 h, a healthy one late by up to half a
+    period never does. A changed schedule, a stamp "in the future" or a previous status without one is stamped
+    now. No schedule: no stamp (nothing to measure staleness by).
+    """
+    if schedule is None:
+        return None
+    last = previous.last_run if previous is not None and previous.schedule == schedule else None
+    if last is None or last > now or now - last >= RESTAMP_PERIODS * period(schedule):
+        return now
+    return last
 
 
 def collection_needs_sync(previous: StatusFile | None, status: StatusFile) -> bool:

@@ -10,6 +10,7 @@ their path quoted. The page is a Jinja2 template rendered with `StrictUndefined`
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import importlib.metadata
 import json
@@ -25,12 +26,22 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bot.core import draft_formats, package_data
+from bot.core import draft_formats, package_data, schedule
 from bot.core.safe_text import clean
 from bot.hub import Hub
 from bot.publish.card import PLOTTING, files_fingerprint
 from bot.publish.charts import PairFigures, speedups_png
-from bot.status.memory import CHART, FAILED, PUBLISHED, README, SKIPPED, STATUS_JSON, StatusEntry, StatusFile
+from bot.status.memory import (
+    CHART,
+    FAILED,
+    PUBLISHED,
+    README,
+    RESTAMP_PERIODS,
+    SKIPPED,
+    STATUS_JSON,
+    StatusEntry,
+    StatusFile,
+)
 from bot.status.read import read_status
 
 TEMPLATES = package_data.folder(package_data.TEMPLATES)
@@ -153,6 +164,35 @@ def _groups(status: StatusFile, endpoint: str) -> list[_Group]:
     return groups
 
 
+_WHEN = "%Y-%m-%d %H:%M UTC"
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """When the bot last ran, on what schedule, and from when that says the schedule stopped (`StatusFile`)."""
+
+    at: str
+    schedule: str
+    every: str
+    lag: str
+    stale_since: str
+
+
+def last_run(status: StatusFile) -> LastRun | None:
+    """The page's "last run" line, None when the status records no run or no schedule (`run_stamp`)."""
+    since = status.stale_since()
+    if since is None or status.last_run is None or status.schedule is None:
+        return None
+    every = schedule.period(status.schedule)
+    return LastRun(
+        at=status.last_run.strftime(_WHEN),
+        schedule=md_text(status.schedule),
+        every=schedule.describe(every),
+        lag=schedule.describe(every * RESTAMP_PERIODS),
+        stale_since=since.strftime(_WHEN),
+    )
+
+
 def _metadata(recipe: str) -> str:
     data = DatasetCardData(
         pretty_name=f"dflash-bot status ({recipe})",
@@ -183,6 +223,7 @@ def render_readme(status: StatusFile, *, endpoint: str) -> str:
         collection=collection,
         rows=[_row(entry, endpoint) for entry in status.entries],
         groups=_groups(status, endpoint),
+        last_run=last_run(status),
         schema_version=status.schema_version,
     )
 
@@ -203,10 +244,13 @@ def render_files(status: StatusFile, *, endpoint: str) -> dict[str, bytes]:
     }
 
 
-def print_status(status: StatusFile, *, as_json: bool = False) -> None:
-    """The table for an operator's terminal (source-derived text escaped for rich markup), or the JSON."""
+def print_status(status: StatusFile, *, as_json: bool = False, now: dt.datetime | None = None) -> None:
+    """The table for an operator's terminal (source-derived text escaped for rich markup), or the JSON, then the
+    last run's line (on stderr with --json): when, on what schedule, and "stale" past `StatusFile.stale_since`."""
+    line = run_line(status, now or dt.datetime.now(dt.UTC))
     if as_json:
         print(json.dumps(status.model_dump(mode="json"), indent=2))
+        print(line, file=sys.stderr)
         return
     table = Table(title=f"dflash-bot status: {escape(clean(status.recipe))} ({escape(clean(status.namespace))})")
     for column in (
@@ -243,13 +287,29 @@ def print_status(status: StatusFile, *, as_json: bool = False) -> None:
     console.print(table)
     if status.collection_url:
         console.print(f"Collection: {escape(status.collection_url)}")
+    console.print(escape(line))
 
 
-def show_status(hub, repo_id: str, *, as_json: bool = False) -> int:
+def run_line(status: StatusFile, now: dt.datetime) -> str:
+    """When the bot last ran and on what schedule, "stale" when that is over `STALE_PERIODS` periods ago."""
+    shown = last_run(status)
+    if shown is None:
+        return "last run: not recorded (the recipe sets no publish.schedule, or no run has written it yet)"
+    text = f"last run: {shown.at} on the schedule {clean(status.schedule or '')} (every {shown.every})"
+    if status.is_stale(now):
+        return f"{text}: stale since {shown.stale_since}: the schedule stopped or its runs fail before the status"
+    return f"{text}: renewed every {shown.lag}, stale after {shown.stale_since}"
+
+
+def show_status(hub, repo_id: str, *, as_json: bool = False, now: dt.datetime | None = None) -> int:
     """`dflash-bot status`: read the status repo (one request) and print it.
 
+    Args:
+        now: the time staleness is measured at (default: now).
+
     Returns:
-        The exit code: 0 when the status was printed, 1 when the repo has no readable status yet.
+        The exit code: 0 when the status was printed, 1 when the repo has no readable status yet or it is stale
+        (`StatusFile.is_stale`: no run recorded for `STALE_PERIODS` schedule periods).
 
     Raises:
         Failure: the Hub kept failing.
@@ -258,8 +318,9 @@ def show_status(hub, repo_id: str, *, as_json: bool = False) -> int:
     if status is None:
         print(f"no status in {repo_id} yet (the publish step writes it on its next run)", file=sys.stderr)
         return 1
-    print_status(status, as_json=as_json)
-    return 0
+    now = now or dt.datetime.now(dt.UTC)
+    print_status(status, as_json=as_json, now=now)
+    return 1 if status.is_stale(now) else 0
 
 
 UNREAD = object()  # `write_status(current=UNREAD)`: the status was not read, or must be written back

@@ -10,7 +10,8 @@ Two calls for the orchestrator to make:
   hands it back for one read of the draft repo's record at its listed head (`believed`).
 - `publish_status(writer, recipe, memory, updates, ...)` once per run, after publishing: merges what the run
   learned into the status, syncs the collection when the published pairs changed, and writes the status repo in
-  one commit when its content changed. A run with nothing new sends nothing here.
+  one commit when its content changed. A run with nothing new sends nothing here, unless the status's `last_run`
+  is due (`status.memory.run_stamp`: every 1.5 schedule periods, so the page shows the schedule still runs).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from bot.status.memory import (
     published_entry,
     reason_text,
     recipe_memory_fingerprint,
+    run_stamp,
     stale_published,
     toolchain_fingerprint,
     with_repo_shas,
@@ -364,6 +366,8 @@ def publish_status(
             watched=watched,
             collection_title=recipe.collection_title,
             renderer=renderer,
+            schedule=publish.schedule,
+            last_run=run_stamp(current.status, schedule=publish.schedule, now=memory.now),
         )
         status = with_repo_shas(
             status, writer.list_namespace(publish.namespace) if committed else current.namespace_listing

@@ -154,4 +154,4 @@ def test_the_page_is_the_map_drafts_by_format_with_targets_and_what_each_skip_wa
     data = json.loads(page.render_files(mapped, endpoint="https://hub")[STATUS_JSON])
     (entry,) = [e for e in data["entries"] if e["source"] == "RedHatAI/Qwen3-8B-speculator.dspark"]
     assert (entry["layout"], entry["group"], entry["target"]) == ("speculators-dspark", "speculators", "Qwen/Qwen3-8B")
-    assert entry["waits_for"] == draft_formats.SPECULATORS_NEED and data["schema_version"] == 2
+    assert entry["waits_for"] == draft_formats.SPECULATORS_NEED and data["schema_version"] == 3

@@ -135,7 +135,7 @@ def test_vetted_refuses_a_file_for_another_recipe_or_namespace_and_a_foreign_col
 
 def test_a_version_1_file_is_still_read_and_a_version_2_entry_keeps_its_place_on_the_map():
     """Schema 2 (issue 32) adds each entry's layout, group and waits-for; the memory a version-1 bot wrote is still
-    read (no source is examined again for the upgrade), and is written back as version 2."""
+    read (no source is examined again for the upgrade), and is written back as the current version (3: last run)."""
     v1 = {key: value for key, value in as_json(entry()).items() if key not in ("layout", "group", "waits_for")}
     read = parse_status(
         json.dumps({"schema_version": 1, "recipe": RECIPE.name, "namespace": NS, "entries": [v1]}).encode()
@@ -143,7 +143,7 @@ def test_a_version_1_file_is_still_read_and_a_version_2_entry_keeps_its_place_on
     assert read.problems == () and read.status is not None and read.status.entries == (entry(),)
     assert (
         json.loads(read.status.model_copy(update={"schema_version": SCHEMA_VERSION}).to_json_bytes())["schema_version"]
-        == 2
+        == 3
     )
     placed = entry(
         "RedHatAI/Qwen3-8B-speculator.dflash2",
