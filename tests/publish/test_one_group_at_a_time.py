@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
+from bot.cli import run_command_line
+from bot.core.errors import UsageError
 from bot.core.outcome import Outcome, Status
 from bot.core.record import BuildRecord
 from bot.discover.candidates import Candidate
@@ -140,3 +142,21 @@ def test_groups_published_one_at_a_time_leave_the_hub_as_all_at_once(tmp_path):
     finally:
         one.__exit__(None, None, None)
         all_at_once.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["--plan", "PLAN"], "needs --plan"),
+        (["--plan", "PLAN", "--bundles", "b"], "GITHUB_RUN_ID and GITHUB_REPOSITORY"),
+    ],
+)
+def test_artifacts_from_run_needs_a_plan_a_folder_and_an_actions_run(tmp_path, monkeypatch, capsys, args, why):
+    (tmp_path / "plan.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_RUN_ID", raising=False)
+    args = [str(tmp_path / "plan.json") if a == "PLAN" else a for a in args]
+    capsys.readouterr()
+    code = run_command_line(["publish", "--artifacts-from-run", *args])
+    err = capsys.readouterr().err
+    assert code == UsageError.exit_code and why in err and "Traceback" not in err, err
