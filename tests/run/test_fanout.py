@@ -301,20 +301,35 @@ def workflow(hubs, workspace):
             {"HF_READ_TOKEN": READER},
         )
         builds.append(built)
+    # watch.yml's publish job fetches one group's artifact at a time (`gh run download`): a `gh` of this test
+    # copies it from the build jobs' uploads and logs each call.
+    tools = workspace / "publish-tools"
+    tools.mkdir(exist_ok=True)
+    (tools / "gh").write_text(
+        f"#!{sys.executable}\n"
+        "import shutil, sys\n"
+        "args = sys.argv[1:]\n"
+        "opts = dict(zip(args[3::2], args[4::2]))\n"
+        f"open({str(tools / 'calls')!r}, 'a').write(' '.join(args[:3]) + ' ' + opts['--name'] + '\\n')\n"
+        f"shutil.copytree({str(workspace / 'artifacts')!r} + '/' + opts['--name'], opts['--dir'])\n"
+    )
+    (tools / "gh").chmod(0o755)
+    actions = {"GITHUB_RUN_ID": "7", "GITHUB_REPOSITORY": "me/bot", "PATH": f"{tools}:{os.environ['PATH']}"}
     publish = _job(
         workspace,
         "publish",
         hub_a.url,
         [
             "publish",
+            "--artifacts-from-run",
             "--bundles",
-            str(workspace / "artifacts"),
+            str(workspace / "publish-disk"),
             "--plan",
             str(workspace / "plan.json"),
             "--report",
             str(workspace / "report.json"),
         ],
-        {"HF_TOKEN": TOKEN},
+        {"HF_TOKEN": TOKEN, **actions},
     )
     return {"plan": (plan, plan_out, plan_summary, plan_probe), "matrix": matrix, "builds": builds, "publish": publish}
 
@@ -385,6 +400,13 @@ def test_publish_job_publishes_the_bundles_and_never_loads_a_checkpoint(workflow
     assert json.loads(outputs["failed"]) == []
     assert f"[{DRAFT_OUT}](" in summary and f"| {demo.DSPARK_REPO} |" in summary
     assert probes and all(not set(p["libraries"]) for p in probes), probes
+
+
+def test_publish_job_downloads_each_groups_artifact_once_and_deletes_it(workflow, workspace):
+    assert workflow["publish"][0].returncode == 0
+    calls = (workspace / "publish-tools" / "calls").read_text().splitlines()
+    assert calls == [f"run download 7 {entry['artifact']}" for entry in workflow["matrix"]["include"]]
+    assert list((workspace / "publish-disk").iterdir()) == []
 
 
 def test_workflow_result_equals_a_single_process_run(workflow, single_run, hubs, workspace):
