@@ -52,6 +52,7 @@ R = TypeVar("R", BuildRecord, TargetRecord)
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _RETRY_STATUSES = {429, 500, 502, 503, 504}
 MAX_NAMESPACE_PAGES = 50  # 50,000 repos at 1000 a page: far more than two repos per watched source
+MAX_LISTING_PAGES = 20  # a source's listing asks for `limit` repos, which the Hub sends in one page
 _LISTING_EXPAND = ["sha", "lastModified", "tags", "gated", "private", "config", "cardData"]
 # The Hub's own answers (`X-Error-Code`) that say a source is not there for us: the only ones that make a Skip.
 _DEFINITIVE = {
@@ -283,18 +284,28 @@ class Hub:
     def list_models(
         self, *, author: str | None, search: str | None, filter_tags: Iterable[str], limit: int
     ) -> list[RepoListing]:
-        """One filtered listing, newest first (a page is one request; the client follows `Link` pages)."""
+        """One filtered listing, newest first (a page is one request). `Link` pages are followed up to `limit`
+        repos and at most `MAX_LISTING_PAGES` pages: a listing whose pages never end, or keep coming back empty
+        (a hostile mirror; `HfApi.list_models` follows those for ever), still stops."""
 
         def fetch() -> list[RepoListing]:
-            results = self.api.list_models(
-                author=author,
-                search=search,
-                filter=list(filter_tags) or None,
-                sort="lastModified",
-                limit=limit,
-                expand=_LISTING_EXPAND,
-            )
-            return [_listing(info) for info in results]
+            headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
+            url: str | None = f"{self.endpoint}/api/models"
+            first: dict = {"sort": "lastModified", "limit": limit, "expand": _LISTING_EXPAND}
+            first.update({k: v for k, v in (("author", author), ("search", search)) if v})
+            if tags := list(filter_tags):
+                first["filter"] = tags
+            params: dict | None = first  # the next pages' URLs carry their own query
+            found: list[RepoListing] = []
+            for _ in range(MAX_LISTING_PAGES):
+                if url is None or len(found) >= limit:
+                    break
+                response = hf.utils.get_session().get(url, params=params, headers=headers)
+                hf.utils.hf_raise_for_status(response)
+                page = response.json()
+                found += [_listing(hf.ModelInfo(**item)) for item in page if isinstance(item, dict) and "id" in item]
+                url, params = response.links.get("next", {}).get("url"), None
+            return found[:limit]
 
         return self.call(Stage.LIST, fetch, subject=f"listing author={author} search={search}")
 
