@@ -64,11 +64,11 @@ def test_whoami_answers_like_the_hub(hub):
 
 def test_the_local_hub_enforces_org_roles_and_fine_grained_scopes(hub):
     HfApi(endpoint=hub.url, token=FINE).create_repo("my-org/fine-grained-ok")  # repo.write on my-org
-    with pytest.raises(HfHubHTTPError, match="no collection.write permission"):
+    with pytest.raises(HfHubHTTPError, match=r"no collection\.write permission"):
         HfApi(endpoint=hub.url, token=FINE).create_collection("c", namespace="my-org")
     with pytest.raises(HfHubHTTPError, match="rights to create a model repo"):
         HfApi(endpoint=hub.url, token=READER_OF_ORG).create_repo("my-org/read-role")
-    with pytest.raises(HfHubHTTPError, match="no repo.write permission on 'carol'"):
+    with pytest.raises(HfHubHTTPError, match=r"no repo\.write permission on 'carol'"):
         HfApi(endpoint=hub.url, token=FINE).create_repo("carol/own-namespace-unscoped")
 
 
