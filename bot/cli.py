@@ -496,6 +496,7 @@ def publish_command(
     from bot.core.record import RecordError, Repos
     from bot.hub import Hub
     from bot.plan.planner import draft_output_repo, target_output_repo
+    from bot.publish.install import install_line
     from bot.publish.publisher import publish_bundle
     from bot.run.actions import Actions
     from bot.run.fanout import gh_fetch, load_plan, publish_run
@@ -509,9 +510,10 @@ def publish_command(
         raise UsageError(f"--bundles {bundles}: no such folder")
     if artifacts_from_run and (bundles is None or plan is None):
         raise UsageError("--artifacts-from-run needs --plan (the artifacts to fetch) and --bundles (where they go)")
-    if artifacts_from_run and not (os.environ.get("GITHUB_RUN_ID") and os.environ.get("GITHUB_REPOSITORY")):
-        raise UsageError("--artifacts-from-run fetches from a GitHub Actions run: GITHUB_RUN_ID and GITHUB_REPOSITORY")
     settings = _settings(ctx, endpoint)
+    run_id, repository = (settings.actions_context.get(name) for name in ("GITHUB_RUN_ID", "GITHUB_REPOSITORY"))
+    if artifacts_from_run and not (run_id and repository):
+        raise UsageError("--artifacts-from-run fetches from a GitHub Actions run: GITHUB_RUN_ID and GITHUB_REPOSITORY")
     if not settings.write_token:
         raise UsageError("no write token (HF_TOKEN) is set: nothing can be published")
     writer = Hub(settings.endpoint, settings.write_token, token_name="HF_TOKEN")
@@ -548,8 +550,12 @@ def publish_command(
     _preflight_writer(writer, loaded)
     if artifacts_from_run and bundles is not None:
         bundles.mkdir(parents=True, exist_ok=True)
-    fetch = gh_fetch if artifacts_from_run else None
-    result_report = publish_run(writer, loaded, bundles.resolve() if bundles else None, planned, fetch)
+    fetch = gh_fetch(run_id, repository) if artifacts_from_run and run_id and repository else None
+    try:
+        install = install_line(settings.actions_context, loaded.publish.install)
+    except BotError as error:
+        _fail(error)
+    result_report = publish_run(writer, loaded, bundles.resolve() if bundles else None, planned, fetch, install=install)
     if report:
         result_report.write(report)
     Actions(settings).report(

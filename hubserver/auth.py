@@ -162,7 +162,7 @@ class Accounts:
     def __init__(self, data_dir: Path, main_user: str, main_token: str, main_orgs: tuple[str, ...] = ()):
         self._path = Path(data_dir) / "accounts.json"
         self._main_user = main_user
-        self._main_orgs = main_orgs
+        self._main_orgs = tuple(main_orgs)
         self._main_digest = _digest(main_token)
         self._lock = threading.Lock()
         self._tokens: dict[str, TokenGrant] = {}
@@ -211,6 +211,12 @@ class Accounts:
             scopes=grant.scopes,
             fullname=grant.fullname,
         )
+
+    def add_main_org(self, org: str) -> None:
+        """Make the main user a member (admin) of `org`, as whoami will list it from now on."""
+        with self._lock:
+            if org not in self._main_orgs:
+                self._main_orgs = (*self._main_orgs, org)
 
     def add_token(
         self,

@@ -135,6 +135,10 @@ class LocalHub:
     def clear_faults(self) -> None:
         self.app.faults.clear()
 
+    def add_org(self, org: str) -> None:
+        """Make the main user a member (admin) of the organisation `org` (whoami lists it; a preflight passes)."""
+        self.app.accounts.add_main_org(org)
+
     def add_token(
         self,
         token: str,

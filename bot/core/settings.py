@@ -18,6 +18,7 @@ SANDBOX_VARIABLE = "DFLASH_BOT_SANDBOX"
 PROFILES_VARIABLE = "DFLASH_BOT_PROFILES_DIR"
 # The OS confinement layers of the checkpoint-loading children (bot.sandbox.confinement), all used by default.
 SANDBOX_LAYERS = ("namespaces", "landlock")
+ACTIONS_CONTEXT = ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_SHA", "GITHUB_RUN_ID")
 
 
 def _default_profiles_dir(cache: Path | None = None) -> Path:
@@ -37,6 +38,9 @@ class Settings:
         runner_name: `RUNNER_NAME`, shown in a build job's summary.
         profiles_dir: where toolchain-profile environments are created and reused (`DFLASH_BOT_PROFILES_DIR`,
             default `$XDG_CACHE_HOME/dflash-bot/profiles`, else `~/.cache/dflash-bot/profiles`; CI may cache it).
+        actions_context: the Actions run's `GITHUB_SERVER_URL`, `GITHUB_REPOSITORY`, `GITHUB_SHA` and
+            `GITHUB_RUN_ID` (those set): the source a card's install line pins, and the run whose artifacts the
+            publish job fetches.
         sandbox_layers: the OS confinement layers the checkpoint children may use (`DFLASH_BOT_SANDBOX`: `auto`,
             the default, for all of them; `none`; or a comma list of `namespaces`, `landlock`), to test each layer
             alone and for machines where one misbehaves.
@@ -51,6 +55,7 @@ class Settings:
     runner_name: str = "local"
     profiles_dir: Path = field(default_factory=_default_profiles_dir)
     sandbox_layers: tuple[str, ...] = SANDBOX_LAYERS
+    actions_context: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, endpoint: str | None = None) -> Settings:
@@ -74,6 +79,7 @@ class Settings:
             runner_name=env.get("RUNNER_NAME") or "local",
             profiles_dir=Path(env[PROFILES_VARIABLE]) if env.get(PROFILES_VARIABLE) else _default_profiles_dir(cache),
             sandbox_layers=sandbox_layers(env.get(SANDBOX_VARIABLE, "auto")),
+            actions_context={name: env[name] for name in ACTIONS_CONTEXT if env.get(name)},
         )
 
     @property

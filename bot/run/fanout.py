@@ -26,7 +26,6 @@ they enter; they pass between the jobs of one workflow run only.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -280,7 +279,13 @@ def load_plan(path: Path, recipe: Recipe) -> MatrixPlan:
 
 
 def publish_run(
-    writer: Hub, recipe: Recipe, bundles: Path | None, planned: MatrixPlan | None, fetch: Fetch | None = None
+    writer: Hub,
+    recipe: Recipe,
+    bundles: Path | None,
+    planned: MatrixPlan | None,
+    fetch: Fetch | None = None,
+    *,
+    install: str | None = None,
 ) -> RunReport:
     """The publish job: `publish_step` (the plan's card refreshes, then every entry's bundles), then `finish_status`;
     returns the whole run's report.
@@ -298,12 +303,13 @@ def publish_run(
     state = planned.run_memory() if planned else RunMemory()
     built: Iterable[tuple[list[plan.BuildJob], Path | None]]
     if planned is not None and fetch is not None and bundles is not None:
-        publish_step(report, state, writer, recipe, planned.card_refresh, [])
+        publish_step(report, state, writer, recipe, planned.card_refresh, [], install=install)
         for entry in planned.entries:
             folder = bundles / entry.artifact
             _fetch_one(fetch, entry.artifact, folder)
             try:
-                publish_step(report, state, writer, recipe, [], _held_to_plan(report, recipe, [(entry.jobs, folder)]))
+                held_one = _held_to_plan(report, recipe, [(entry.jobs, folder)])
+                publish_step(report, state, writer, recipe, [], held_one, install=install)
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
     else:
@@ -312,7 +318,7 @@ def publish_run(
         else:
             built = _artifacts(report, bundles, recipe)
         held = list(_held_to_plan(report, recipe, built))
-        publish_step(report, state, writer, recipe, planned.card_refresh if planned else [], held)
+        publish_step(report, state, writer, recipe, planned.card_refresh if planned else [], held, install=install)
     if planned is not None:  # the status page needs the plan's view of every listed source
         state.memory = load_memory(
             writer, recipe, template_fingerprint(), RunOptions(), toolchain_fp=planned.toolchain_fp
@@ -334,12 +340,16 @@ def _fetch_one(fetch: Fetch, artifact: str, folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def gh_fetch(artifact: str, folder: Path) -> None:
-    """`Fetch` on Actions: this workflow run's artifact through the `gh` CLI (`GH_TOKEN` with `actions: read`,
-    `GITHUB_REPOSITORY` and `GITHUB_RUN_ID` as Actions sets them). The name comes from the checked plan record and
+def gh_fetch(run_id: str, repository: str) -> Fetch:
+    """`Fetch` on Actions: this workflow run's artifact through the `gh` CLI (`GH_TOKEN` with `actions: read`;
+    `run_id` and `repository` from `Settings.actions_context`). The name comes from the checked plan record and
     reaches gh as one argument, never through a shell."""
-    command = ["gh", "run", "download", os.environ["GITHUB_RUN_ID"], "--repo", os.environ["GITHUB_REPOSITORY"]]
-    subprocess.run([*command, "--name", artifact, "--dir", str(folder)], check=True)
+
+    def fetch(artifact: str, folder: Path) -> None:
+        command = ["gh", "run", "download", run_id, "--repo", repository]
+        subprocess.run([*command, "--name", artifact, "--dir", str(folder)], check=True)
+
+    return fetch
 
 
 def _held_to_plan(

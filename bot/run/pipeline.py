@@ -97,13 +97,15 @@ def run(
         report_planned(report, [(job, LOCAL_RUNNER) for job in jobs], card_refresh)
     else:
         assert writer is not None
+        # The cards' install line, settled before any build: a `publish.install` the index lacks fails here.
+        install = install_line(options.settings.actions_context, recipe.publish.install)
         if options.work is not None:
             options.work.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-run-", dir=options.work))
         try:
             groups = group_jobs(jobs).values()
             built = _built_groups(report, reader, writer, recipe, groups, scratch, options.keep_work, options.settings)
-            publish_step(report, state, writer, recipe, card_refresh, built)
+            publish_step(report, state, writer, recipe, card_refresh, built, install=install)
         finally:
             if not options.keep_work:
                 shutil.rmtree(scratch, ignore_errors=True)
@@ -333,9 +335,12 @@ def publish_step(
     recipe: Recipe,
     card_refresh: Iterable[BuildRecord],
     built: Iterable[tuple[list[BuildJob], Path | None]],
+    *,
+    install: str | None = None,
 ) -> None:
     """Publish a run's work: re-render the cards planning found stale, then each target group from the folder its
     builder left (`run`: the builder's; Actions: the build job's downloaded artifact; None: no artifact at all).
+    `install` is the draft cards' install line (`bot.publish.install.install_line`; None: none).
 
     Never loads a checkpoint: it reads JSON and uploads files. Each source's outcome goes to `report`, and each
     source published or found current to `state` (for the status page).
@@ -346,7 +351,7 @@ def publish_step(
             refresh = functools.partial(refresh_card, report, state, writer, recipe, published)
             guard(report, source, published.source.revision, refresh)
     for jobs, folder in built:
-        publish_built(report, state, writer, recipe, jobs, folder)
+        publish_built(report, state, writer, recipe, jobs, folder, install=install)
 
 
 def refresh_card(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, published: BuildRecord) -> None:
@@ -358,7 +363,14 @@ def refresh_card(report: RunReport, state: RunMemory, writer: Hub, recipe: Recip
 
 
 def publish_built(
-    report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, jobs: list[BuildJob], folder: Path | None
+    report: RunReport,
+    state: RunMemory,
+    writer: Hub,
+    recipe: Recipe,
+    jobs: list[BuildJob],
+    folder: Path | None,
+    *,
+    install: str | None = None,
 ) -> None:
     """Publish what one target group's builder left in `folder`: only bundles that are the builds their jobs
     planned, and none of the group when one is not (`bot.run.handoff.read_group`, as the Actions publish job
@@ -366,12 +378,17 @@ def publish_built(
     ready = read_group(report, jobs, folder, formats=recipe.export.draft_weight_formats)
     if ready:
         with log.group(f"publish {ready[0][0].target_repo} and {len(ready)} draft(s)"):
-            publish = functools.partial(publish_jobs, report, writer, recipe, ready, state)
+            publish = functools.partial(publish_jobs, report, writer, recipe, ready, state, install)
             guard_group(report, [job for job, _ in ready], publish)
 
 
 def publish_jobs(
-    report: RunReport, writer: Hub, recipe: Recipe, ready: list[tuple[BuildJob, Bundle]], state: RunMemory
+    report: RunReport,
+    writer: Hub,
+    recipe: Recipe,
+    ready: list[tuple[BuildJob, Bundle]],
+    state: RunMemory,
+    install: str | None = None,
 ) -> None:
     """Publish the bundles of one target group (the target repo once) and record each draft's outcome.
 
@@ -383,12 +400,6 @@ def publish_jobs(
         for (job, bundle), (_, repos) in zip(ready, members, strict=True)
         if (old := job.replaced_repo(bundle.record.draft_weight_format)) is not None
     }
-    try:  # the cards' install line: the recipe's checked package, or this source's commit on Actions
-        install = install_line(os.environ, recipe.publish.install)
-    except Failure as error:
-        for job, _ in ready:
-            report.add(Outcome.of_error(job.source, job.revision, error))
-        return
     results = publish_group(writer, members, private=recipe.publish.private, replaces=replaces, install=install)
     for (job, bundle), result in zip(ready, results, strict=True):
         if isinstance(result, BotError):

@@ -527,6 +527,7 @@ def test_two_publishers_race_ten_times_one_publish_per_repo_and_two_reports(hub,
 
     for round_ in range(10):
         namespace = f"rel-race-{round_}"
+        hub.add_org(namespace)  # the maintainer is a member of the namespace the runs publish to (their preflight)
         recipe_file = tmp_path / f"recipe-{round_}.yaml"
         recipe_file.write_text(yaml.safe_dump(json.loads(recipe_for(namespace).model_dump_json())))
         copies = []
@@ -575,6 +576,7 @@ def test_a_publisher_killed_between_the_target_and_the_draft_leaves_no_dangling_
     import yaml
 
     namespace = "rel-kill"
+    hub.add_org(namespace)
     recipe = recipe_for(namespace)
     draft_repo = draft_output_repo(recipe.publish, demo.DRAFT_REPO, "int4")
     target_repo = target_output_repo(recipe.publish, demo.TARGET_REPO)

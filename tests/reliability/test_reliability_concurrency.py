@@ -64,6 +64,7 @@ def test_two_runs_at_once_under_cpu_contention_end_with_two_reports_every_round(
     for index in range(ROUNDS):
         base = fast_recipe(num_assistant_tokens=[3])
         publish = base.publish.model_copy(update={"namespace": f"egress-{index}"})
+        hub.add_org(publish.namespace)  # the maintainer may publish there (the CLI's preflight asks whoami)
         recipe = base.model_copy(update={"publish": publish})
         recipe_file = tmp_path / f"recipe-{index}.yaml"
         recipe_file.write_text(yaml.safe_dump(json.loads(recipe.model_dump_json())))

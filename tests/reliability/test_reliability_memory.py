@@ -332,6 +332,7 @@ def test_non_finite_figures_never_reach_the_file_or_the_notes(hub, tmp_path):
 
 def test_invisible_characters_in_file_names_reach_neither_page_nor_log(hub, tmp_path):
     recipe = recipe_for("mem-bidi", "z-lab/Qwen3-Tiny-DFlash-bidi")
+    hub.add_org("mem-bidi")  # the maintainer may publish there (the CLI's preflight asks whoami)
     case = "bidi override and zero-width characters in a repo's file names"
     api = HfApi(endpoint=hub.url, token=TOKEN)
     source = "z-lab/Qwen3-Tiny-DFlash-bidi"
