@@ -180,7 +180,9 @@ def run_logged(
         raise InfrastructureFailure(f"{what} not started: the bot is stopping")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     oom_kills = kernel_oom_kills()
-    process = _start([*REAPER, *cmd], log_path=log_path, env=env, cwd=cwd)
+    cgroup = reaper.cgroup_name()
+    process = _start([*REAPER, f"--cgroup={cgroup}", *cmd], log_path=log_path, env=env, cwd=cwd)
+    _cgroups[process.pid] = cgroup
     with _children_lock:
         _children.add(process)
     over_budget = threading.Event()
@@ -335,6 +337,7 @@ def _gb(n: int) -> str:
 
 # Every child starts below its own subreaper (a file of the standard library only, run in isolated mode).
 REAPER = (sys.executable, "-I", str(Path(reaper.__file__).resolve()))
+_cgroups: dict[int, str] = {}  # a running child's reaper pid -> the name of the cgroup it was given
 
 
 def _kill_group(process: subprocess.Popen, *, wait: bool = True) -> None:
@@ -345,7 +348,8 @@ def _kill_group(process: subprocess.Popen, *, wait: bool = True) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     # its cgroup, where it made one: what it held survives it when the reaper itself was killed
-    reaper.kill_cgroup(reaper.child_cgroup(process.pid))
+    if (cgroup := _cgroups.get(process.pid)) is not None:
+        reaper.kill_cgroup(reaper.child_cgroup(cgroup))
     if wait:
         process.wait()
 

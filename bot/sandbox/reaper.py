@@ -23,6 +23,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -50,11 +51,18 @@ def cgroup_folder() -> Path | None:
     return None
 
 
-def child_cgroup(reaper_pid: int) -> Path | None:
-    """The cgroup the reaper `reaper_pid` puts its child in (the same name in the builder and the reaper, which
-    share the builder's cgroup); None without a unified hierarchy."""
+def child_cgroup(name: str) -> Path | None:
+    """The cgroup named `name` (`cgroup_name()`, chosen by the builder and passed to the reaper as `--cgroup=NAME`)
+    below this process's own; None without a unified hierarchy. The name is not the reaper's pid: two builders in
+    PID namespaces of their own share a cgroup, and their reapers' pids there can be equal."""
     folder = cgroup_folder()
-    return folder / f"{CGROUP_PREFIX}{reaper_pid}" if folder is not None else None
+    return folder / name if folder is not None else None
+
+
+def cgroup_name() -> str:
+    """A child cgroup name no other builder picks (the builder's host-visible pid would not do either: builders may
+    run in PID namespaces of their own)."""
+    return f"{CGROUP_PREFIX}{secrets.token_hex(8)}"
 
 
 def kill_cgroup(cgroup: Path | None, *, reap: bool = False, wait_s: float = 5.0) -> None:
@@ -84,8 +92,8 @@ def kill_cgroup(cgroup: Path | None, *, reap: bool = False, wait_s: float = 5.0)
         cgroup.rmdir()
 
 
-def _make_cgroup() -> Path | None:
-    cgroup = child_cgroup(os.getpid())
+def _make_cgroup(name: str | None) -> Path | None:
+    cgroup = child_cgroup(name) if name else None
     if cgroup is None:
         return None
     try:
@@ -145,12 +153,15 @@ def _subreaper() -> bool:
 
 
 def main(argv: list[str]) -> int:
+    name = argv[0].removeprefix("--cgroup=") if argv and argv[0].startswith("--cgroup=") else None
+    if name is not None:
+        argv = argv[1:]
     if not argv:
         print("reaper: no command", file=sys.stderr)
         return 2
     if not _subreaper():
         print("reaper: prctl(PR_SET_CHILD_SUBREAPER) refused: orphans leave the tree", file=sys.stderr)
-    cgroup = _make_cgroup()
+    cgroup = _make_cgroup(name)
 
     def enter_cgroup() -> None:  # in the forked child, before exec (this process has one thread: safe)
         if cgroup is not None:
