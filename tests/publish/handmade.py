@@ -12,8 +12,11 @@ from pathlib import Path
 from bot.build.bundle import Bundle
 from bot.core import record
 from bot.core.hashes import hash_file
+from bot.core.recipe import Recipe
 from bot.core.record import BuildFiles, BuildRecord, FileDigest, FileList
-from tests.records import build_record
+from bot.discover.candidates import Candidate
+from bot.plan.planner import BuildJob
+from tests.records import SOURCE_SHA, TARGET_SHA, build_record
 
 DRAFT = {
     "openvino_model.xml": b"<?xml version='1.0'?><net name='draft' version='11'/>",
@@ -73,3 +76,22 @@ def seed_sources(hub_url: str, token: str, *repos: str) -> None:
     api = HfApi(endpoint=hub_url, token=token)
     for repo in repos or (build_record().source.repo, build_record().target.repo):
         api.create_repo(repo, exist_ok=True)
+
+
+def planned_job(source: str, target: str, recipe: Recipe) -> BuildJob:
+    """The job a plan makes for `source` (a stateful DFlash draft of the qwen3 `target`) at the records' shas."""
+    candidate = Candidate(
+        repo_id=source,
+        revision=SOURCE_SHA,
+        kind="dflash",
+        draft_format="stateful",
+        target_repo=target,
+        target_revision=TARGET_SHA,
+        target_model_type="qwen3",
+        target_is_vlm=False,
+        draft_bytes=100,
+        target_bytes=200,
+        profile="default",
+        download_bytes=300,
+    )
+    return BuildJob.from_candidate(candidate, ("new",), recipe.publish, formats=recipe.export.draft_weight_formats)

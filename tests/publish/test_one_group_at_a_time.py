@@ -16,15 +16,14 @@ from bot.cli import run_command_line
 from bot.core.errors import UsageError
 from bot.core.outcome import Outcome, Status
 from bot.core.record import BuildRecord
-from bot.discover.candidates import Candidate
 from bot.hub import Hub
 from bot.plan.planner import BuildJob
 from bot.run.fanout import MatrixEntry, MatrixPlan, PlanReport, publish_run
 from bot.run.handoff import artifact_name, write_outcome
 from hubserver import LocalHub
 from tests.conftest import HUB_ORGS, HUB_TOKEN, HUB_USER, fast_recipe
-from tests.publish.handmade import make_bundle, seed_sources
-from tests.records import SOURCE_SHA, TARGET_SHA, build_record
+from tests.publish.handmade import make_bundle, planned_job, seed_sources
+from tests.records import build_record
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
@@ -34,21 +33,7 @@ MISSING = ("Qwen/Qwen3-Tiny-Gone", "z-lab/Qwen3-Tiny-Gone-DFlash")  # its build 
 
 
 def _job(source: str, target: str) -> BuildJob:
-    candidate = Candidate(
-        repo_id=source,
-        revision=SOURCE_SHA,
-        kind="dflash",
-        draft_format="stateful",
-        target_repo=target,
-        target_revision=TARGET_SHA,
-        target_model_type="qwen3",
-        target_is_vlm=False,
-        draft_bytes=100,
-        target_bytes=200,
-        profile="default",
-        download_bytes=300,
-    )
-    return BuildJob.from_candidate(candidate, ("new",), RECIPE.publish, formats=RECIPE.export.draft_weight_formats)
+    return planned_job(source, target, RECIPE)
 
 
 JOBS = {target: _job(source, target) for target, source in (*GROUPS.items(), MISSING)}

@@ -18,15 +18,14 @@ from huggingface_hub import HfApi
 
 from bot.core.outcome import Outcome, Status
 from bot.core.record import BuildRecord
-from bot.discover.candidates import Candidate
 from bot.hub import Hub
 from bot.plan.planner import BuildJob
 from bot.publish.publisher import publish_bundle
 from bot.run.fanout import MatrixEntry, MatrixPlan, PlanReport, publish_run
 from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name, write_outcome
 from tests.conftest import HUB_TOKEN, fast_recipe
-from tests.publish.handmade import DRAFT, TARGET, make_bundle, seed_sources
-from tests.records import SOURCE_SHA, TARGET_SHA, build_record
+from tests.publish.handmade import DRAFT, TARGET, make_bundle, planned_job, seed_sources
+from tests.records import build_record
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
@@ -37,21 +36,7 @@ VICTIM = "victim-org/Their-Model"  # another organisation's repo the write token
 
 
 def _job(source: str) -> BuildJob:
-    candidate = Candidate(
-        repo_id=source,
-        revision=SOURCE_SHA,
-        kind="dflash",
-        draft_format="stateful",
-        target_repo=TARGET_REPO,
-        target_revision=TARGET_SHA,
-        target_model_type="qwen3",
-        target_is_vlm=False,
-        draft_bytes=100,
-        target_bytes=200,
-        profile="default",
-        download_bytes=300,
-    )
-    return BuildJob.from_candidate(candidate, ("new",), RECIPE.publish, formats=RECIPE.export.draft_weight_formats)
+    return planned_job(source, TARGET_REPO, RECIPE)
 
 
 JOBS = [_job(source) for source in SOURCES]
