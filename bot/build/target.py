@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from bot.build.bundle import source_files
+from bot.build.bundle import TARGET_CONFIGS, source_files
 from bot.build.export import ExportRequest, ExportResult, target_task
 from bot.build.inspect_child import inspect_target_in_child
 from bot.build.jobs import Checkout, GroupContext, run_step
@@ -36,17 +36,11 @@ T = TypeVar("T")
 # the tokenizer and the chat template. The bundle takes them from the builder's working copy as read before any child
 # ran (`source_snapshot`), never from the export folder: a child without file confinement (no Landlock) could rewrite
 # the output, its TMPDIR or the working copy itself (issue 29).
-SOURCE_TOKENIZER_FILES = (
-    "chat_template.jinja",
-    "chat_template.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "vocab.json",
-    "merges.txt",
-    "tokenizer.model",
+_NOT_TOKENIZER_FILES = frozenset(
+    {"config.json", "generation_config.json", "openvino_config.json"}
+    | {name for name in TARGET_CONFIGS if "processor_config" in name}
 )
+SOURCE_TOKENIZER_FILES = tuple(name for name in TARGET_CONFIGS if name not in _NOT_TOKENIZER_FILES)
 IR_SUFFIXES = (".xml", ".bin")
 
 
