@@ -1,7 +1,7 @@
 """What the quality step costs next to the target export it follows, on a random-weight Qwen3-shaped target.
 
 Writes a random target of the chosen shape (bf16 safetensors, the tiny tokenizer), exports it with the recipe's
-int4 settings through `bot.build.export.export_model`, measures it with `bot.build.quality.measure_quality` on the
+int4 settings through `bot.builder.export.export_model`, measures it with `bot.builder.quality.measure_quality` on the
 recipe's prompts, and prints export seconds, quality seconds, their ratio, and the children's peak RSS after each step.
 
     .venv/bin/python bench/quality_cost.py --shape qwen3-0.6b
@@ -93,8 +93,8 @@ def peak_child_rss_gb() -> float:
 
 
 def main() -> int:
-    from bot.build.export import TASK_LLM, ExportRequest, export_model
-    from bot.build.quality import measure_quality
+    from bot.builder.export import TASK_LLM, ExportRequest, export_model
+    from bot.builder.quality import measure_quality
     from bot.core.recipe import load_recipe
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -76,7 +76,7 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
             "",
             "## The quality step's share of the build (goal: at most 25 % added at the 4B shape)",
             "",
-            "The quality step (`bot/build/quality.py`: the int4 IR's greedy continuation of every prompt, decoded",
+            "The quality step (`bot/builder/quality.py`: the int4 IR's greedy continuation of every prompt, decoded",
             "as one batch, then one teacher-forced pass of the original over them) on the recipe's prompts and",
             "length, against the other stages' seconds (the download row excluded: here it is generation time).",
             "With the shortened validation the share is an upper bound; `--recipe-validation` rows use the",

@@ -137,7 +137,7 @@ def _specs(work: Path):
 
 
 def _export(stage: str, work: Path, out: Path, scratch: Path, recipe_validation: bool) -> dict:
-    from bot.build.export import TASK_LLM, TASK_VLM, ExportRequest, export_model
+    from bot.builder.export import TASK_LLM, TASK_VLM, ExportRequest, export_model
     from bot.core.recipe import load_recipe
 
     python, _, target_spec = _specs(work)
@@ -159,7 +159,7 @@ def _export(stage: str, work: Path, out: Path, scratch: Path, recipe_validation:
 
 
 def _inspect(stage: str, work: Path, out: Path, scratch: Path, recipe_validation: bool) -> dict:
-    from bot.build.check_ir import inspect_draft, inspect_target
+    from bot.builder.check_ir import inspect_draft, inspect_target
 
     _, draft_spec, target_spec = _specs(work)
     target_report = inspect_target(work / "ir" / "target", target_spec, draft_spec)
@@ -168,7 +168,7 @@ def _inspect(stage: str, work: Path, out: Path, scratch: Path, recipe_validation
 
 
 def _quality(stage: str, work: Path, out: Path, scratch: Path, recipe_validation: bool) -> dict:
-    from bot.build.quality import measure_quality
+    from bot.builder.quality import measure_quality
     from bot.core.recipe import load_recipe
 
     python, _, _ = _specs(work)
@@ -201,7 +201,7 @@ def validation_settings(recipe_validation: bool):
 
 
 def _validate(stage: str, work: Path, out: Path, scratch: Path, recipe_validation: bool) -> dict:
-    from bot.build.validate import validate_pair
+    from bot.builder.validate import validate_pair
 
     python, _, target_spec = _specs(work)
     settings = validation_settings(recipe_validation)
@@ -219,7 +219,7 @@ def _validate(stage: str, work: Path, out: Path, scratch: Path, recipe_validatio
 
 
 def _bundle(stage: str, work: Path, out: Path, scratch: Path, recipe_validation: bool) -> dict:
-    from bot.build.bundle import write_draft_folder, write_target_folder
+    from bot.builder.bundle import write_draft_folder, write_target_folder
 
     ir, src = work / "ir", work / "src"
     write_draft_folder(ir / "draft", src / "draft" / "config.json", out / "draft")

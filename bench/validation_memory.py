@@ -3,7 +3,7 @@ gate exact.
 
 The lossless gate runs with three exact CPU properties (f32 inference, f32 KV cache, no dynamic quantization)
 because the defaults drift even for plain greedy. Each set of properties below runs in a fresh child process, once
-as a plain pipeline and once as a speculative one (`bot.build.validate._Pipeline`, the one validation uses), on
+as a plain pipeline and once as a speculative one (`bot.builder.validate._Pipeline`, the one validation uses), on
 the same prompts; the parent samples each child's process tree (anonymous, file-backed and resident peaks). A
 set keeps the gate exact when the speculative tokens equal the plain ones for every prompt and k. The "both at
 once" row is the layout validation had before it held one pipeline at a time; the last row is the bot's whole
@@ -49,7 +49,7 @@ def _properties(names: dict) -> dict:
 
 def child(kind: str, properties: dict, target: Path, draft: Path, tokens: int, ks: list[int]) -> dict:
     """In the child: open one pipeline (`plain`, `speculative`, or `both` at once) and generate every prompt."""
-    from bot.build.validate import _Pipeline
+    from bot.builder.validate import _Pipeline
 
     props = _properties(properties)
     started = time.monotonic()
@@ -139,7 +139,7 @@ def main() -> int:
     )
     print(lines[-1], flush=True)
     from bench.stages import validation_settings
-    from bot.build.validate import validate_pair
+    from bot.builder.validate import validate_pair
 
     with tempfile.TemporaryDirectory() as work, measure(Path(work)) as whole:
         report = validate_pair(args.target, args.draft, validation_settings(False), work=Path(work) / "v")

@@ -3,14 +3,14 @@
 One folder per stage, in layers; a module imports only from its own folder and from the layers before it, lowest
 first:
 
-    core → hub.py → sandbox → discover → plan → build → publish → status → run → cli.py
+    core → hub.py → sandbox → discover → plan → builder → publish → status → run → cli.py
 
 - `core/`: the facts every stage shares: the build record, outcomes, errors, settings, recipes, naming, the log.
 - `hub.py`: the one module that talks to the Hub.
 - `sandbox/`: the child processes that load untrusted checkpoints and IRs, and what confines them.
 - `discover/`: the candidate drafts on the Hub, what each checkpoint is, and safe working copies of them.
 - `plan/`: what to build (or reuse) from what is already published, and whether it fits a runner.
-- `build/`: export, IR checks, quality, GenAI validation, and the bundle with its record.
+- `builder/`: export, IR checks, quality, GenAI validation, and the bundle with its record.
 - `publish/`: commits, cards, charts and the collection.
 - `status/`: the status repo: the bot's memory between runs and its public page.
 - `run/`: the orchestration (`dflash-bot run`, the Actions fan-out, the demo) and the run report.

@@ -166,7 +166,7 @@ def build(
     Either from local folders (--draft and --target) or from the Hub (--job, the build job of the Actions fan-out).
     """
     _needs_build_extra("build")
-    from bot.build.group import Checkout, build_pair
+    from bot.builder.group import Checkout, build_pair
     from bot.core.recipe import load_recipe
 
     if job is not None:
@@ -491,7 +491,7 @@ def publish_command(
     """Publish one bundle, or a run's bundles (re-checking the Hub first, so a stale bundle never overwrites newer
     work). Never loads a checkpoint."""
     _needs_build_extra("publish", ("matplotlib",))  # the charts of the cards and the status page
-    from bot.build.bundle import Bundle
+    from bot.builder.bundle import Bundle
     from bot.core.recipe import load_recipe
     from bot.core.record import RecordError, Repos
     from bot.hub import Hub
@@ -701,7 +701,7 @@ def inspect_command(
 ) -> None:
     """Print an IR folder's role, format and every check's result as JSON; exit 0 when all required checks pass,
     1 when one failed (a damaged IR: no .xml, a missing or truncated .bin, rt_info of the wrong type)."""
-    from bot.build.inspect_ir import inspect_folder
+    from bot.builder.inspect_ir import inspect_folder
 
     record = inspect_folder(ir_dir.resolve())
     typer.echo(json.dumps(record, indent=2))

@@ -83,7 +83,7 @@ def tiny(tmp_path_factory):
 def built(tiny, tmp_path_factory):
     """built(kind, sweep=None) -> DraftOutcome (or the BotError classification found), from one real build per
     kind and sweep (default: fast_recipe's)."""
-    from bot.build.group import Checkout, build_folders
+    from bot.builder.group import Checkout, build_folders
 
     results = {}
 
@@ -209,9 +209,9 @@ LONG_MODULES = (
     "tests/run/test_fanout.py",
     "tests/tinymodels/test_vlm.py",
     "tests/status/test_step.py",
-    "tests/build/test_official_target.py",
-    "tests/build/test_group.py",
-    "tests/build/test_quality.py",
+    "tests/builder/test_official_target.py",
+    "tests/builder/test_group.py",
+    "tests/builder/test_quality.py",
     "tests/run/test_try_install.py",
     "tests/run/test_try_pair.py",
     "tests/sandbox/test_security.py",

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BOT = ROOT / "bot"
 
 # Lowest first: a layer may import only from the layers before it (and from itself).
-LAYERS = ("core", "hub", "sandbox", "discover", "plan", "build", "publish", "status", "run", "cli")
+LAYERS = ("core", "hub", "sandbox", "discover", "plan", "builder", "publish", "status", "run", "cli")
 # Packages that take seconds or hundreds of megabytes to import, needed by a few functions only (mostly inside the
 # sandboxed children): imported where they are used, so that planning, publishing and the CLI's start stay light.
 LAZY_ALLOWED = frozenset(
@@ -261,7 +261,7 @@ def test_the_checker_sees_circles_and_relative_imports() -> None:
 
 def test_the_test_command_collects_every_test_module() -> None:
     """`make test` runs what pytest collects; a folder it skips is tests nobody runs. pytest's default
-    `norecursedirs` holds `build`, and tests/build/ went uncollected until pyproject.toml said otherwise."""
+    `norecursedirs` holds `build`: the builder's tests once lived in tests/build/ and went uncollected for a round."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider"],
         cwd=ROOT,

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-# The defects a broken variant can carry, each breaking one per-row rule of bot.build.check_ir.
+# The defects a broken variant can carry, each breaking one per-row rule of bot.builder.check_ir.
 DEFECTS = {
     "sdpa-layer": "layer 0's keys take a detour between the cache and the attention, so it stays SDPA",
     "no-token-type-ids": "the mask comes from an attention_mask input; there is no token_type_ids input",

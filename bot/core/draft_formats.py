@@ -21,7 +21,7 @@ class FormatFacts:
     Attributes:
         format: "stateful" or "per-row" (the provenance's `draft.format`).
         label: the short name the card title line and the report use.
-        paged_attention_ready: whether SDPA→PagedAttention converts the draft (checked by bot.build.check_ir).
+        paged_attention_ready: whether SDPA→PagedAttention converts the draft (checked by bot.builder.check_ir).
         runtime: how GenAI runs it (a card bullet).
         limits: what GenAI allows with it (a card bullet and the usage comment).
         validation: the GenAI interface that validates it.

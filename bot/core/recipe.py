@@ -187,7 +187,7 @@ class CollectionSettings(_Strict):
 
 
 # The OpenVINO organisation publishes int4 IRs of many targets under this name; one that passes the target IR
-# rules serves every draft of that target (bot.plan.official, bot.build.official).
+# rules serves every draft of that target (bot.plan.official, bot.builder.official).
 DEFAULT_OFFICIAL_TARGETS = ("OpenVINO/{target_name}-int4-ov",)
 _OFFICIAL_FIELDS = ("target_name", "target_namespace")
 

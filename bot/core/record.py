@@ -133,7 +133,7 @@ class ExportInfo(_Record):
     target_int4: _Open | None = Field(
         None,
         description="the target's int4 settings: optimum-intel's default for "
-        "the model id, or the recipe's (bot.build.quantization)",
+        "the model id, or the recipe's (bot.builder.quantization)",
     )
     draft_weight_format: str | None = Field(None, description="the draft's published weight format")
 
@@ -431,9 +431,11 @@ class BuildRecord(_Record):
     inspect: Inspection
     validation: Validation
     resources: dict[str, StageResources] = Field(default_factory=dict, description="stage name -> cost")
-    quality: _Open | None = Field(None, description="the int4 target against its original weights (bot.build.quality)")
+    quality: _Open | None = Field(
+        None, description="the int4 target against its original weights (bot.builder.quality)"
+    )
     draft_formats: _Open | None = Field(
-        None, description="each draft weight format measured, the one published and why (bot.build.weight_formats)"
+        None, description="each draft weight format measured, the one published and why (bot.builder.weight_formats)"
     )
     card: CardInfo | None = Field(None, description="set when published: the card templates it was rendered with")
     repos: Repos | None = Field(None, description="set when published: the draft and target repos of the pair")

@@ -73,7 +73,7 @@ class BuildJob(BaseModel):
     # empty: `draft_repo` for every format.
     draft_repos: dict[str, Annotated[str, Field(pattern=REPO_ID)]] = Field(default_factory=dict)
     # The weight format `draft_repo`'s record holds (None: nothing published): the build keeps it unless another
-    # format measures faster by the recipe's `publish.format_switch_margin` (bot.build.weight_formats).
+    # format measures faster by the recipe's `publish.format_switch_margin` (bot.builder.weight_formats).
     published_format: str | None = None
     # The published target whose int4 IR the build downloads instead of exporting the target (bot.plan.reuse).
     reuse_target: ReusedTarget | None = None

@@ -17,7 +17,7 @@ Every stage is a fresh process of its own (`bot.sandbox.isolation`): nothing els
 
 The exports run side by side only when both fit the runner class's memory together (`estimate_build`). Disk holds
 the downloaded sources, both IRs, and the bundle (a copy of the IRs); when that does not fit, the sources are
-removed once both IRs are written (`BuildEstimate.remove_sources`), which `bot.build.group` must then do.
+removed once both IRs are written (`BuildEstimate.remove_sources`), which `bot.builder.group` must then do.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def runs_in_f32(weight_bytes: int, element_bytes: int, max_f32_bytes: int = DEFA
 
 
 def f32_copy_bytes(target_bytes: int, max_f32_bytes: int = DEFAULT_MAX_F32_BYTES) -> int:
-    """Anonymous memory the quality step (`bot.build.quality`) holds for the original's f32 copy, for a target of
+    """Anonymous memory the quality step (`bot.builder.quality`) holds for the original's f32 copy, for a target of
     `target_bytes` of 2-byte weights (what sizing reads; the step itself applies `runs_in_f32` to the checkpoint's
     dtype): 2 × its bytes, or nothing when the original runs in its own dtype from the mapped checkpoint (pages the
     kernel can drop). Known, not fitted: the fitted quality line covers the rest."""

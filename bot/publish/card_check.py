@@ -7,7 +7,7 @@ committed; asking first for every card of a group means a refused card stops the
 
 from __future__ import annotations
 
-from bot.build.bundle import Bundle
+from bot.builder.bundle import Bundle
 from bot.core.errors import BotError
 from bot.core.record import Repos, TargetRecord
 from bot.hub import Hub

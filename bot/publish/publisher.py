@@ -10,7 +10,7 @@ A draft is published to the repo named after its weight format (`bot.core.naming
 another format, the repo it was in before keeps its files, and its card is rewritten in the same step to say
 which repo supersedes it; the target's card then lists the new repo in place of the old one.
 
-A draft validated against an official target (`BuildRecord.official_target`, `bot.build.official`) has no target
+A draft validated against an official target (`BuildRecord.official_target`, `bot.builder.official`) has no target
 repo of the bot's own: only the draft repo is committed, and its record names the official repo as the pair's target.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.build.bundle import DRAFT_PUBLISHED, TARGET_FILES, Bundle, check_folder, check_publishable
+from bot.builder.bundle import DRAFT_PUBLISHED, TARGET_FILES, Bundle, check_folder, check_publishable
 from bot.core import log, record
 from bot.core.errors import BotError, Failure, PreconditionFailed, Skip, Stage
 from bot.core.outcome import Status
@@ -186,7 +186,7 @@ def _publish_once(
 
 def _refused_bundle(members: list[tuple[Bundle, Repos]]) -> Failure | None:
     """The failure of a group with a bundle holding a file its format never publishes (by name or kind, an IR
-    without its pair, `auto_map` in a config; `bot.build.bundle.check_publishable`), naming that bundle; None when
+    without its pair, `auto_map` in a config; `bot.builder.bundle.check_publishable`), naming that bundle; None when
     every bundle holds only what the format allows. The record travels with the bundle, so it is not asked."""
     for bundle, _ in members:
         built = bundle.record

@@ -6,5 +6,5 @@ splits the same steps over jobs (plan a matrix, build one entry per runner, publ
 builder to publisher (`handoff`), the run report (`report`), the Actions integration (`actions`), the offline demo
 (`demo`) and the upstream toolchain check (`upstream`).
 
-May import: core, hub.py, sandbox, discover, plan, build, publish, status.
+May import: core, hub.py, sandbox, discover, plan, builder, publish, status.
 """

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bot.build.bundle import Bundle, check_publishable
+from bot.builder.bundle import Bundle, check_publishable
 from bot.core.errors import Failure, Stage
 from bot.core.outcome import Outcome, Status
 from bot.core.record import PROVENANCE_FILE, RecordError
@@ -166,7 +166,7 @@ def _checked_bundle(report: RunReport, job: BuildJob, folder: Path | None, forma
 def _not_planned(job: BuildJob, bundle: Bundle, formats: Collection[str] | None, name: str) -> str | None:
     """What of a bundle the plan did not make (None: nothing): its draft weight format (which picks its repo among
     the ones the plan named), the reused or official target it was built against, and its file set (names and
-    kinds its format publishes, `bot.build.bundle.check_publishable`; a reused or official target's files among
+    kinds its format publishes, `bot.builder.bundle.check_publishable`; a reused or official target's files among
     the ones the plan pinned). Its record comes with it, so only the plan is asked."""
     built = bundle.record
     weight_format = built.draft_weight_format

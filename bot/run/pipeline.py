@@ -28,9 +28,9 @@ from pathlib import Path
 
 import yaml
 
-from bot.build.bundle import Bundle
-from bot.build.group import Checkout, DraftBuild, DraftOutcome, build_group, estimate_group
-from bot.build.official import check_official
+from bot.builder.bundle import Bundle
+from bot.builder.group import Checkout, DraftBuild, DraftOutcome, build_group, estimate_group
+from bot.builder.official import check_official
 from bot.core import log
 from bot.core.draft_formats import report_note
 from bot.core.errors import BotError, Failure, Skip, Stage, UsageError, as_runners
@@ -238,9 +238,9 @@ def fetch_and_build(
     keep_work: bool = False,
     settings: Settings | None = None,
 ) -> list[tuple[BuildJob, DraftOutcome]]:
-    """Download one target and its drafts with the reader, then build each draft (`bot.build.group.build_group`,
+    """Download one target and its drafts with the reader, then build each draft (`bot.builder.group.build_group`,
     with the CLI's `settings`). The drafts come first: an official target the plan pinned is checked against the
-    layers they tap (`bot.build.official`), and the source target is downloaded only when it does not serve.
+    layers they tap (`bot.builder.official`), and the source target is downloaded only when it does not serve.
 
     Sources that cannot be downloaded get their outcome in `report`.
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.build.export import target_task
+from bot.builder.export import target_task
 from bot.core import log, profiles
 from bot.core.errors import BotError, Skip, Stage
 from bot.core.outcome import Outcome, Status

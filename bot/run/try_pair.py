@@ -6,7 +6,7 @@ and at which `num_assistant_tokens`, only a run there says. This reads the draft
 the very files the draft was validated with (the record lists every file's sha256; the record names no target
 commit, and a later card-only commit to the target changes none of them), downloads both (each file checked against
 the Hub's hash by `Hub.download`, then against the record), and runs the build's own validation
-(`bot.build.validate`: the lossless check under exact properties, then the k sweep) on the chosen device. It only
+(`bot.builder.validate`: the lossless check under exact properties, then the k sweep) on the chosen device. It only
 reads from the Hub, and needs the base install only (no export toolchain).
 
 Where GenAI runs: on CPU in the sandbox child the build uses (`validate_pair`: no token in reach, a time limit, the OS
@@ -42,8 +42,8 @@ from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, Te
 from rich.table import Table
 from rich.text import Text
 
-from bot.build.bundle import DRAFT_FILES, TARGET_FILES
-from bot.build.validate import run_validation, validate_pair
+from bot.builder.bundle import DRAFT_FILES, TARGET_FILES
+from bot.builder.validate import run_validation, validate_pair
 from bot.core.errors import BotError, Failure, Stage, UsageError
 from bot.core.hashes import FileHash, HubHash, LocalHash, hash_file, mismatch
 from bot.core.naming import validate_repo_id

@@ -33,7 +33,7 @@ from typing import Protocol
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from bot.build.group import Checkout, DraftBuild, build_group
+from bot.builder.group import Checkout, DraftBuild, build_group
 from bot.core import log, package_data
 from bot.core.errors import BotError, Failure, Stage, UsageError
 from bot.core.profiles import (

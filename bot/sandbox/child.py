@@ -3,9 +3,9 @@
 `python -m bot.sandbox.child [--read DIR]... [--write DIR]... TOOL ARGS...`
 
 TOOL is `optimum-cli`, `exec` (any command, confined the same way) or the name of one of the bot's build tool modules
-(`bot.build.validate`, `bot.build.quality`, ...), whose `main(argv)` runs. The module is imported by name after the
-confinement is in force, so this package imports nothing from `bot.build` and no loader runs unconfined; only names
-of the form `bot.build.<module>` are accepted, so a command line cannot make it import anything else.
+(`bot.builder.validate`, `bot.builder.quality`, ...), whose `main(argv)` runs. The module is imported by name after the
+confinement is in force, so this package imports nothing from `bot.builder` and no loader runs unconfined; only names
+of the form `bot.builder.<module>` are accepted, so a command line cannot make it import anything else.
 
 It checks, from inside the process that will read the untrusted files, that no Hub credential is reachable (no
 secret-looking environment variable, no token file in its HF_HOME) and refuses to run otherwise. Then, before
@@ -37,8 +37,8 @@ from bot.sandbox.landlock import SIGNAL_SCOPE_ABI, LandlockError, abi_version, r
 
 REFUSED = 70  # EX_SOFTWARE: the parent built a wrong environment
 COMMANDS = ("optimum-cli", "exec")
-# The build side's tool modules (each defines `main(argv) -> int`); nothing outside `bot.build` can be named.
-TOOL_MODULE = re.compile(r"bot\.build\.[a-z][a-z0-9_]*")
+# The build side's tool modules (each defines `main(argv) -> int`); nothing outside `bot.builder` can be named.
+TOOL_MODULE = re.compile(r"bot\.builder\.[a-z][a-z0-9_]*")
 # System files a Python process and OpenVINO need; the rest of /etc (keys, shadow, machine ids) stays closed.
 _SYSTEM_READS = (
     "/usr",
@@ -171,7 +171,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--landlock-abi", type=int, default=None, help="use at most this Landlock ABI (tests)")
     parser.add_argument("--read", action="append", default=[], type=Path, help="input folder (read-only)")
     parser.add_argument("--write", action="append", default=[], type=Path, help="work folder (read-write)")
-    parser.add_argument("tool", type=_tool, help=f"{' or '.join(COMMANDS)}, or a tool module (bot.build.<module>)")
+    parser.add_argument("tool", type=_tool, help=f"{' or '.join(COMMANDS)}, or a tool module (bot.builder.<module>)")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     return parser.parse_args(argv)
 
@@ -179,7 +179,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def _tool(name: str) -> str:
     if name in COMMANDS or TOOL_MODULE.fullmatch(name):
         return name
-    raise argparse.ArgumentTypeError(f"{name!r} is neither {' nor '.join(COMMANDS)} nor a bot.build tool module")
+    raise argparse.ArgumentTypeError(f"{name!r} is neither {' nor '.join(COMMANDS)} nor a bot.builder tool module")
 
 
 def main(argv: list[str] | None = None) -> int:

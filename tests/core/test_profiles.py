@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.build.group import Checkout, build_folders
+from bot.builder.group import Checkout, build_folders
 from bot.core.errors import Skip
 from bot.core.profiles import (
     Bounds,
@@ -156,8 +156,8 @@ def test_gemma4_profile_environment_is_built_and_detected():
     # Its children import this bot with its package data (`bot.core.profiles` reads `bot.toolchains` at import),
     # and the tool modules a build child runs there import with the profile's own requirements.
     code = (
-        "import json, bot.core.profiles as p, bot.sandbox.child, bot.build.validate, bot.build.validate_per_row, "
-        "bot.build.quality, bot.build.inspect_child; print(json.dumps(p.PROFILES_FILE.is_file()))"
+        "import json, bot.core.profiles as p, bot.sandbox.child, bot.builder.validate, bot.builder.validate_per_row, "
+        "bot.builder.quality, bot.builder.inspect_child; print(json.dumps(p.PROFILES_FILE.is_file()))"
     )
     assert json_from(python, code) == (True, "")
     # A Qwen3.5 target in this environment is refused with the range it needs.
@@ -174,7 +174,7 @@ def test_another_environment_imports_this_bot_with_its_package_data_and_nothing_
     (folder,) = env["PYTHONPATH"].split(os.pathsep)
     assert sorted(p.name for p in Path(folder).iterdir()) == ["bot"]
     code = (
-        "import json, sys; sys.path.append(sys.argv[1]); import bot, bot.core.profiles as p, bot.build.validate; "
+        "import json, sys; sys.path.append(sys.argv[1]); import bot, bot.core.profiles as p, bot.builder.validate; "
         "print(json.dumps([bot.__file__, str(p.PROFILES_FILE), p.PROFILES_FILE.is_file()]))"
     )
     done = subprocess.run(

@@ -37,7 +37,7 @@ def test_min_speedup_leaves_the_fingerprint_alone_until_it_is_set():
 
 
 def report(speedups: list[float], min_speedup: float | None) -> Validation:
-    """What the validation child reports (`bot.build.validate._validation`): the figures and each gate."""
+    """What the validation child reports (`bot.builder.validate._validation`): the figures and each gate."""
     runs = [
         SpeedRun(
             num_assistant_tokens=k,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.build.bundle import Bundle
+from bot.builder.bundle import Bundle
 from bot.core import record
 from bot.core.hashes import hash_file
 from bot.core.recipe import Recipe

@@ -5,7 +5,7 @@ int8 draft published as `…-int8-ov`, an unchanged re-run that exports nothing,
 recipe's formats changed: the draft is rebuilt against the reused target) whose int4 figures are within the margin
 (the int8 repo is kept), and one where int8 is no longer measured (the
 draft moves to `…-int4-ov` and the int8 card points there). The margin itself, below and above, is decided on
-plain records in tests/build/test_weight_formats.py: a real run cannot be told which format measures faster.
+plain records in tests/builder/test_weight_formats.py: a real run cannot be told which format measures faster.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.build.bundle import Bundle
+from bot.builder.bundle import Bundle
 from bot.core import record
 from bot.core.errors import Failure, Skip
 from bot.core.outcome import Status

@@ -68,7 +68,7 @@ def main() -> int:
         f"- faults survived: {sum(r['consistent'] for r in faults)} of {len(faults)}",
         f"- hostile inputs, concurrency and security cases tried: {len(inputs)} here, and {attacks} security "
         "attacks below (docs/security.md: tests/sandbox/test_security.py, tests/discover/test_source_card.py, "
-        "tests/sandbox/test_child_boundary.py, tests/build/test_bundle.py, tests/run/test_pipeline.py)",
+        "tests/sandbox/test_child_boundary.py, tests/builder/test_bundle.py, tests/run/test_pipeline.py)",
         f"- repos left inconsistent: {len(inconsistent)}",
         "",
     ]

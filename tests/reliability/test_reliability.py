@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.build.bundle import Bundle, find_local_paths, local_path_markers
+from bot.builder.bundle import Bundle, find_local_paths, local_path_markers
 from bot.core.errors import BotError, Failure
 from bot.core.record import Repos
 from bot.hub import Hub
@@ -731,7 +731,7 @@ def test_actions_handoffs_that_are_not_the_planned_build_are_failures_and_the_re
 def test_build_processes_refuse_to_run_with_a_token_in_reach():
     env = {**os.environ, "HF_TOKEN": CANARY}
     done = subprocess.run(
-        [sys.executable, "-m", "bot.sandbox.child", "bot.build.validate", "--help"],
+        [sys.executable, "-m", "bot.sandbox.child", "bot.builder.validate", "--help"],
         env=env,
         capture_output=True,
         text=True,

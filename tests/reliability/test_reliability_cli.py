@@ -19,7 +19,7 @@ import yaml
 from bot.core.profiles import PROFILES_FILE, load_profiles
 from bot.core.recipe import DEFAULT_RECIPE
 from bot.run import upstream
-from tests.build.test_check_ir import DAMAGES, damaged
+from tests.builder.test_check_ir import DAMAGES, damaged
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.reliability.rows import record
 

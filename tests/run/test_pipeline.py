@@ -233,7 +233,7 @@ def test_new_source_commit_triggers_exactly_one_rebuild(hub, first_run, tmp_path
 def test_reuse_is_planned_only_when_the_published_target_matches(hub, first_run):
     """The published target matches this recipe and toolchain; another export setting, another tracked toolchain
     version or another target revision each rule the reuse out, with the reason."""
-    from bot.build.export import TASK_LLM
+    from bot.builder.export import TASK_LLM
     from bot.core.profiles import planned_toolchain
     from bot.core.record import parse_target_record
     from bot.plan.reuse import plan_reuse, why_not_reusable

@@ -1,5 +1,5 @@
 """`bot.sandbox.child`, run as `python -m bot.sandbox.child`: it accepts only `optimum-cli`, `exec` and
-`bot.build.<module>` tools, refuses to start with a secret-looking variable or a stored Hub token in reach, reports
+`bot.builder.<module>` tools, refuses to start with a secret-looking variable or a stored Hub token in reach, reports
 a missing tool module or one without `main`, and with folders given confines what it runs to them (Landlock)."""
 
 from __future__ import annotations
@@ -27,19 +27,19 @@ def _child(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("tool", ["os", "bot.build.x.y", "bot.build.Validate"])
+@pytest.mark.parametrize("tool", ["os", "bot.builder.x.y", "bot.builder.Validate"])
 def test_refuses_a_tool_outside_the_build_modules(tmp_path: Path, tool: str) -> None:
     result = _child([tool, "--help"], _env(tmp_path / "h"))
     assert result.returncode == 2
-    assert f"{tool!r} is neither optimum-cli nor exec nor a bot.build tool module" in result.stderr
+    assert f"{tool!r} is neither optimum-cli nor exec nor a bot.builder tool module" in result.stderr
     assert "no Hub token" not in result.stdout  # refused before anything else ran
 
 
 def test_parse_args_accepts_the_tools_and_collects_folders() -> None:
-    options = parse_args(["--no-landlock", "--read", "/a", "--write", "/w", "bot.build.validate", "--out", "x"])
+    options = parse_args(["--no-landlock", "--read", "/a", "--write", "/w", "bot.builder.validate", "--out", "x"])
     assert options.no_landlock is True
     assert options.read == [Path("/a")] and options.write == [Path("/w")]
-    assert options.tool == "bot.build.validate" and options.args == ["--out", "x"]
+    assert options.tool == "bot.builder.validate" and options.args == ["--out", "x"]
     assert parse_args(["exec", "true"]).tool == "exec"
     assert parse_args(["optimum-cli"]).tool == "optimum-cli"
 
@@ -77,10 +77,10 @@ def test_exec_needs_a_command(tmp_path: Path) -> None:
 
 
 def test_missing_tool_module_and_module_without_main(tmp_path: Path) -> None:
-    missing = _child(["bot.build.no_such_tool"], _env(tmp_path / "h"))
-    assert missing.returncode == 2 and "sandbox: no tool module bot.build.no_such_tool" in missing.stderr
-    no_main = _child(["bot.build.per_row_rules"], _env(tmp_path / "h"))
-    assert no_main.returncode == 2 and "bot.build.per_row_rules has no main(argv): not a tool" in no_main.stderr
+    missing = _child(["bot.builder.no_such_tool"], _env(tmp_path / "h"))
+    assert missing.returncode == 2 and "sandbox: no tool module bot.builder.no_such_tool" in missing.stderr
+    no_main = _child(["bot.builder.per_row_rules"], _env(tmp_path / "h"))
+    assert no_main.returncode == 2 and "bot.builder.per_row_rules has no main(argv): not a tool" in no_main.stderr
 
 
 def test_no_landlock_is_said_and_home_is_prepared(tmp_path: Path) -> None:

@@ -118,11 +118,11 @@ def test_a_child_cannot_write_into_a_siblings_folders_nor_signal_it(tmp_path):
 
 
 def test_a_draft_export_child_cannot_plant_files_in_the_target_exports_folders(tmp_path):
-    """The group layout `bot.build.group` gives its export children (`child_home`, `export_command`): the draft export's
-    own grants and environment, with the tool swapped for an intruder, try the target export's TMPDIR (where
+    """The group layout `bot.builder.group` gives its export children (`child_home`, `export_command`): the draft
+    export's own grants and environment, with the tool swapped for an intruder, try the target export's TMPDIR (where
     optimum-cli stages the target IR) and its output. A shared HOME/TMPDIR let this through before."""
-    from bot.build.export import TASK_LLM, ExportRequest, export_command
-    from bot.build.group import child_home
+    from bot.builder.export import TASK_LLM, ExportRequest, export_command
+    from bot.builder.group import child_home
     from bot.core.recipe import load_recipe
 
     scratch, settings = tmp_path / "scratch", load_recipe().export
@@ -256,27 +256,26 @@ def _pids_running(script: str) -> list[int]:
 
 
 def test_the_child_runs_only_a_build_tool_module_named_on_its_command_line(tmp_path, capsys):
-    """`bot.sandbox` imports nothing from `bot.build`: the child imports the tool by name once confined, and a name
-    outside `bot.build`, a module that is not there, or one without `main(argv)` is refused."""
+    """`bot.sandbox` imports nothing from `bot.builder`: the child imports the tool by name once confined, and a name
+    outside `bot.builder`, a module that is not there, or one without `main(argv)` is refused."""
     from bot.sandbox import child
 
-    for name in ("os", "bot.core.settings", "bot.build", "bot.build.validate;rm", "tests.conftest"):
+    for name in ("os", "bot.core.settings", "bot.builder", "bot.builder.validate;rm", "tests.conftest"):
         with pytest.raises(SystemExit) as refused:
             child.parse_args([name])
         assert refused.value.code == 2, name
-    assert "nor a bot.build tool module" in capsys.readouterr().err
-    assert child.parse_args(["bot.build.quality", "--help"]).tool == "bot.build.quality"
-    assert child._run_module("bot.build.no_such_tool", []) == 2
-    assert child._run_module("bot.build.bundle", []) == 2  # a module of the build side, but not a tool
+    assert "nor a bot.builder tool module" in capsys.readouterr().err
+    assert child.parse_args(["bot.builder.quality", "--help"]).tool == "bot.builder.quality"
+    assert child._run_module("bot.builder.no_such_tool", []) == 2
+    assert child._run_module("bot.builder.bundle", []) == 2  # a module of the build side, but not a tool
     assert "has no main(argv)" in capsys.readouterr().err
     done = subprocess.run(
-        [*sandboxed("bot.build.validate", writes=[tmp_path / "child"]), "--help"],
+        [*sandboxed("bot.builder.validate", writes=[tmp_path / "child"]), "--help"],
         env=untrusted_env(home=tmp_path / "home"),
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert (
-        "sandbox: no Hub token in this process" in done.stdout and "usage: python -m bot.build.validate" in done.stdout
-    )
+    assert "sandbox: no Hub token in this process" in done.stdout
+    assert "usage: python -m bot.builder.validate" in done.stdout

@@ -58,7 +58,7 @@ _EXPORT = textwrap.dedent("""
     import sys
     from pathlib import Path
     import os
-    from bot.build.export import TASK_LLM, ExportRequest, export_model
+    from bot.builder.export import TASK_LLM, ExportRequest, export_model
     from bot.core.recipe import load_recipe
     from bot.core.settings import Settings
     copy, work = Path(sys.argv[1]), Path(sys.argv[2])
@@ -448,7 +448,7 @@ def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_car
     injected text."""
     from huggingface_hub import ModelCard
 
-    from bot.build.group import Checkout, DraftBuild, build_group
+    from bot.builder.group import Checkout, DraftBuild, build_group
     from bot.core.record import Repos, TargetRecord
     from bot.discover.candidates import classify_folders
     from bot.publish.card import render_draft_card, render_target_card

@@ -188,7 +188,7 @@ def test_a_setsid_orphan_counts_against_the_budget_of_the_child_that_left_it(tmp
 
 
 def test_without_a_signal_guard_the_exports_run_one_after_the_other(monkeypatch, own_logger, capsys):
-    from bot.build.group import exports_side_by_side
+    from bot.builder.group import exports_side_by_side
     from bot.core import log
 
     log.setup()

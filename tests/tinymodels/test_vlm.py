@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from bot.build.bundle import find_local_paths, local_path_markers
+from bot.builder.bundle import find_local_paths, local_path_markers
 from bot.core.errors import Skip
 from bot.core.record import Repos, TargetRecord
 from bot.core.toolchain import Toolchain, detect

@@ -1,0 +1,13 @@
+"""Builder: one target and its drafts, from checkpoint folders to a checked bundle.
+
+Owns the group build (`group`, the entry point: verify → export → inspect → validate → bundle; `target`, the group's
+target exported, inspected and measured once; `draft`, one draft's finish; `draft_record`, its record made once;
+`jobs`, the records passed between them), the export through optimum-cli (`export`, `quantization`, `weight_formats`),
+the IR checks (`check_ir`, `ir_read`, `per_row_rules`, `inspect_ir`, `inspect_child`), the quality measurement
+(`quality`, `quality_models`), GenAI validation (`validate`, `validate_per_row`, both started through `pair_child`),
+an official target's checks (`official`) and the bundle with its record (`bundle`). Each check and validation returns
+the record's own part (`bot.core.record`). A module that loads a checkpoint or an IR defines `main(argv)` and runs
+inside `bot.sandbox.child`, which imports it by name.
+
+May import: core, hub.py, sandbox, discover, plan.
+"""

@@ -1,0 +1,129 @@
+"""The records a group build passes between its modules: what to build, from which files, into which folder, and
+how this machine runs it (`bot.builder.group` is the entry point; `bot.builder.target` and `bot.builder.draft` do the
+work for the target and for each draft)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from bot.builder.bundle import Bundle, local_path_markers
+from bot.builder.export import ExportRequest, ExportResult, export_model
+from bot.core.errors import BotError, Stage
+from bot.core.recipe import Recipe
+from bot.core.settings import SANDBOX_LAYERS
+from bot.core.toolchain import Toolchain
+from bot.discover.candidates import Candidate
+from bot.discover.checkpoints import DraftSpec, TargetSpec
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A checkpoint on disk and, when it came from the Hub, where from."""
+
+    path: Path
+    repo_id: str | None = None
+    revision: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.repo_id or self.path.name
+
+
+@dataclass(frozen=True)
+class DraftBuild:
+    """One draft to build against the group's target: discovery's facts, its files, and its bundle folder."""
+
+    candidate: Candidate
+    checkout: Checkout
+    out: Path
+    # The weight format its published repo holds (None: new): kept unless another measures faster by the recipe's
+    # `publish.format_switch_margin` (bot.builder.weight_formats).
+    published_format: str | None = None
+
+
+@dataclass(frozen=True)
+class VerifiedPair:
+    """The configs of the downloaded files, after checking they match what discovery saw."""
+
+    draft: DraftSpec
+    target: TargetSpec
+
+
+@dataclass(frozen=True)
+class DraftOutcome:
+    """What happened to one draft: a bundle (passed or failed its gates) or the error that stopped it."""
+
+    candidate: Candidate
+    bundle: Bundle | None
+    error: BotError | None
+
+    @property
+    def ok(self) -> bool:
+        return self.bundle is not None and self.bundle.passed and self.error is None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How this machine runs the group (bot.plan.sizing): exports side by side only when both fit its memory."""
+
+    parallel_exports: bool
+    memory_budget_bytes: int
+    estimate: str
+    sandbox_layers: tuple[str, ...] = SANDBOX_LAYERS  # the OS confinement its children may use (Settings)
+
+
+def child_home(scratch: Path, name: str) -> Path:
+    """The HOME, TMPDIR, XDG and HF folder of one export child of a group: its own, never shared."""
+    return scratch / "homes" / name
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupContext:
+    """What every step of one group build shares: the recipe, the toolchain, the scratch folder and the schedule."""
+
+    recipe: Recipe
+    toolchain: Toolchain
+    scratch: Path
+    schedule: Schedule
+
+    def export(self, request: ExportRequest, quantization: list[str] | None) -> ExportResult:
+        """One export child, in its own home, with the recipe's time limit and this machine's memory budget.
+
+        Raises:
+            Failure: as `bot.builder.export.export_model`.
+        """
+        return export_model(
+            request,
+            self.recipe.export,
+            log_dir=self.scratch / "logs",
+            home=child_home(self.scratch, request.name_or_role),
+            python=self.toolchain.python,
+            memory_budget_bytes=self.schedule.memory_budget_bytes,
+            quantization=quantization,
+            layers=self.schedule.sandbox_layers,
+        )
+
+    def environments(self) -> list[Path]:
+        """The profile environment the children ran in, when it is not this one (its paths must not be
+        published)."""
+        return [Path(self.toolchain.python).parent.parent] if self.toolchain.python else []
+
+    def public(self, text: str) -> str:
+        """A message fit for a record and a card: this machine's work folder and environments left out."""
+        for marker in local_path_markers(self.scratch, *self.environments()):
+            text = text.replace(marker, "…")
+        return text[:300]
+
+
+def run_step(stage: Stage, action: Callable[[], T]) -> T:
+    """Run one step; an error from it names the step (`export-draft`, `inspect-target`, ...)."""
+    try:
+        return action()
+    except BotError as error:
+        error.stage = stage
+        raise

@@ -1,0 +1,77 @@
+"""`bot.builder.jobs`: each export child's own home under the group's scratch folder, the records a group build
+passes between its modules (checkout names, draft outcomes, the schedule's default layers), how a step's error is
+labelled, and what `GroupContext` keeps out of public messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bot.builder.jobs import Checkout, DraftOutcome, GroupContext, Schedule, child_home, run_step
+from bot.core.errors import Failure, Stage
+from bot.core.recipe import load_recipe
+from bot.core.settings import SANDBOX_LAYERS
+from bot.core.toolchain import Toolchain
+
+
+def test_child_home_is_per_child_under_the_scratch_homes(tmp_path: Path) -> None:
+    draft, target = child_home(tmp_path, "draft-0"), child_home(tmp_path, "target")
+    assert draft == tmp_path / "homes" / "draft-0"
+    assert target == tmp_path / "homes" / "target"
+    assert draft != target and draft.parent == target.parent
+
+
+def test_checkout_name_is_the_repo_or_the_folder() -> None:
+    assert Checkout(Path("/w/copy"), repo_id="org/model", revision="abc").name == "org/model"
+    assert Checkout(Path("/w/local-model")).name == "local-model"
+
+
+def test_draft_outcome_ok_needs_a_passed_bundle_and_no_error() -> None:
+    passed, failed = SimpleNamespace(passed=True), SimpleNamespace(passed=False)
+    error = Failure("gate failed")
+    assert DraftOutcome(candidate=None, bundle=passed, error=None).ok is True  # type: ignore[arg-type]
+    assert DraftOutcome(candidate=None, bundle=failed, error=None).ok is False  # type: ignore[arg-type]
+    assert DraftOutcome(candidate=None, bundle=passed, error=error).ok is False  # type: ignore[arg-type]
+    assert DraftOutcome(candidate=None, bundle=None, error=error).ok is False  # type: ignore[arg-type]
+
+
+def test_schedule_allows_every_sandbox_layer_by_default() -> None:
+    schedule = Schedule(parallel_exports=False, memory_budget_bytes=1 << 30, estimate="1 GiB")
+    assert schedule.sandbox_layers == SANDBOX_LAYERS == ("namespaces", "landlock")
+
+
+def test_run_step_names_the_step_in_the_error() -> None:
+    assert run_step(Stage.BUNDLE, lambda: 42) == 42
+
+    def fail() -> None:
+        raise Failure("optimum-cli failed", stage=Stage.BUILD)
+
+    with pytest.raises(Failure) as caught:
+        run_step(Stage.BUNDLE, fail)
+    assert caught.value.stage is Stage.BUNDLE
+    assert caught.value.message == "optimum-cli failed"
+
+    with pytest.raises(ValueError):  # only the bot's own errors are labelled; others pass through untouched
+        run_step(Stage.BUNDLE, lambda: int("x"))
+
+
+def _context(scratch: Path, python: str | None) -> GroupContext:
+    toolchain = Toolchain(versions={}, capabilities=frozenset(), python=python)
+    schedule = Schedule(parallel_exports=True, memory_budget_bytes=1 << 30, estimate="")
+    return GroupContext(recipe=load_recipe(), toolchain=toolchain, scratch=scratch, schedule=schedule)
+
+
+def test_environments_are_the_profile_environment_only_when_it_is_another(tmp_path: Path) -> None:
+    assert _context(tmp_path, None).environments() == []
+    assert _context(tmp_path, "/opt/profiles/nightly/bin/python").environments() == [Path("/opt/profiles/nightly")]
+
+
+def test_public_leaves_out_the_work_folder_and_environments_and_is_short(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    ctx = _context(scratch, "/opt/profiles/nightly/bin/python")
+    text = ctx.public(f"export failed: {scratch}/logs/export-draft.log in /opt/profiles/nightly/lib")
+    assert text == "export failed: …/logs/export-draft.log in …/lib"
+    assert str(tmp_path) not in text
+    assert len(ctx.public("x" * 1000)) == 300
