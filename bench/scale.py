@@ -49,7 +49,7 @@ from bench.floor import FLOOR_STAGES, MAX_TRIES, SLOWDOWN, STEP_BYTES, limit_sta
 from bench.memory_limit import limit_method
 from bench.scale_report import quality_and_other_seconds, write_report
 from bench.stages import END_TO_END, STAGES, canonical_output, end_to_end, run_stage
-from bot.sandbox.resources import disk_used, measure
+from bot.sandbox.resources import Measurement, disk_used, measure
 
 DEFAULT_SHAPES = ("qwen3-0.6b", "qwen3-1.7b")
 RESULTS = ROOT / "docs" / "scale.json"
@@ -68,13 +68,9 @@ def measure_shape(shape: str, root: Path, *, recipe_validation: bool = False) ->
         before = disk_used(work)
         with measure(work, output=out if name in OUTPUT_MEASURED else None) as m:
             extra = run_stage(name, shape, work, out, work, recipe_validation=recipe_validation)
-        stages[name] = {**m.result.as_dict(), "disk_before_bytes": before, **extra}
-        r = m.result
+        stages[name] = {**figures(m), "disk_before_bytes": before, **extra}
         print(
-            f"  {name:<14} {r.seconds:7.1f}s  rss {r.peak_rss_bytes / 1e9:6.2f} GB  anonymous "
-            f"{r.peak_anon_bytes / 1e9:6.2f} GB  file-backed {r.peak_file_bytes / 1e9:6.2f} GB  disk "
-            f"{r.peak_disk_bytes / 1e9:6.2f} GB  out {r.output_bytes / 1e9:6.2f} GB",
-            flush=True,
+            f"  {name:<14} {_memory_line(stages[name])}  out {stages[name]['output_bytes'] / 1e9:6.2f} GB", flush=True
         )
     validate = stages["validate"]
     print(
@@ -126,9 +122,10 @@ def measure_export_scratch(shape: str, root: Path) -> dict:
                     log_dir=work / "logs",
                     home=work / "hf",
                 )
-            scratch[role] = max(0, m.result.peak_disk_bytes - before - m.result.output_bytes)
+            cost = figures(m)
+            scratch[role] = max(0, cost["peak_disk_bytes"] - before - cost["output_bytes"])
             print(
-                f"  {role} export scratch {scratch[role] / 1e9:6.2f} GB (peak {m.result.peak_disk_bytes / 1e9:.2f} GB)",
+                f"  {role} export scratch {scratch[role] / 1e9:6.2f} GB (peak {cost['peak_disk_bytes'] / 1e9:.2f} GB)",
                 flush=True,
             )
     finally:
@@ -146,14 +143,32 @@ def measure_end_to_end(shape: str, root: Path) -> dict:
     work.mkdir()
     with measure(work, output=work / "bundle") as m:
         end_to_end(pair, work / "bundle", work)
-    r = m.result
-    print(
-        f"  end to end     {r.seconds:7.1f}s  rss {r.peak_rss_bytes / 1e9:6.2f} GB  anonymous "
-        f"{r.peak_anon_bytes / 1e9:6.2f} GB  file-backed {r.peak_file_bytes / 1e9:6.2f} GB  disk "
-        f"{r.peak_disk_bytes / 1e9:6.2f} GB (the working copy of the sources counted)",
-        flush=True,
+    cost = figures(m)
+    print(f"  end to end     {_memory_line(cost)} (the working copy of the sources counted)", flush=True)
+    return cost
+
+
+def figures(measured: Measurement) -> dict:
+    """A measured stage as docs/scale.json keeps it: seconds to a hundredth, every memory peak (shared memory too,
+    which the build record leaves out), and 0 output bytes for a stage without an output folder."""
+    cost = measured.result
+    return {
+        "seconds": round(cost.seconds, 2),
+        "peak_rss_bytes": cost.peak_rss_bytes,
+        "peak_anon_bytes": cost.peak_anon_bytes,
+        "peak_file_bytes": cost.peak_file_bytes,
+        "peak_shmem_bytes": measured.peaks.shmem_bytes,
+        "peak_disk_bytes": cost.peak_disk_bytes,
+        "output_bytes": cost.output_bytes or 0,
+    }
+
+
+def _memory_line(stage: dict) -> str:
+    return (
+        f"{stage['seconds']:7.1f}s  rss {stage['peak_rss_bytes'] / 1e9:6.2f} GB  anonymous "
+        f"{stage['peak_anon_bytes'] / 1e9:6.2f} GB  file-backed {stage['peak_file_bytes'] / 1e9:6.2f} GB  disk "
+        f"{stage['peak_disk_bytes'] / 1e9:6.2f} GB"
     )
-    return r.as_dict()
 
 
 def _safetensors_bytes(folder: Path) -> int:

@@ -147,7 +147,7 @@ def main() -> int:
     assert r is not None
     lines.append(
         f"| validation as a whole (`validate_pair`, shortened sweep) | one at a time | "
-        f"{gb(r.peak_anon_bytes)} | {gb(r.peak_file_bytes)} | {gb(r.peak_rss_bytes)} | "
+        f"{gb(r.peak_anon_bytes or 0)} | {gb(r.peak_file_bytes or 0)} | {gb(r.peak_rss_bytes or 0)} | "
         f"{r.seconds:.0f} s in all | {report.lossless} |"
     )
     print("\n" + "\n".join(lines))

@@ -30,10 +30,9 @@ from bot.core.record import (
     ToolchainInfo,
     now,
 )
-from bot.sandbox.resources import StageResources as MeasuredCost
 
 
-def sealed_outcome(finished: FinishedDraft, ctx: GroupContext, group_cost: MeasuredCost) -> DraftOutcome:
+def sealed_outcome(finished: FinishedDraft, ctx: GroupContext, group_cost: StageResources) -> DraftOutcome:
     """The draft's record, written into its bundle; a bundle that failed a gate comes with the failure naming it.
 
     Args:
@@ -59,7 +58,7 @@ def sealed_outcome(finished: FinishedDraft, ctx: GroupContext, group_cost: Measu
     return DraftOutcome(candidate=job.draft.candidate, bundle=bundle, error=failure)
 
 
-def build_record(finished: FinishedDraft, ctx: GroupContext, group_cost: MeasuredCost) -> BuildRecord:
+def build_record(finished: FinishedDraft, ctx: GroupContext, group_cost: StageResources) -> BuildRecord:
     """The build's `openvino_export.json`: every part from the step that found it, the status from every gate."""
     job, chosen, recipe = finished.job, finished.chosen, ctx.recipe
     checkout, target, pair = job.draft.checkout, job.target.checkout, job.pair
@@ -114,7 +113,8 @@ def _export_info(finished: FinishedDraft, ctx: GroupContext) -> ExportInfo:
         **ctx.recipe.export.model_dump(exclude={"timeout_s", "draft_weight_formats"}),
         task=ExportTasks(draft=TASK_LLM, target=finished.job.target.task),
         seconds=ExportSeconds(
-            draft=round(finished.chosen.export.seconds, 1), target=round(finished.target_export.seconds, 1)
+            draft=round(finished.chosen.export.resources.seconds, 1),
+            target=round(finished.target_export.resources.seconds, 1),
         ),
         target_reused_from=facts.reused_from,
         target_int4=facts.int4,
@@ -122,7 +122,7 @@ def _export_info(finished: FinishedDraft, ctx: GroupContext) -> ExportInfo:
     )
 
 
-def _resources(finished: FinishedDraft, group_cost: MeasuredCost) -> dict[str, StageResources]:
+def _resources(finished: FinishedDraft, group_cost: StageResources) -> dict[str, StageResources]:
     """What each stage of this draft cost, and the whole group (DESIGN §8: the sizing model is checked on these)."""
     draft_export, target_export = finished.chosen.export, finished.target_export
     resources = {"export-draft": _export_cost(draft_export)}
@@ -131,21 +131,16 @@ def _resources(finished: FinishedDraft, group_cost: MeasuredCost) -> dict[str, S
     resources["validate"] = StageResources(seconds=round(finished.chosen.validate_seconds, 1))
     if finished.quality.seconds:
         resources["quality"] = StageResources(seconds=finished.quality.seconds)
-    resources["build"] = StageResources(
-        seconds=round(group_cost.seconds, 1),
-        peak_rss_bytes=group_cost.peak_rss_bytes,
-        peak_anon_bytes=group_cost.peak_anon_bytes,
-        peak_file_bytes=group_cost.peak_file_bytes,
-        peak_disk_bytes=group_cost.peak_disk_bytes,
-    )
+    resources["build"] = group_cost.model_copy(update={"seconds": round(group_cost.seconds, 1)})
     return resources
 
 
 def _export_cost(export: ExportResult) -> StageResources:
     """An export's time and its process tree's memory peaks (0: not measured, left out)."""
+    cost = export.resources
     return StageResources(
-        seconds=round(export.seconds, 1),
-        peak_rss_bytes=export.peak_rss_bytes or None,
-        peak_anon_bytes=export.peak_anon_bytes or None,
-        peak_file_bytes=export.peak_file_bytes or None,
+        seconds=round(cost.seconds, 1),
+        peak_rss_bytes=cost.peak_rss_bytes or None,
+        peak_anon_bytes=cost.peak_anon_bytes or None,
+        peak_file_bytes=cost.peak_file_bytes or None,
     )

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.core.profiles import child_env
 from bot.core.recipe import ExportSettings
+from bot.core.record import StageResources
 from bot.core.settings import SANDBOX_LAYERS
 from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
+from bot.sandbox.resources import stage_resources
 
 TASK_LLM = "text-generation-with-past"
 TASK_VLM = "image-text-to-text"
@@ -44,13 +46,14 @@ class ExportRequest:
 
 @dataclass(frozen=True)
 class ExportResult:
+    """An IR folder and what exporting it cost: wall time and the exporter's whole process tree's memory peaks
+    (anonymous plus swap is what the memory guard compares with the budget; file-backed pages are the mapped
+    checkpoint, which the kernel can drop). An IR not exported here (reused, official) costs nothing."""
+
     role: str
     ir_dir: Path
-    seconds: float
     log: Path
-    peak_rss_bytes: int = 0  # of the exporter's whole process tree
-    peak_anon_bytes: int = 0  # its anonymous memory plus swap (what the memory guard compares with the budget)
-    peak_file_bytes: int = 0  # its file-backed pages (the mapped checkpoint, which the kernel can drop)
+    resources: StageResources = field(default_factory=lambda: StageResources(seconds=0.0))
 
 
 def optimum_cli_args(
@@ -120,13 +123,7 @@ def export_model(
         memory_budget_bytes=memory_budget_bytes,
     )
     return ExportResult(
-        role=request.role,
-        ir_dir=request.output,
-        seconds=time.monotonic() - started,
-        log=log,
-        peak_rss_bytes=peaks.rss_bytes,
-        peak_anon_bytes=peaks.anon_bytes,
-        peak_file_bytes=peaks.file_bytes,
+        role=request.role, ir_dir=request.output, log=log, resources=stage_resources(time.monotonic() - started, peaks)
     )
 
 

@@ -304,9 +304,7 @@ def start_target(
         log.step("%s: int4 IR reused from %s (no target export, quality from its record)", checkout.name, reused.pinned)
         facts.set_result(reused.facts())
         export: Future[ExportResult] = Future()
-        export.set_result(
-            ExportResult(role="target", ir_dir=checkout.path, seconds=0.0, log=ctx.scratch / "logs" / "target.log")
-        )
+        export.set_result(ExportResult(role="target", ir_dir=checkout.path, log=ctx.scratch / "logs" / "target.log"))
         return GroupTarget(
             checkout=checkout, spec=spec, src=checkout.path, reused=reused, ctx=ctx, export=export, facts=facts
         )
@@ -340,9 +338,7 @@ def _official_target(checkout: Checkout, spec: TargetSpec, official: OfficialChe
     facts: Future[TargetFacts] = Future()
     facts.set_result(TargetFacts(license=dict(official.ir.license), int4=None, reused_from=None))
     export: Future[ExportResult] = Future()
-    export.set_result(
-        ExportResult(role="target", ir_dir=official.ir.path, seconds=0.0, log=ctx.scratch / "logs" / "target.log")
-    )
+    export.set_result(ExportResult(role="target", ir_dir=official.ir.path, log=ctx.scratch / "logs" / "target.log"))
     return GroupTarget(
         checkout=checkout,
         spec=spec,

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.core.record import StageResources
+
 SAMPLE_INTERVAL_S = 0.2
 # The lines of /proc/<pid>/status this module reads, in kB, and the `Memory` field each one adds to.
 _STATUS_FIELDS = {
@@ -87,40 +89,6 @@ class Peaks:
             max(self.file_bytes, memory.file_bytes),
             max(self.shmem_bytes, memory.shmem_bytes),
         )
-
-
-@dataclass(frozen=True)
-class StageResources:
-    """What one stage used.
-
-    Attributes:
-        seconds: Wall time of the stage.
-        peak_rss_bytes: Highest sampled RSS of the measured process tree.
-        peak_disk_bytes: Highest sampled disk use under the work folder (everything there, not just this stage's).
-        output_bytes: Disk use of the stage's output folder when it ended (0 when it has none).
-        peak_anon_bytes: Highest sampled anonymous memory plus swap (what a memory limit must hold).
-        peak_file_bytes: Highest sampled file-backed resident memory (what should fit for speed; never kills).
-        peak_shmem_bytes: Highest sampled resident shared memory.
-    """
-
-    seconds: float
-    peak_rss_bytes: int
-    peak_disk_bytes: int
-    output_bytes: int
-    peak_anon_bytes: int = 0
-    peak_file_bytes: int = 0
-    peak_shmem_bytes: int = 0
-
-    def as_dict(self) -> dict:
-        return {
-            "seconds": round(self.seconds, 2),
-            "peak_rss_bytes": self.peak_rss_bytes,
-            "peak_anon_bytes": self.peak_anon_bytes,
-            "peak_file_bytes": self.peak_file_bytes,
-            "peak_shmem_bytes": self.peak_shmem_bytes,
-            "peak_disk_bytes": self.peak_disk_bytes,
-            "output_bytes": self.output_bytes,
-        }
 
 
 def tree_memory(root_pid: int, *, include_root: bool = True) -> Memory:
@@ -241,10 +209,12 @@ class PeakSampler:
             self.sample()
 
 
-class _Measurement:
-    """Filled in when the `measure` block ends."""
+class Measurement:
+    """Filled in when the `measure` block ends: the stage's cost as the build record keeps it (`result`), and every
+    memory peak sampled (`peaks`, shared memory too, which the record leaves out)."""
 
     _result: StageResources | None = None
+    peaks: Peaks = Peaks()
 
     @property
     def result(self) -> StageResources:
@@ -256,8 +226,9 @@ class _Measurement:
 @contextmanager
 def measure(
     work: Path, *, output: Path | None = None, pid: int | None = None, interval_s: float = SAMPLE_INTERVAL_S
-) -> Iterator[_Measurement]:
-    """Measure a block: ``with measure(work, output=ir) as m: ...`` then ``m.result`` is a `StageResources`.
+) -> Iterator[Measurement]:
+    """Measure a block: ``with measure(work, output=ir) as m: ...`` then ``m.result`` is a `StageResources`
+    (`bot.core.record`, the build record's own type) and ``m.peaks`` every memory peak.
 
     Args:
         work: Folder whose disk use is sampled (the build's scratch folder).
@@ -265,18 +236,37 @@ def measure(
         pid: Root of the process tree to sample (default: this process, so child processes count too).
         interval_s: Sampling period; a peak shorter than this can be missed.
     """
-    holder = _Measurement()
+    holder = Measurement()
     started = time.monotonic()
     with PeakSampler(pid or os.getpid(), disk=work, interval_s=interval_s) as sampler:
         yield holder
-    holder._result = StageResources(
-        seconds=time.monotonic() - started,
-        peak_rss_bytes=sampler.peaks.rss_bytes,
+    holder.peaks = sampler.peaks
+    holder._result = stage_resources(
+        time.monotonic() - started,
+        sampler.peaks,
         peak_disk_bytes=sampler.peak_disk_bytes,
-        output_bytes=disk_used(output) if output is not None else 0,
-        peak_anon_bytes=sampler.peaks.anon_bytes,
-        peak_file_bytes=sampler.peaks.file_bytes,
-        peak_shmem_bytes=sampler.peaks.shmem_bytes,
+        output_bytes=disk_used(output) if output is not None else None,
+    )
+
+
+def stage_resources(
+    seconds: float, peaks: Peaks, *, peak_disk_bytes: int | None = None, output_bytes: int | None = None
+) -> StageResources:
+    """A stage's cost as the build record keeps it, from its wall time and its process tree's memory peaks.
+
+    Args:
+        seconds: Wall time of the stage.
+        peaks: Memory peaks of its process tree (shared memory is sampled, not recorded).
+        peak_disk_bytes: Highest sampled disk use under the work folder (None: not sampled).
+        output_bytes: Disk use of the stage's output folder when it ended (None: it has none).
+    """
+    return StageResources(
+        seconds=seconds,
+        peak_rss_bytes=peaks.rss_bytes,
+        peak_anon_bytes=peaks.anon_bytes,
+        peak_file_bytes=peaks.file_bytes,
+        peak_disk_bytes=peak_disk_bytes,
+        output_bytes=output_bytes,
     )
 
 

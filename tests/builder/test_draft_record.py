@@ -7,18 +7,12 @@ from pathlib import Path
 
 from bot.builder.draft_record import _export_cost
 from bot.builder.export import ExportResult
+from bot.core.record import StageResources
 
 
 def _export(seconds: float, rss: int = 0, anon: int = 0, file: int = 0) -> ExportResult:
-    return ExportResult(
-        role="draft",
-        ir_dir=Path("ir"),
-        seconds=seconds,
-        log=Path("export-draft.log"),
-        peak_rss_bytes=rss,
-        peak_anon_bytes=anon,
-        peak_file_bytes=file,
-    )
+    cost = StageResources(seconds=seconds, peak_rss_bytes=rss, peak_anon_bytes=anon, peak_file_bytes=file)
+    return ExportResult(role="draft", ir_dir=Path("ir"), log=Path("export-draft.log"), resources=cost)
 
 
 def test_export_cost_keeps_time_and_memory_peaks() -> None:

@@ -93,7 +93,7 @@ def test_measure_records_the_anonymous_and_file_backed_peaks_of_a_stage(tmp_path
     assert result is not None
     assert result.peak_anon_bytes > 100 * MB and result.peak_file_bytes > 200 * MB
     assert result.peak_disk_bytes < 10 * MB  # the file is sparse
-    figures = result.as_dict()
+    figures = result.model_dump()
     assert figures["peak_anon_bytes"] == result.peak_anon_bytes and figures["peak_file_bytes"] == result.peak_file_bytes
 
 
