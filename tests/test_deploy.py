@@ -1,17 +1,24 @@
 """README "Deploy it for your organisation", walked against the local Hub offline: the recipe fields it names are
-the recipe's, and a token for the maintainer's own organisation passes `dflash-bot check` once they are changed
-(and is refused, naming the shipped namespace, before).
+the recipe's; a token for the maintainer's own organisation passes `dflash-bot check` once they are changed (and is
+refused, naming the shipped namespace, before); and `dflash-bot run` with that token stops before any download on
+the shipped recipe and publishes a pair in the organisation on the edited one.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
 from bot.cli import run_command_line
 from bot.core.recipe import DEFAULT_RECIPE, load_recipe
+from bot.hub import Hub
+from bot.run import demo
+from tests.conftest import HUB_TOKEN
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "hf_deploy_my_org"
@@ -43,9 +50,44 @@ def test_the_check_the_section_gives_refuses_the_shipped_recipe_and_passes_the_e
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     assert run_command_line(["check", "--recipe", str(DEFAULT_RECIPE)]) == 2
     assert "'OpenVINO-drafts'" in capsys.readouterr().err
+    assert run_command_line(["check", "--recipe", str(_edited_recipe(tmp_path))]) == 0
+    assert "deployer (write token) may publish to my-org" in capsys.readouterr().out
+
+
+def _edited_recipe(folder: Path) -> Path:
     raw = yaml.safe_load(DEFAULT_RECIPE.read_text())
     raw["publish"].update(namespace="my-org", bot_user="deployer")  # step 1 of the section
-    edited = tmp_path / "dflash.yaml"
+    edited = folder / "dflash.yaml"
     edited.write_text(yaml.safe_dump(raw))
-    assert run_command_line(["check", "--recipe", str(edited)]) == 0
-    assert "deployer (write token) may publish to my-org" in capsys.readouterr().out
+    return edited
+
+
+def _run(hub, recipe: Path, work: Path) -> subprocess.CompletedProcess[str]:
+    """`dflash-bot run` as a maintainer runs it (its own process: it holds the write token the way the job does)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_"))}
+    env |= {"HF_TOKEN": TOKEN, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_XET": "1"}
+    command = ["run", "--recipe", str(recipe), "--only", demo.DRAFT_REPO, "--work", str(work)]
+    return subprocess.run(
+        [Path(sys.executable).parent / "dflash-bot", *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+
+
+def test_a_run_stops_before_any_download_on_the_shipped_recipe_and_publishes_on_the_edited_one(hub, tmp_path):
+    hub.add_token(TOKEN, "deployer", write=True, orgs=["my-org"])
+    demo.seed(hub.url, HUB_TOKEN, tmp_path / "seed", demo.DEMO_REPOS[:2])  # the demo's target and DFlash draft
+    hub.clear_requests()
+    refused = _run(hub, DEFAULT_RECIPE, tmp_path / "work-refused")
+    assert refused.returncode == 2, (refused.stdout + refused.stderr)[-3000:]
+    assert "'OpenVINO-drafts'" in refused.stderr
+    fetched = [r for r in hub.requests() if "/resolve/" in r["path"] or "/tree/" in r["path"]]
+    assert fetched == [], fetched  # nothing listed or downloaded before the refusal
+    done = _run(hub, _edited_recipe(tmp_path), tmp_path / "work")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    published = Hub(hub.url, HUB_TOKEN).api.list_models(author="my-org")
+    names = sorted(model.id for model in published)
+    assert any(name.startswith("my-org/Qwen3-Tiny-DFlash-b16-") for name in names), names
+    assert "my-org/Qwen3-Tiny-int4-ov" in names, names

@@ -64,7 +64,7 @@ def test_every_stage_deadline_fits_its_job_with_room_for_install_and_report():
     jobs = workflow("watch.yml")["jobs"]
     recipe = load_recipe(DEFAULT_RECIPE)
     plan_min = recipe.hub.plan_deadline_s / 60
-    assert plan_min + FULL_INSTALL_MIN + REPORT_MIN <= jobs["plan"]["timeout-minutes"], plan_min
+    assert plan_min + LIGHT_INSTALL_MIN + REPORT_MIN <= jobs["plan"]["timeout-minutes"], plan_min
     # A build job downloads, exports and validates one group, each stage under its own deadline.
     build_min = (recipe.hub.download_deadline_s + recipe.export.timeout_s + recipe.validation.timeout_s) / 60
     assert build_min + FULL_INSTALL_MIN + REPORT_MIN <= jobs["build"]["timeout-minutes"], build_min
@@ -73,16 +73,16 @@ def test_every_stage_deadline_fits_its_job_with_room_for_install_and_report():
     assert publish_min + LIGHT_INSTALL_MIN + REPORT_MIN <= jobs["publish"]["timeout-minutes"], publish_min
 
 
-def test_the_publish_job_installs_no_export_toolchain_and_the_plan_and_build_jobs_do():
-    """The plan compares the memory with the installed toolchain (`bot.core.toolchain.detect` reads optimum-intel's
-    source for its capabilities), so it needs the build's toolchain; publishing never does."""
+def test_the_plan_and_publish_jobs_install_no_export_toolchain_and_the_build_job_does():
+    """Planning compares published builds with the toolchain a build would run in, which a light install knows from
+    the pins and `toolchains/exporter.yaml` (tests/run/test_light_install.py plans in one); publishing needs none."""
     jobs = workflow("watch.yml")["jobs"]
     installs = {
         name: [s["run"] for s in job["steps"] if s.get("run", "").startswith("make install")]
         for name, job in jobs.items()
     }
     assert installs["publish"] == ["make install-light"]
-    assert installs["plan"] == ["make install"] and installs["build"] == ["make install"]
+    assert installs["plan"] == ["make install-light"] and installs["build"] == ["make install"]
     makefile = (ROOT / "Makefile").read_text()
     target = makefile.split("\ninstall-light:", 1)[1].split("\n\n", 1)[0]
     assert "-e '.[publish]'" in target and "build" not in target

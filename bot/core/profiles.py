@@ -11,7 +11,6 @@ created on demand (venv, torch first, the pins, torchvision removed) and reused 
 
 from __future__ import annotations
 
-import ast
 import atexit
 import functools
 import hashlib
@@ -32,7 +31,9 @@ import yaml
 from packaging.version import InvalidVersion, Version
 
 from bot.core import package_data
-from bot.core.errors import Skip, Stage
+from bot.core.errors import RecipeError, Skip, Stage
+from bot.core.exporter import ExporterSnapshot, load_snapshot, optimum_model_configs
+from bot.core.exporter import bounds_from_source as _bounds_from_source  # bot.run.upstream reads it from here
 from bot.core.toolchain import TRACKED_PACKAGES, Toolchain, detect
 
 PROFILES_FILE = package_data.folder(package_data.TOOLCHAINS) / "profiles.yaml"
@@ -105,7 +106,13 @@ class Bounds:
 @dataclass(frozen=True)
 class ProfileSet:
     profiles: tuple[Profile, ...]
-    fallback_bounds: Mapping[str, tuple[str | None, str | None]]
+    # What the default profile's environment reports beyond its pins (`toolchains/exporter.yaml`): the bounds used
+    # where optimum-intel's source cannot be read, and the toolchain a light install plans with.
+    exporter: ExporterSnapshot
+
+    @property
+    def fallback_bounds(self) -> Mapping[str, tuple[str | None, str | None]]:
+        return self.exporter.transformers_bounds
 
     def get(self, name: str) -> Profile:
         for profile in self.profiles:
@@ -140,73 +147,17 @@ def load_profiles(path: Path | None = None) -> ProfileSet:
         profiles.append(profile)
     if not any(p.name == DEFAULT_PROFILE for p in profiles):
         raise ValueError(f"{path or PROFILES_FILE} has no '{DEFAULT_PROFILE}' profile")
-    fallback = {str(k): (v[0], v[1]) for k, v in (data.get("fallback_bounds") or {}).items()}
-    return ProfileSet(tuple(profiles), fallback)
+    return ProfileSet(tuple(profiles), load_snapshot())
 
 
 # ---- bounds from optimum-intel ----
-
-
-def _optimum_model_configs() -> Path | None:
-    spec = importlib.util.find_spec("optimum.exporters")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "openvino" / "model_configs.py"
-    return path if path.is_file() else None
-
-
-@functools.cache
-def _bounds_from_source(path: Path) -> dict[str, tuple[str | None, str | None]]:
-    """model type -> (MIN, MAX) from `@register_in_tasks_manager("type", ...)` classes, following base classes
-    defined in the same file (the way the class attributes are inherited)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    classes: dict[str, tuple[list[str], dict[str, str]]] = {}
-    registered: dict[str, str] = {}
-    for node in tree.body:
-        if not isinstance(node, ast.ClassDef):
-            continue
-        attrs = {}
-        for item in node.body:
-            if isinstance(item, ast.Assign) and isinstance(item.value, ast.Constant):
-                for target in item.targets:
-                    if isinstance(target, ast.Name) and target.id in (
-                        "MIN_TRANSFORMERS_VERSION",
-                        "MAX_TRANSFORMERS_VERSION",
-                    ):
-                        attrs[target.id] = str(item.value.value)
-        classes[node.name] = ([b.id for b in node.bases if isinstance(b, ast.Name)], attrs)
-        for decorator in node.decorator_list:
-            if (
-                isinstance(decorator, ast.Call)
-                and getattr(decorator.func, "id", "") == "register_in_tasks_manager"
-                and decorator.args
-                and isinstance(decorator.args[0], ast.Constant)
-            ):
-                registered[str(decorator.args[0].value)] = node.name
-
-    def lookup(name: str, attr: str, seen: frozenset[str] = frozenset()) -> str | None:
-        if name not in classes or name in seen:
-            return None
-        bases, attrs = classes[name]
-        if attr in attrs:
-            return attrs[attr]
-        for base in bases:
-            value = lookup(base, attr, seen | {name})
-            if value is not None:
-                return value
-        return None
-
-    return {
-        model_type: (lookup(cls, "MIN_TRANSFORMERS_VERSION"), lookup(cls, "MAX_TRANSFORMERS_VERSION"))
-        for model_type, cls in registered.items()
-    }
 
 
 def transformers_bounds(
     model_type: str, profiles: ProfileSet | None = None, model_configs: Path | None = None
 ) -> Bounds:
     """optimum-intel's transformers range for `model_type`: from its source when installed, else the fallback."""
-    path = model_configs or _optimum_model_configs()
+    path = model_configs or optimum_model_configs()
     if path is not None:
         try:
             table = _bounds_from_source(path)
@@ -215,8 +166,9 @@ def transformers_bounds(
         if table is not None:
             low, high = table.get(model_type, (None, None))
             return Bounds(model_type, low, high, f"optimum-intel source ({path.name})")
-    low, high = (profiles or load_profiles()).fallback_bounds.get(model_type, (None, None))
-    return Bounds(model_type, low, high, "profiles.yaml fallback")
+    exporter = (profiles or load_profiles()).exporter
+    low, high = exporter.transformers_bounds.get(model_type, (None, None))
+    return Bounds(model_type, low, high, f"toolchains/exporter.yaml (optimum-intel {exporter.optimum_intel})")
 
 
 def select_profile(
@@ -439,15 +391,62 @@ def planned_toolchain(model_type: str | None, *, profiles: ProfileSet | None = N
     """
     profiles = profiles or load_profiles()
     profile = select_profile(model_type, profiles) if model_type else profiles.get(DEFAULT_PROFILE)
-    current = detect()
-    if profile.name == DEFAULT_PROFILE and is_current(profile):
+    current = planning_toolchain(profiles)
+    if profile.name == DEFAULT_PROFILE and (is_current(profile) or not exporter_installed()):
         return Toolchain(versions=current.versions, capabilities=current.capabilities, profile=profile.name)
     versions = {name: profile.pin(dist) or "not pinned" for name, dist in TRACKED_PACKAGES.items()}
-    versions["torch"] = profile.torch.partition("==")[2] or current.versions["torch"]
+    versions["torch"] = _torch_version(profile.torch, profiles.exporter) or current.versions["torch"]
     recorded = None if root is None else recorded_capabilities(environment_python(profile, root))
     return Toolchain(
         versions=versions, capabilities=current.capabilities if recorded is None else recorded, profile=profile.name
     )
+
+
+def exporter_installed() -> bool:
+    """Whether this environment has the export toolchain (`make install`), not only the light install."""
+    return detect().versions["optimum-intel"] != "not installed"
+
+
+def planning_toolchain(profiles: ProfileSet | None = None) -> Toolchain:
+    """The toolchain this checkout's default builds run in, as planning compares published builds with it.
+
+    With the export toolchain installed it is what `detect()` finds. The light install (`make install-light`, the
+    Actions plan and publish jobs) has no optimum-intel or torch: there it is the default profile's pins and what
+    `toolchains/exporter.yaml` says an environment with those pins reports, the same values a build job detects.
+
+    Raises:
+        RecipeError: the snapshot was made for another optimum-intel than the default profile pins.
+    """
+    return detect() if exporter_installed() else light_toolchain(profiles)
+
+
+def light_toolchain(profiles: ProfileSet | None = None) -> Toolchain:
+    """`planning_toolchain` where the export toolchain is not installed (see there).
+
+    Raises:
+        RecipeError: the snapshot was made for another optimum-intel than the default profile pins.
+    """
+    current = detect()
+    profiles = profiles or load_profiles()
+    default = profiles.get(DEFAULT_PROFILE)
+    exporter = profiles.exporter
+    if default.pin("optimum-intel") != exporter.optimum_intel:
+        raise RecipeError(
+            f"toolchains/exporter.yaml was made with optimum-intel {exporter.optimum_intel}, but the default profile "
+            f"pins {default.pin('optimum-intel')}: run `make install && .venv/bin/python -m bot.core.exporter --write`"
+        )
+    versions = {name: default.pin(dist) or current.versions[name] for name, dist in TRACKED_PACKAGES.items()}
+    versions["torch"] = _torch_version(default.torch, exporter) or current.versions["torch"]
+    return Toolchain(versions=versions, capabilities=exporter.capabilities, profile=DEFAULT_PROFILE)
+
+
+def _torch_version(requirement: str, exporter: ExporterSnapshot) -> str | None:
+    """The version a torch pin installs as: the snapshot's, local label included (`2.13.0+cpu`), when it is that
+    release."""
+    pinned = requirement.partition("==")[2]
+    if pinned and Version(exporter.torch).base_version == Version(pinned).base_version:
+        return exporter.torch
+    return pinned or None
 
 
 def recorded_capabilities(python: Path) -> frozenset[str] | None:

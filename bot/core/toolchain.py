@@ -54,7 +54,10 @@ def _version(dist: str) -> str:
 
 
 def _optimum_openvino_dir() -> Path | None:
-    spec = importlib.util.find_spec("optimum.exporters")
+    try:
+        spec = importlib.util.find_spec("optimum.exporters")
+    except ModuleNotFoundError:  # no `optimum` at all: the light install (bot.core.profiles.planning_toolchain)
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     folder = Path(next(iter(spec.submodule_search_locations))) / "openvino"

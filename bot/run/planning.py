@@ -20,7 +20,7 @@ from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord, Repos
 from bot.core.settings import Settings
-from bot.core.toolchain import Toolchain, detect
+from bot.core.toolchain import Toolchain
 from bot.discover import candidates as discover
 from bot.hub import Hub, RepoListing
 from bot.plan import planner as plan
@@ -128,7 +128,7 @@ class _Planner:
 
     def __init__(self, reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport, state: RunMemory) -> None:
         self.reader, self.recipe, self.options, self.report, self.state = reader, recipe, options, report, state
-        self.toolchain = detect()
+        self.toolchain = profiles.planning_toolchain()
         self.card_fp = template_fingerprint()
         self.recipe_fp = recipe.fingerprint()
         self._families: dict[str, Toolchain | None] = {}

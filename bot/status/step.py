@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from bot.core import log
 from bot.core.errors import Failure, PreconditionFailed
 from bot.core.outcome import Outcome, Status
-from bot.core.profiles import load_profiles
+from bot.core.profiles import load_profiles, planning_toolchain
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord, Repos
-from bot.core.toolchain import detect
 from bot.hub import Hub, RepoListing
 from bot.publish.collection import CollectionResult, sync_collection
 from bot.status.memory import (
@@ -300,7 +299,8 @@ def remembered_outcome(entry: StatusEntry) -> Outcome:
 
 def current_toolchain_fingerprint() -> str:
     """This environment's toolchain together with every profile's pins (`toolchains/profiles.yaml`)."""
-    return toolchain_fingerprint(detect(), [profile.fingerprint() for profile in load_profiles().profiles])
+    profiles = load_profiles()
+    return toolchain_fingerprint(planning_toolchain(profiles), [profile.fingerprint() for profile in profiles.profiles])
 
 
 @dataclass(frozen=True)
