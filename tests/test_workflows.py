@@ -145,3 +145,17 @@ def test_the_readme_lists_every_action_a_workflow_uses(path):
         if "uses" in step
     }
     assert used and all(f"`{action}`" in readme for action in used), used
+
+
+def test_the_toolchain_bump_carries_a_new_exporter_snapshot():
+    """A bump without toolchains/exporter.yaml made with the new pins fails tests/core/test_exporter.py on its pull
+    request, and a light plan would refuse the stale snapshot."""
+    check = workflow("toolchain.yml")["jobs"]["check"]["steps"]
+    snapshot = next(step for step in check if "bot.core.exporter --write" in step.get("run", ""))
+    assert snapshot["run"].index("make install") < snapshot["run"].index("bot.core.exporter --write")
+    assert "cp toolchains/exporter.yaml candidate/" in snapshot["run"]
+    pull = workflow("toolchain.yml")["jobs"]["pull-request"]["steps"]
+    take = next(step for step in pull if step.get("name") == "Take the candidate's pins")
+    assert 'cp "$CANDIDATE/exporter.yaml" toolchains/exporter.yaml' in take["run"]
+    opened = next(step for step in pull if "create-pull-request" in step.get("uses", ""))
+    assert "toolchains/exporter.yaml" in opened["with"]["add-paths"].split()
