@@ -110,7 +110,7 @@ def _export_info(finished: FinishedDraft, ctx: GroupContext) -> ExportInfo:
     """The recipe's export settings as the IRs were exported, with what the target and the chosen format used."""
     facts = finished.target_facts
     return ExportInfo(
-        **ctx.recipe.export.model_dump(exclude={"timeout_s", "draft_weight_formats"}),
+        **ctx.recipe.export.compression().model_dump(),
         task=ExportTasks(draft=TASK_LLM, target=finished.job.target.task),
         seconds=ExportSeconds(
             draft=round(finished.chosen.export.resources.seconds, 1),

@@ -65,23 +65,7 @@ def optimum_cli_args(
     draft's weight format).
     """
     args = ["export", "openvino", "-m", str(request.source), "--task", request.task]
-    if quantization is not None:
-        args += list(quantization)
-    else:
-        args += [
-            "--weight-format",
-            settings.weight_format,
-            "--group-size",
-            str(settings.group_size),
-            "--ratio",
-            str(settings.ratio),
-            "--group-size-fallback",
-            settings.group_size_fallback,
-        ]
-        if settings.sym:
-            args.append("--sym")
-        if settings.backup_precision:
-            args += ["--backup-precision", settings.backup_precision]
+    args += list(quantization) if quantization is not None else settings.cli_args()
     if request.trust_remote_code:
         # Loads optimum-intel's own Qwen3DFlashForCausalLM: the source's auto_map and *.py never reach here.
         args += ["--trust-remote-code", "--disable-convert-tokenizer"]

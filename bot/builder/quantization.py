@@ -22,14 +22,15 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
+
+from pydantic import ValidationError
 
 from bot.builder.ir_read import quantization_parameters, read_rt_info
 from bot.core.errors import Failure, Stage
 from bot.core.profiles import json_from
-from bot.core.recipe import ExportSettings
+from bot.core.recipe import ExportSettings, WeightCompression
 
 Source = Literal["optimum-intel default", "recipe"]
 # Keys of a default config the CLI flags express; anything else (ignored scopes, two-pass configs) cannot be
@@ -70,9 +71,9 @@ json.dump(plain(_DEFAULT_4BIT_WQ_CONFIGS), sys.stdout)
 """
 
 
-@dataclass(frozen=True)
-class Int4Settings:
-    """The int4 weight compression a target export asks for (the optimum-cli flags, as a record).
+class Int4Settings(WeightCompression):
+    """The int4 weight compression a target export asks for (the optimum-cli flags, as a record): the recipe's
+    weight compression (`bot.core.recipe.WeightCompression`) and NNCF's options beyond it.
 
     Attributes:
         source: "optimum-intel default" (its tuned config for `model_id`) or "recipe".
@@ -80,9 +81,7 @@ class Int4Settings:
             cannot express), for the report and the card; None when they do not.
     """
 
-    sym: bool
-    group_size: int
-    ratio: float
+    weight_format: Literal["int4"] = "int4"
     source: Source
     model_id: str | None = None
     all_layers: bool = False
@@ -93,8 +92,6 @@ class Int4Settings:
     dataset: str | None = None
     num_samples: int | None = None
     sensitivity_metric: str | None = None
-    backup_precision: str | None = None
-    group_size_fallback: str = "adjust"
     note: str | None = None
 
     @property
@@ -113,52 +110,55 @@ class Int4Settings:
         )
 
     def as_provenance(self) -> dict:
-        return {"mode": self.mode, **asdict(self)}
+        """The record's `export.target_int4`, its keys in the order published records have them."""
+        return {"mode": self.mode, **{key: getattr(self, key) for key in _PROVENANCE_KEYS}}
 
     def cli_args(self) -> list[str]:
         """The `optimum-cli export openvino` compression flags (everything but the model, task and output)."""
-        args = [
-            "--weight-format",
-            "int4",
-            "--group-size",
-            str(self.group_size),
-            "--ratio",
-            str(self.ratio),
-            "--group-size-fallback",
-            self.group_size_fallback,
-        ]
         flags = {
-            "--sym": self.sym,
             "--all-layers": self.all_layers,
             "--awq": self.awq,
             "--scale-estimation": self.scale_estimation,
             "--gptq": self.gptq,
             "--lora-correction": self.lora_correction,
         }
-        args += [flag for flag, on in flags.items() if on]
+        args = [*super().cli_args(), *(flag for flag, on in flags.items() if on)]
         for flag, value in (
             ("--dataset", self.dataset),
             ("--num-samples", self.num_samples),
             ("--sensitivity-metric", self.sensitivity_metric),
-            ("--backup-precision", self.backup_precision),
         ):
             if value is not None:
                 args += [flag, str(value)]
         return args
 
 
+# `Int4Settings.as_provenance`'s keys after "mode" (every field but weight_format, always int4), in the order
+# records published before the fields were defined once have them: the record's JSON stays byte for byte.
+_PROVENANCE_KEYS = (
+    "sym",
+    "group_size",
+    "ratio",
+    "source",
+    "model_id",
+    "all_layers",
+    "awq",
+    "scale_estimation",
+    "gptq",
+    "lora_correction",
+    "dataset",
+    "num_samples",
+    "sensitivity_metric",
+    "backup_precision",
+    "group_size_fallback",
+    "note",
+)
+
+
 def from_recipe(export: ExportSettings, *, model_id: str | None = None, note: str | None = None) -> Int4Settings:
-    """The recipe's int4 settings as a record."""
-    return Int4Settings(
-        sym=export.sym,
-        group_size=export.group_size,
-        ratio=export.ratio,
-        source="recipe",
-        model_id=model_id,
-        backup_precision=export.backup_precision,
-        group_size_fallback=export.group_size_fallback,
-        note=note,
-    )
+    """The recipe's int4 settings as a record (int4 whatever the recipe's own weight format)."""
+    compression = export.compression().model_dump(exclude={"weight_format"})
+    return Int4Settings(**compression, source="recipe", model_id=model_id, note=note)
 
 
 @functools.lru_cache(maxsize=4)
@@ -317,7 +317,16 @@ def recommended_int4(
     ignored = sorted(set(config) & _RUNTIME_KEYS)
     if ignored:
         notes.append(f"runtime settings not applied at export: {', '.join(ignored)}")
-    return _listed_settings(config, model_id, export, notes)
+    try:
+        return _listed_settings(config, model_id, export, notes)
+    except ValidationError as error:
+        where = ".".join(str(part) for part in error.errors()[0]["loc"])
+        return from_recipe(
+            export,
+            model_id=model_id,
+            note=f"optimum-intel's default config for {model_id} has a {where} optimum-cli flags do not take; "
+            "the recipe's settings were used",
+        )
 
 
 def _listed_settings(config: dict, model_id: str, export: ExportSettings, notes: list[str]) -> Int4Settings:
@@ -388,17 +397,18 @@ def with_calibration(settings: Int4Settings, unavailable: str | None) -> Int4Set
     note = f"data-free fallback: {unavailable}; dropped {', '.join(dropped)}"
     if settings.awq:
         note += " (AWQ runs data-free)"
-    return replace(
-        settings,
-        dataset=None,
-        num_samples=None,
-        scale_estimation=False,
-        gptq=False,
-        lora_correction=False,
-        sensitivity_metric=None
-        if settings.sensitivity_metric not in _DATA_FREE_METRICS
-        else settings.sensitivity_metric,
-        note="; ".join(n for n in (settings.note, note) if n),
+    return settings.model_copy(
+        update={
+            "dataset": None,
+            "num_samples": None,
+            "scale_estimation": False,
+            "gptq": False,
+            "lora_correction": False,
+            "sensitivity_metric": None
+            if settings.sensitivity_metric not in _DATA_FREE_METRICS
+            else settings.sensitivity_metric,
+            "note": "; ".join(n for n in (settings.note, note) if n),
+        }
     )
 
 

@@ -93,8 +93,11 @@ class TargetRules(_Strict):
     )
 
 
-class ExportSettings(_Strict):
-    """optimum-cli / NNCF settings; part of the recipe fingerprint."""
+class WeightCompression(_Strict):
+    """NNCF's weight compression as optimum-cli's flags take it, defined once: the recipe's `export` section asks
+    for it (`ExportSettings`), the build record keeps what the IRs were exported with (`bot.core.record.ExportInfo`)
+    and a target's int4 settings extend it (`bot.builder.quantization.Int4Settings`). Each holds these fields at
+    its own top level, so recipes and records keep their flat layout."""
 
     weight_format: Literal["int4", "int8"] = "int4"
     sym: bool = False
@@ -102,6 +105,33 @@ class ExportSettings(_Strict):
     ratio: float = Field(1.0, gt=0, le=1)
     group_size_fallback: Literal["error", "ignore", "adjust"] = "adjust"
     backup_precision: Literal["none", "int8_sym", "int8_asym"] | None = None
+
+    def compression(self) -> WeightCompression:
+        """These fields alone (of a recipe's export section or a record's export)."""
+        return WeightCompression.model_validate(self.model_dump(include=set(WeightCompression.model_fields)))
+
+    def cli_args(self) -> list[str]:
+        """The `optimum-cli export openvino` flags these settings are (everything but the model, task and output)."""
+        args = [
+            "--weight-format",
+            self.weight_format,
+            "--group-size",
+            str(self.group_size),
+            "--ratio",
+            str(self.ratio),
+            "--group-size-fallback",
+            self.group_size_fallback,
+        ]
+        if self.sym:
+            args.append("--sym")
+        if self.backup_precision:
+            args += ["--backup-precision", self.backup_precision]
+        return args
+
+
+class ExportSettings(WeightCompression):
+    """optimum-cli / NNCF settings; part of the recipe fingerprint."""
+
     timeout_s: int = Field(3600, ge=1, le=MAX_TIMEOUT_S, description="seconds (at most a week)")
     draft_weight_formats: list[WeightFormat] = Field(
         default_factory=lambda: list[WeightFormat](["int4", "int8"]),

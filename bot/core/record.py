@@ -19,14 +19,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from bot.core import package_data
+from bot.core.recipe import WeightCompression
 from bot.core.speedup import speedup_gate
 from bot.core.toolchain import TRACKED_PACKAGES
 
 if TYPE_CHECKING:
-    from bot.core.recipe import ExportSettings
     from bot.core.toolchain import Toolchain
 
 PROVENANCE_FILE = "openvino_export.json"
@@ -118,15 +118,18 @@ class ExportSeconds(_Record):
     target: float
 
 
-class ExportInfo(_Record):
-    """The NNCF / optimum-cli settings the IRs were exported with."""
+def _settings_required(schema: dict[str, Any]) -> None:
+    schema["required"] = [*WeightCompression.model_fields, *schema.get("required", ())]
 
-    weight_format: str
-    sym: bool
-    group_size: int
-    ratio: float
-    group_size_fallback: str
-    backup_precision: str | None
+
+class ExportInfo(WeightCompression, _Record):
+    """The NNCF / optimum-cli settings the IRs were exported with (the recipe's, `WeightCompression`).
+
+    A recipe may leave a setting at its default; a record names every one (a record without one is refused).
+    """
+
+    model_config = ConfigDict(json_schema_extra=_settings_required)
+
     task: ExportTasks
     seconds: ExportSeconds
     target_reused_from: str | None = Field(None, description="the published target repo@sha whose IR was reused")
@@ -137,22 +140,22 @@ class ExportInfo(_Record):
     )
     draft_weight_format: str | None = Field(None, description="the draft's published weight format")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _names_every_setting(cls, data: Any) -> Any:
+        missing = [name for name in WeightCompression.model_fields if isinstance(data, dict) and name not in data]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+        return data
+
     def settings(self) -> tuple:
         """What changes the target IR's bytes: equal settings and inputs mean an equal export."""
         return export_settings(self, self.task.target)
 
 
-def export_settings(export: ExportInfo | ExportSettings, target_task: str) -> tuple:
+def export_settings(export: WeightCompression, target_task: str) -> tuple:
     """The settings that change the target IR's bytes, of a record or of a recipe (equal means an equal export)."""
-    return (
-        export.weight_format,
-        export.sym,
-        export.group_size,
-        export.ratio,
-        export.group_size_fallback,
-        export.backup_precision,
-        target_task,
-    )
+    return (*export.compression().model_dump().values(), target_task)
 
 
 class TargetInspect(_Record):

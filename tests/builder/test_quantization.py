@@ -79,6 +79,21 @@ def test_entries_the_cli_cannot_express_fall_back_to_the_recipe_with_a_note():
     assert settings.source == "recipe" and "quantization_config1" in settings.note
 
 
+def test_an_entry_with_values_the_flags_do_not_take_falls_back_to_the_recipe_with_a_note():
+    settings = recommended_int4("org/odd", RECIPE, defaults={"org/odd": {"bits": 4, "ratio": 1.5}})
+    assert settings.source == "recipe" and "ratio" in (settings.note or "")
+
+
+def test_the_recipes_int4_settings_are_its_weight_compression_as_int4():
+    int8 = ExportSettings(weight_format="int8", sym=True, group_size=64, backup_precision="int8_sym")
+    settings = recommended_int4(None, int8)
+    assert settings.compression() == int8.compression().model_copy(update={"weight_format": "int4"})
+    assert settings.cli_args() == ExportSettings(sym=True, group_size=64, backup_precision="int8_sym").cli_args()
+    provenance = settings.as_provenance()
+    assert list(provenance)[:4] == ["mode", "sym", "group_size", "ratio"] and "weight_format" not in provenance
+    assert list(provenance)[-3:] == ["backup_precision", "group_size_fallback", "note"]
+
+
 def test_a_per_submodel_config_uses_the_language_models_entry():
     defaults = {
         "org/vlm": {

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.core.errors import RecipeError
-from bot.core.recipe import load_recipe, parse_duration
+from bot.core.recipe import ExportSettings, WeightCompression, load_recipe, parse_duration
 
 WORKFLOWS = sorted((Path(__file__).resolve().parents[2] / "workflows").glob("*.yaml"))
 
@@ -79,3 +79,21 @@ def test_hub_settings_load_with_defaults_and_are_checked(tmp_path):
         bad.write_text(WORKFLOWS[0].read_text().replace("read_timeout_s: 60", wrong))
         with pytest.raises(RecipeError, match=words):
             load_recipe(bad)
+
+
+def test_the_record_keeps_the_recipes_weight_compression_and_names_every_setting():
+    from bot.core.record import ExportInfo, ExportSeconds, ExportTasks, export_settings
+
+    recipe = ExportSettings(sym=True, group_size=64, ratio=0.8)
+    info = ExportInfo(
+        **recipe.compression().model_dump(),
+        task=ExportTasks(draft="text-generation-with-past", target="text-generation-with-past"),
+        seconds=ExportSeconds(draft=1.0, target=2.0),
+    )
+    assert info.compression() == recipe.compression() == WeightCompression(sym=True, group_size=64, ratio=0.8)
+    assert info.settings() == export_settings(recipe, "text-generation-with-past")
+    assert info.settings()[:-1] == ("int4", True, 64, 0.8, "adjust", None)
+    data = info.model_dump()
+    del data["sym"]
+    with pytest.raises(ValueError, match="missing sym"):
+        ExportInfo.model_validate(data)
