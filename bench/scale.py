@@ -49,6 +49,7 @@ from bench.floor import FLOOR_STAGES, MAX_TRIES, SLOWDOWN, STEP_BYTES, limit_sta
 from bench.memory_limit import limit_method
 from bench.scale_report import quality_and_other_seconds, write_report
 from bench.stages import END_TO_END, STAGES, canonical_output, end_to_end, run_stage
+from bot.core.recipe import SIZED_STAGES
 from bot.sandbox.resources import Measurement, disk_used, measure
 
 DEFAULT_SHAPES = ("qwen3-0.6b", "qwen3-1.7b")
@@ -236,7 +237,8 @@ def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
     return {name: fit_line(lines[name]) for name in order if lines.get(name)}
 
 
-STAGE_LINES = ("draft_export", "target_export", "validate", "inspect")  # the stages with a line per memory kind
+# The sized stages fitted alike, a line per memory kind; quality's memory line is fitted beyond its f32 copy.
+STAGE_LINES = tuple(stage for stage in SIZED_STAGES if stage != "quality")
 
 
 def comparisons(results: dict[str, dict]) -> list[dict]:
@@ -313,8 +315,7 @@ def limited_checks(limits: list[dict]) -> list[dict]:
         if not row.get("stages_run"):
             continue
         peaks = stage_peaks(row["draft_bytes"], row["target_bytes"], model)
-        field = {"draft export": "draft_export_memory", "target export": "target_export_memory"}
-        estimated = max(getattr(peaks, field.get(stage, f"{stage}_memory")) for stage in row["stages_run"])
+        estimated = max(peaks.memory[stage.replace(" ", "_")] for stage in row["stages_run"])
         rows.append(
             {
                 "shape": f"{row['shape']} ({row['stage']} under {row['limit_bytes'] / 1e9:.0f} GB: "

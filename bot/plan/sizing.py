@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.core.recipe import RunnerClass, RunnerSettings, SizingModel
+from bot.core.recipe import SIZED_STAGES, LineKind, RunnerClass, RunnerSettings, SizedStage, SizingModel
 
 # The reference runs in f32 when its f32 weights fit this many bytes (about 1.5B parameters), else in the
 # checkpoint's dtype: a 4B target in f32 (16 GB) would not fit the 16 GB runner class.
@@ -81,42 +82,57 @@ class BuildEstimate:
 
 @dataclass(frozen=True)
 class StagePeaks:
-    """The model's per-stage figures for one pair (the terms `estimate_build` combines): anonymous peaks
-    (`*_memory`), file-backed working sets (`*_file`), disk."""
+    """The model's per-stage figures for one pair (the terms `estimate_build` combines): each sized stage's
+    anonymous peak (`memory`) and file-backed working set (`file`), keyed by `recipe.SIZED_STAGES` (0: the stage
+    does not run), and disk.
 
-    draft_export_memory: int
-    target_export_memory: int
-    validate_memory: int
-    inspect_memory: int
-    quality_memory: int
-    draft_export_file: int
-    target_export_file: int
-    validate_file: int
-    inspect_file: int
-    quality_file: int
+    Attributes:
+        draft_export_scratch, target_export_scratch: Disk an export holds beyond its final IR while it runs:
+            optimum-cli writes the floating-point IR to a temporary folder before compressing it into the output.
+    """
+
+    memory: Mapping[str, int]
+    file: Mapping[str, int]
     draft_ir_bytes: int
     target_ir_bytes: int
-    # Disk an export holds beyond its final IR while it runs: optimum-cli writes the floating-point IR to a
-    # temporary folder before compressing it into the output.
     draft_export_scratch: int
     target_export_scratch: int
+
+    def largest(self, kind: LineKind, stages: Iterable[str]) -> int:
+        figures = self.memory if kind == "memory" else self.file
+        return max(figures[stage] for stage in stages)
+
+    def total(self, kind: LineKind, stages: Iterable[str]) -> int:
+        figures = self.memory if kind == "memory" else self.file
+        return sum(figures[stage] for stage in stages)
+
+
+EXPORTS: tuple[SizedStage, ...] = ("draft_export", "target_export")
+AFTER_EXPORT: tuple[SizedStage, ...] = ("validate", "inspect", "quality")  # each a process of its own, one at a time
 
 
 def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel, *, target_reused: bool = False) -> StagePeaks:
     """Evaluate every fitted line of `model` for a draft and a target of these safetensors sizes (a reused target
     is downloaded as its int4 IR, never exported: `bot.plan.reuse`)."""
+    reads: dict[SizedStage, int] = {
+        "draft_export": draft_bytes,
+        "target_export": target_bytes,
+        "validate": draft_bytes + target_bytes,
+        "inspect": target_bytes,
+        "quality": target_bytes,
+    }
+    # A reused target brings its quality figures with it: no target export and no quality step (bot.plan.reuse).
+    skipped = {"target_export", "quality"} if target_reused else set()
+    runs = {stage: lines for stage, lines in model.stages.items() if stage not in skipped}
+    memory: dict[str, int] = {
+        stage: runs[stage].memory.at(reads[stage]) if stage in runs else 0 for stage in SIZED_STAGES
+    }
+    file: dict[str, int] = {stage: runs[stage].file.at(reads[stage]) if stage in runs else 0 for stage in SIZED_STAGES}
+    if "quality" in runs:
+        memory["quality"] += f32_copy_bytes(target_bytes)
     return StagePeaks(
-        draft_export_memory=model.draft_export_memory.at(draft_bytes),
-        target_export_memory=0 if target_reused else model.target_export_memory.at(target_bytes),
-        validate_memory=model.validate_memory.at(draft_bytes + target_bytes),
-        inspect_memory=model.inspect_memory.at(target_bytes),
-        # A reused target brings its quality figures with it: no quality step (bot.plan.reuse).
-        quality_memory=0 if target_reused else model.quality_memory.at(target_bytes) + f32_copy_bytes(target_bytes),
-        draft_export_file=model.draft_export_file.at(draft_bytes),
-        target_export_file=0 if target_reused else model.target_export_file.at(target_bytes),
-        validate_file=model.validate_file.at(draft_bytes + target_bytes),
-        inspect_file=model.inspect_file.at(target_bytes),
-        quality_file=0 if target_reused else model.quality_file.at(target_bytes),
+        memory=memory,
+        file=file,
         draft_ir_bytes=model.ir_bytes.at(draft_bytes),
         target_ir_bytes=model.ir_bytes.at(target_bytes),
         draft_export_scratch=model.export_scratch_disk.at(draft_bytes),
@@ -143,14 +159,9 @@ def estimate_schedule(
         target_reused: the target's published int4 IR is downloaded instead of its weights (no target export).
     """
     peaks = stage_peaks(draft_bytes, target_bytes, model, target_reused=target_reused)
-    after_export = max(peaks.validate_memory, peaks.inspect_memory, peaks.quality_memory)
-    mapped_after_export = max(peaks.validate_file, peaks.inspect_file, peaks.quality_file)
-    if parallel_exports:
-        exports = peaks.draft_export_memory + peaks.target_export_memory
-        mapped_exports = peaks.draft_export_file + peaks.target_export_file
-    else:
-        exports = max(peaks.draft_export_memory, peaks.target_export_memory)
-        mapped_exports = max(peaks.draft_export_file, peaks.target_export_file)
+    exports = peaks.total if parallel_exports else peaks.largest  # side by side: both at once
+    peak_memory = max(exports("memory", EXPORTS), peaks.largest("memory", AFTER_EXPORT))
+    peak_file = max(exports("file", EXPORTS), peaks.largest("file", AFTER_EXPORT))
     sources = draft_bytes + (0 if target_reused else target_bytes)  # a reused target IR is counted in `irs`
     irs = peaks.draft_ir_bytes + peaks.target_ir_bytes
     if parallel_exports:  # both exports' temporary IRs at once
@@ -160,11 +171,11 @@ def estimate_schedule(
     exporting = sources + irs + scratch  # an upper bound: every IR written while a temporary one is still there
     bundling = (0 if remove_sources else sources) + 2 * irs  # the bundle copies the IRs
     return BuildEstimate(
-        peak_memory_bytes=max(exports, after_export),
+        peak_memory_bytes=peak_memory,
         peak_disk_bytes=max(exporting, bundling),
         parallel_exports=parallel_exports,
         remove_sources=remove_sources,
-        peak_file_bytes=max(mapped_exports, mapped_after_export),
+        peak_file_bytes=peak_file,
     )
 
 

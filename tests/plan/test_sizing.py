@@ -4,25 +4,47 @@ from __future__ import annotations
 
 import pytest
 
-from bot.core.recipe import LinearFit, RunnerClass, RunnerSettings, SizingModel, load_recipe
+from bot.core.recipe import SIZED_STAGES, LinearFit, RunnerClass, RunnerSettings, SizingModel, load_recipe
 from bot.plan.sizing import choose_runner, estimate_build, estimate_schedule, local_runner, stage_peaks
 
 GB = 10**9
 # A model with round numbers, so the expected figures can be worked out by hand.
-MODEL = SizingModel(
-    draft_export_memory=LinearFit(a=1.0, b=1 * GB),
-    target_export_memory=LinearFit(a=1.0, b=1 * GB),
-    validate_memory=LinearFit(a=0.5, b=0),
-    inspect_memory=LinearFit(a=0.25, b=0),
-    ir_bytes=LinearFit(a=0.25, b=0),
-    export_scratch_disk=LinearFit(a=0.0, b=0),
-    quality_memory=LinearFit(a=0.0, b=0),
-    draft_export_file=LinearFit(a=1.0, b=0),
-    target_export_file=LinearFit(a=1.0, b=0),
-    validate_file=LinearFit(a=0.25, b=0),
-    inspect_file=LinearFit(a=0.0, b=0),
-    quality_file=LinearFit(a=1.0, b=0),
+MODEL = SizingModel.model_validate(
+    {
+        "draft_export_memory": LinearFit(a=1.0, b=1 * GB),
+        "target_export_memory": LinearFit(a=1.0, b=1 * GB),
+        "validate_memory": LinearFit(a=0.5, b=0),
+        "inspect_memory": LinearFit(a=0.25, b=0),
+        "ir_bytes": LinearFit(a=0.25, b=0),
+        "export_scratch_disk": LinearFit(a=0.0, b=0),
+        "quality_memory": LinearFit(a=0.0, b=0),
+        "draft_export_file": LinearFit(a=1.0, b=0),
+        "target_export_file": LinearFit(a=1.0, b=0),
+        "validate_file": LinearFit(a=0.25, b=0),
+        "inspect_file": LinearFit(a=0.0, b=0),
+        "quality_file": LinearFit(a=1.0, b=0),
+    }
 )
+
+
+def with_line(model: SizingModel, **lines: LinearFit) -> SizingModel:
+    """`model` with some lines changed, named as a recipe names them (`quality_memory`)."""
+    return SizingModel.model_validate({**model.model_dump(), **lines})
+
+
+def test_the_recipes_lines_are_one_per_sized_stage_and_kind_and_round_trip():
+    assert SizingModel.line_names() == [
+        *(f"{stage}_{kind}" for stage in SIZED_STAGES for kind in ("memory", "file")),
+        "ir_bytes",
+        "export_scratch_disk",
+    ]
+    assert list(MODEL.model_dump()) == SizingModel.line_names()
+    assert SizingModel.model_validate(MODEL.model_dump(mode="json")) == MODEL
+    assert MODEL.stages["validate"].memory == LinearFit(a=0.5, b=0)
+    assert with_line(MODEL, validate_file=LinearFit(a=9.0, b=1)).stages["validate"].file == LinearFit(a=9.0, b=1)
+    peaks = stage_peaks(1 * GB, 4 * GB, MODEL)
+    assert set(peaks.memory) == set(peaks.file) == set(SIZED_STAGES)
+
 
 # Safetensors bytes of the real checkpoints (shapes from tinymodels.shapes, which reproduce the Hub's sizes).
 QWEN3_4B = 8_044_936_192
@@ -60,7 +82,7 @@ def test_exports_run_in_parallel_only_when_both_fit_together():
 
 
 def test_the_quality_step_runs_after_the_exports_and_a_reused_target_has_none():
-    with_quality = MODEL.model_copy(update={"quality_memory": LinearFit(a=0.0, b=6 * GB)})
+    with_quality = with_line(MODEL, quality_memory=LinearFit(a=0.0, b=6 * GB))
     # exports 2 + 5 GB side by side; the quality step (6 GB) runs after them, alone
     assert (
         estimate_schedule(1 * GB, 4 * GB, with_quality, parallel_exports=True, remove_sources=False).peak_memory_bytes
@@ -78,23 +100,23 @@ def test_the_quality_step_runs_after_the_exports_and_a_reused_target_has_none():
 
 
 def test_validation_can_be_the_peak():
-    heavy_validate = MODEL.model_copy(update={"validate_memory": LinearFit(a=2.0, b=0)})
+    heavy_validate = with_line(MODEL, validate_memory=LinearFit(a=2.0, b=0))
     estimate = estimate_schedule(1 * GB, 4 * GB, heavy_validate, parallel_exports=True, remove_sources=False)
     assert estimate.peak_memory_bytes == 10 * GB
 
 
 def test_the_quality_step_can_be_the_peak_and_loads_small_originals_in_f32():
-    heavy_quality = MODEL.model_copy(update={"quality_memory": LinearFit(a=1.0, b=2 * GB)})
+    heavy_quality = with_line(MODEL, quality_memory=LinearFit(a=1.0, b=2 * GB))
     # A 1.2 GB target (0.6B) is measured in f32: the line at its 1.2 GB (+ 2 GB) and its f32 copy, 2.4 GB.
     small = estimate_schedule(0, int(1.2 * GB), heavy_quality, parallel_exports=False, remove_sources=False)
     assert small.peak_memory_bytes == int(5.6 * GB)
     # An 8 GB target (4B) is measured in its bf16 from the mapped checkpoint: no copy, the line's 10 GB, more than
     # its export's 9 GB.
     large = estimate_schedule(0, 8 * GB, heavy_quality, parallel_exports=False, remove_sources=False)
-    assert stage_peaks(0, 8 * GB, heavy_quality).target_export_memory == 9 * GB
+    assert stage_peaks(0, 8 * GB, heavy_quality).memory["target_export"] == 9 * GB
     assert large.peak_memory_bytes == 10 * GB
     # A reused target brings its figures: no quality step, no quality peak.
-    assert stage_peaks(0, 8 * GB, heavy_quality, target_reused=True).quality_memory == 0
+    assert stage_peaks(0, 8 * GB, heavy_quality, target_reused=True).memory["quality"] == 0
 
 
 def test_sources_are_removed_after_export_only_when_disk_is_tight():
@@ -259,11 +281,13 @@ def test_a_reused_target_leaves_the_draft_export_and_genai_as_the_peak():
     chosen, reused, reason = choose_runner(QWEN3_4B_DFLASH, QWEN3_4B, runners, target_reused=True)
     assert chosen is not None and chosen.name == "standard", reason
     peaks = stage_peaks(QWEN3_4B_DFLASH, QWEN3_4B, runners.sizing)
-    assert reused.peak_memory_bytes == max(peaks.draft_export_memory, peaks.validate_memory) < full.peak_memory_bytes
+    assert (
+        reused.peak_memory_bytes == max(peaks.memory["draft_export"], peaks.memory["validate"]) < full.peak_memory_bytes
+    )
     assert reused.peak_disk_bytes < full.peak_disk_bytes / 2  # no bf16 target, no temporary IR
     chosen, eight_b, reason = choose_runner(QWEN3_8B_DFLASH, QWEN3_8B, runners, target_reused=True)
     assert (
         chosen is not None
         and chosen.name == "standard"
-        and eight_b.peak_memory_bytes == stage_peaks(QWEN3_8B_DFLASH, QWEN3_8B, runners.sizing).validate_memory
+        and eight_b.peak_memory_bytes == stage_peaks(QWEN3_8B_DFLASH, QWEN3_8B, runners.sizing).memory["validate"]
     ), reason

@@ -504,8 +504,8 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     job = entry.jobs[0]
     # At tiny sizes the fitted lines' intercepts hide a draft's bytes: a proportional validation line shows them
     # (3 x: above the quality step's f32 copy of a tiny original, 2 x the target's bytes, which the model adds).
-    sizing = SizingModel(
-        **{name: LinearFit(a=3.0 if name == "validate_memory" else 0.0, b=0) for name in SizingModel.model_fields}
+    sizing = SizingModel.model_validate(
+        {name: LinearFit(a=3.0 if name == "validate_memory" else 0.0, b=0) for name in SizingModel.line_names()}
     )
 
     def least_memory(draft_bytes: int) -> int:
