@@ -49,7 +49,7 @@ from bench.floor import FLOOR_STAGES, MAX_TRIES, SLOWDOWN, STEP_BYTES, limit_sta
 from bench.memory_limit import limit_method
 from bench.scale_report import quality_and_other_seconds, write_report
 from bench.stages import END_TO_END, STAGES, canonical_output, end_to_end, run_stage
-from bot.core.recipe import SIZED_STAGES
+from bot.core.runners import SIZED_STAGES
 from bot.sandbox.resources import Measurement, disk_used, measure
 
 DEFAULT_SHAPES = ("qwen3-0.6b", "qwen3-1.7b")
@@ -199,8 +199,8 @@ def anonymous(stage: dict) -> int:
 
 
 def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
-    """Fit every line of `recipe.SizingModel` on the measured shapes: the `*_memory` lines on anonymous peaks, the
-    `*_file` lines on file-backed peaks (rows without them are left out of those)."""
+    """Fit every line of `bot.core.runners.SizingModel` on the measured shapes: the `*_memory` lines on anonymous
+    peaks, the `*_file` lines on file-backed peaks (rows without them are left out of those)."""
     from bot.plan.sizing import f32_copy_bytes
 
     lines: dict[str, list[tuple[int, int]]] = {}

@@ -29,8 +29,9 @@ from bot.builder.target import GroupTarget, ReusedIr, start_target
 from bot.core import log
 from bot.core.errors import BotError, Failure, InfrastructureFailure, Stage
 from bot.core.profiles import DEFAULT_PROFILE, toolchain_for
-from bot.core.recipe import Recipe, RunnerClass
+from bot.core.recipe import Recipe
 from bot.core.record import PROVENANCE_FILE
+from bot.core.runners import RunnerClass
 from bot.core.settings import Settings
 from bot.core.toolchain import Toolchain
 from bot.discover.candidates import Candidate, classify_folders

@@ -13,25 +13,16 @@ import json
 import re
 import string
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_serializer,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from bot.core import package_data
 from bot.core.errors import RecipeError, Skip, Stage
 from bot.core.naming import DRAFT_WEIGHT_FORMATS, default_collection_title, template_parts, validate_repo_id
 from bot.core.naming import status_repo_id as naming_status_repo_id
+from bot.core.runners import RunnerSettings, SizingModel
 from bot.core.schedule import period as schedule_period
 
 DEFAULT_RECIPE = package_data.folder(package_data.WORKFLOWS) / "dflash.yaml"
@@ -382,141 +373,6 @@ class PublishSettings(_Strict):
     @property
     def collection_namespace(self) -> str:
         return self.collection.namespace or self.namespace
-
-
-class RunnerClass(_Strict):
-    """One kind of GitHub Actions runner a build can be sent to, by the memory and disk it has."""
-
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    max_memory_bytes: int = Field(
-        ge=1,
-        description="largest estimated anonymous peak this runner takes; also the memory guard's budget",
-    )
-    max_disk_bytes: int = Field(ge=1, description="largest estimated peak disk use (sources, IRs, bundle)")
-    runs_on: str | list[str] = Field(description="the job's `runs-on`: a label or a list of labels")
-
-
-class LinearFit(_Strict):
-    """``a × bytes + b``: one stage's measured peak as a line in the bytes it reads."""
-
-    a: float = Field(ge=0, allow_inf_nan=False)
-    b: int
-
-    def at(self, n_bytes: int) -> int:
-        return max(0, int(self.a * n_bytes + self.b))
-
-
-SizedStage = Literal["draft_export", "target_export", "validate", "inspect", "quality"]
-# The stages the sizing model has lines for, defined once: `SizingModel` holds a `StageLines` for each, and
-# `bot.plan.sizing.StagePeaks` one figure of each kind for each.
-SIZED_STAGES: tuple[SizedStage, ...] = get_args(SizedStage)
-LineKind = Literal["memory", "file"]
-LINE_KINDS: tuple[LineKind, ...] = get_args(LineKind)
-
-
-class StageLines(_Strict):
-    """One stage's two lines: its anonymous peak (`memory`) and its file-backed working set (`file`)."""
-
-    memory: LinearFit
-    file: LinearFit
-
-
-# Fitted by bench/scale.py on Qwen3 0.6B, 1.7B and 4B shapes; the measurements are in docs/scale.md (2-core AMD
-# EPYC, 24 GiB, optimum-intel 2.2.0, NNCF 3.4.0, OpenVINO 2026.4.1). Rerun the benchmark to refit.
-_FITTED: dict[SizedStage, StageLines] = {
-    "draft_export": StageLines(memory=LinearFit(a=0.3708, b=492_713_759), file=LinearFit(a=1.0288, b=199_183_326)),
-    "target_export": StageLines(memory=LinearFit(a=0.3071, b=1_977_722_951), file=LinearFit(a=1.0033, b=205_766_234)),
-    "validate": StageLines(memory=LinearFit(a=0.3924, b=1_042_456_856), file=LinearFit(a=0.2682, b=217_871_387)),
-    "inspect": StageLines(memory=LinearFit(a=0.0017, b=83_410_319), file=LinearFit(a=0.0, b=44_264_106)),
-    "quality": StageLines(memory=LinearFit(a=0.379, b=327_449_335), file=LinearFit(a=1.0347, b=-56_538_059)),
-}
-
-
-class SizingModel(_Strict):
-    """Peaks per stage, fitted by bench/scale.py on real-shape random-weight builds; see docs/scale.md.
-
-    `bytes` is the safetensors (bf16) size of what the stage reads: one model for an export and its IR, the target
-    for inspect and the quality step, draft + target for validate (a small original's f32 copy in the quality step,
-    2 x its bytes, is added to its line: `bot.plan.sizing.f32_copy_bytes`). The `memory` lines are the anonymous
-    peak (plus swap) of the stage's whole process tree: what the kernel cannot drop, so what must fit a runner
-    class's memory and what the memory guard compares with it. The
-    `file` lines are the file-backed working set beside it (mapped checkpoints and IR weights): the kernel drops
-    and rereads those pages under pressure, so it is reported (room for it keeps a stage fast) and never refuses a
-    build. Disk is bytes allocated under the work folder. Draft and target exports have lines of their own: a
-    draft export carries optimum-intel's DFlash export path on top of its weights, a target's is the plain
-    causal-LM export.
-
-    A recipe names each stage's line `<stage>_<kind>` (`validate_memory: {a: ..., b: ...}`), as bench/scale.py
-    writes them; a line it leaves out keeps its fitted default. The model is written back the same way.
-    """
-
-    stages: dict[SizedStage, StageLines] = Field(default_factory=lambda: dict(_FITTED))
-    ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_212_313)
-    export_scratch_disk: LinearFit = LinearFit(a=1.0093, b=-63_083_564)
-
-    @field_validator("stages")
-    @classmethod
-    def _every_stage(cls, stages: dict[SizedStage, StageLines]) -> dict[SizedStage, StageLines]:
-        missing = [stage for stage in SIZED_STAGES if stage not in stages]
-        if missing:
-            raise ValueError(f"no lines for {', '.join(missing)}")
-        return {stage: stages[stage] for stage in SIZED_STAGES}
-
-    @classmethod
-    def line_names(cls) -> list[str]:
-        """Every line as a recipe names it."""
-        return [
-            *(f"{stage}_{kind}" for stage in SIZED_STAGES for kind in LINE_KINDS),
-            "ir_bytes",
-            "export_scratch_disk",
-        ]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _stage_lines(cls, data: object) -> object:
-        """A recipe's `<stage>_<kind>` lines into `stages`, each stage's missing line at its fitted default."""
-        if not isinstance(data, dict) or "stages" in data:
-            return data
-        rest = dict(data)
-        stages = {}
-        for stage in SIZED_STAGES:
-            fitted = _FITTED[stage]
-            stages[stage] = {kind: rest.pop(f"{stage}_{kind}", getattr(fitted, kind)) for kind in LINE_KINDS}
-        return {**rest, "stages": stages}
-
-    @model_serializer(mode="wrap")
-    def _as_recipe_lines(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        dumped = handler(self)
-        stages = dumped.pop("stages")
-        lines = {f"{stage}_{kind}": stages[stage][kind] for stage in SIZED_STAGES for kind in LINE_KINDS}
-        return {**lines, **dumped}
-
-
-class RunnerSettings(_Strict):
-    """Runner classes for the GitHub Actions fan-out (`plan --matrix`); not part of the recipe fingerprint.
-
-    A build goes to the smallest class whose memory and disk take its estimated peaks (`bot.plan.sizing.choose_runner`,
-    from the fitted `sizing` model); a build no class covers is skipped with a reason naming the class to add.
-    """
-
-    classes: list[RunnerClass] = Field(
-        default_factory=lambda: [
-            RunnerClass(
-                name="standard", max_memory_bytes=15 * 10**9, max_disk_bytes=30 * 10**9, runs_on="ubuntu-latest"
-            )
-        ],
-        min_length=1,
-    )
-    sizing: SizingModel = Field(default_factory=SizingModel)
-    max_entries: int = Field(256, ge=1, le=256, description="matrix entries per run (GitHub allows 256)")
-
-    @field_validator("classes")
-    @classmethod
-    def _sorted_unique(cls, classes: list[RunnerClass]) -> list[RunnerClass]:
-        names = [c.name for c in classes]
-        if len(set(names)) != len(names):
-            raise ValueError(f"runner class names must be unique: {names}")
-        return sorted(classes, key=lambda c: (c.max_memory_bytes, c.max_disk_bytes))
 
 
 class HubSettings(_Strict):

@@ -1,12 +1,12 @@
 """How much memory and disk a build needs, from a model fitted on measured builds (docs/scale.md).
 
 Each stage's peak is a straight line in the bytes it reads, ``a × bytes + b``, fitted by `bench/scale.py` on
-random-weight checkpoints of real Qwen3 shapes; the constants live in the recipe (`recipe.SizingModel`). Memory is
-the anonymous peak (plus swap): the pages the kernel cannot drop, so what a runner class must hold and what the
-memory guard (`bot.sandbox.isolation`) compares with its budget. The file-backed working set (mapped checkpoints and
-IR weights) is estimated beside it and reported: the kernel rereads those pages under pressure, so a runner short of
-room for them builds slower, not never. A build runs: download → export draft and target → inspect → quality →
-validate → bundle. Its peak memory is the largest of
+random-weight checkpoints of real Qwen3 shapes; the constants live in the recipe (`bot.core.runners.SizingModel`).
+Memory is the anonymous peak (plus swap): the pages the kernel cannot drop, so what a runner class must hold and
+what the memory guard (`bot.sandbox.isolation`) compares with its budget. The file-backed working set (mapped
+checkpoints and IR weights) is estimated beside it and reported: the kernel rereads those pages under pressure, so a
+runner short of room for them builds slower, not never. A build runs: download → export draft and target → inspect →
+quality → validate → bundle. Its peak memory is the largest of
 
 * the exports: the sum of both when they run side by side, the larger one when they run one after the other;
 * inspect and validate, which load the int4 IRs (a fraction of the bf16 bytes);
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.core.recipe import SIZED_STAGES, LineKind, RunnerClass, RunnerSettings, SizedStage, SizingModel
+from bot.core.runners import SIZED_STAGES, LineKind, RunnerClass, RunnerSettings, SizedStage, SizingModel
 
 # The reference runs in f32 when its f32 weights fit this many bytes (about 1.5B parameters), else in the
 # checkpoint's dtype: a 4B target in f32 (16 GB) would not fit the 16 GB runner class.
@@ -83,7 +83,7 @@ class BuildEstimate:
 @dataclass(frozen=True)
 class StagePeaks:
     """The model's per-stage figures for one pair (the terms `estimate_build` combines): each sized stage's
-    anonymous peak (`memory`) and file-backed working set (`file`), keyed by `recipe.SIZED_STAGES` (0: the stage
+    anonymous peak (`memory`) and file-backed working set (`file`), keyed by `runners.SIZED_STAGES` (0: the stage
     does not run), and disk.
 
     Attributes:

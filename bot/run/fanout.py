@@ -37,8 +37,9 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 from bot.core import log
 from bot.core.errors import BotError, JobError, Stage
 from bot.core.outcome import Outcome, Status
-from bot.core.recipe import Recipe, RunnerClass, RunnerSettings
+from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
+from bot.core.runners import RunnerClass, RunnerSettings
 from bot.hub import REQUESTS, Hub
 from bot.plan import planner as plan
 from bot.plan.sizing import BuildEstimate, choose_runner

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.core.recipe import SIZED_STAGES, LinearFit, RunnerClass, RunnerSettings, SizingModel, load_recipe
+from bot.core.recipe import load_recipe
+from bot.core.runners import SIZED_STAGES, LinearFit, RunnerClass, RunnerSettings, SizingModel
 from bot.plan.sizing import choose_runner, estimate_build, estimate_schedule, local_runner, stage_peaks
 
 GB = 10**9

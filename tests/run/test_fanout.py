@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from bot.core.outcome import Outcome, Status
-from bot.core.recipe import RunnerSettings
+from bot.core.runners import RunnerSettings
 from bot.core.settings import Settings
 from bot.discover.candidates import Candidate
 from bot.hub import Hub
@@ -498,7 +498,7 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     assert sorted(job.source for job in entry.jobs) == sorted([demo.DRAFT_REPO, copy])
     # A runner class that takes one draft with the target but not both (in no schedule): the group is split, one
     # entry per draft, and over the entry limit the second is deferred. Tiny sizes: memory tells them apart.
-    from bot.core.recipe import LinearFit, SizingModel
+    from bot.core.runners import LinearFit, SizingModel
     from bot.plan.sizing import estimate_schedule
 
     job = entry.jobs[0]
