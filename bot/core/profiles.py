@@ -32,8 +32,7 @@ from packaging.version import InvalidVersion, Version
 
 from bot.core import package_data
 from bot.core.errors import RecipeError, Skip, Stage
-from bot.core.exporter import ExporterSnapshot, load_snapshot, optimum_model_configs
-from bot.core.exporter import bounds_from_source as _bounds_from_source  # bot.run.upstream reads it from here
+from bot.core.exporter import ExporterSnapshot, bounds_from_source, load_snapshot, optimum_model_configs
 from bot.core.toolchain import TRACKED_PACKAGES, Toolchain, detect
 
 PROFILES_FILE = package_data.folder(package_data.TOOLCHAINS) / "profiles.yaml"
@@ -160,7 +159,7 @@ def transformers_bounds(
     path = model_configs or optimum_model_configs()
     if path is not None:
         try:
-            table = _bounds_from_source(path)
+            table = bounds_from_source(path)
         except (OSError, SyntaxError):
             table = None
         if table is not None:
