@@ -3,7 +3,7 @@
 One folder per stage, in layers; a module imports only from its own folder and from the layers before it, lowest
 first:
 
-    core → hub.py → sandbox → discover → plan → builder → publish → status → run → cli.py
+    core → hub.py → sandbox → discover → plan → builder → publish → status → run → cli
 
 - `core/`: the facts every stage shares: the build record, outcomes, errors, settings, recipes, naming, the log.
 - `hub.py`: the one module that talks to the Hub.
@@ -14,7 +14,7 @@ first:
 - `publish/`: commits, cards, charts and the collection.
 - `status/`: the status repo: the bot's memory between runs and its public page.
 - `run/`: the orchestration (`dflash-bot run`, the Actions fan-out, the demo) and the run report.
-- `cli.py`: the typed command line over `run/`.
+- `cli/`: the typed command line over `run/`, one module per command group.
 
 `tests/test_layout.py` holds the code to these rules: no upward import, no import circle, and an import inside a
 function only for a heavy library (torch, OpenVINO, GenAI, matplotlib, ...), with its reason beside it.

@@ -37,7 +37,13 @@ def test_the_wheel_holds_the_package_data_inside_the_package(wheel):
         shipped = {f"bot/{folder}/{p.name}" for p in (ROOT / folder).glob(pattern)}
         assert shipped and shipped <= names, sorted(shipped - names)
         assert not any(name.startswith(f"{folder}/") for name in names)  # inside `bot`, not beside it
-    assert {"bot/cli.py", "bot/publish/card.py", "hubserver/__init__.py", "tinymodels/__init__.py"} <= names
+    assert {
+        "bot/cli/__init__.py",
+        "bot/cli/__main__.py",
+        "bot/publish/card.py",
+        "hubserver/__init__.py",
+        "tinymodels/__init__.py",
+    } <= names
 
 
 def test_the_installed_bot_is_the_wheels_and_knows_it_is_not_a_checkout(venv, tmp_path):

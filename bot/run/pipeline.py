@@ -33,7 +33,7 @@ from bot.builder.group import Checkout, DraftBuild, DraftOutcome, build_group, e
 from bot.builder.official import check_official
 from bot.core import log
 from bot.core.draft_formats import report_note
-from bot.core.errors import BotError, Failure, Skip, Stage, UsageError, as_runners
+from bot.core.errors import BotError, Failure, Skip, Stage, as_runners
 from bot.core.outcome import Outcome, Status, status_of
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
@@ -56,6 +56,7 @@ from bot.run.planning import (
     plan_run,
     report_planned,
 )
+from bot.run.preflight import require_write_token
 from bot.run.report import RunReport, build_cost_note
 from bot.sandbox.confinement import start_builder
 from bot.sandbox.isolation import tracked
@@ -81,10 +82,8 @@ def run(
     Raises:
         UsageError: no write token and not a dry run (refused before any Hub call).
     """
-    if not options.dry_run and (writer is None or not writer.token):
-        raise UsageError(
-            "no write token (HF_TOKEN): nothing could be published; set it, or use --dry-run", stage=Stage.RUN
-        )
+    if not options.dry_run:
+        require_write_token(writer.token if writer is not None else None, dry_run_hint=True, stage=Stage.RUN)
     report = report if report is not None else RunReport()
     report.dry_run = options.dry_run
     requests_before = REQUESTS.count

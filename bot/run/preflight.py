@@ -6,15 +6,20 @@ status page could not be written either, so the next run did the same work again
 permission model (`hubserver.auth` mirrors it), that it may create and write repos in `publish.namespace`, write the
 status repo and the collection, and that `publish.bot_user` (when set) is that user. The Actions plan job holds no
 write token: it checks its read token, and the publish job runs `dflash-bot check` before it downloads the bundles.
+
+Whether there is a write token at all is asked in one place, `require_write_token`, by `run` (before the token
+leaves the environment), by `pipeline.run` (for callers that are no command line) and by `publish`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bot.core import log
 from bot.core.errors import Stage, UsageError
 from bot.core.recipe import Recipe
+from bot.core.settings import Settings
 from bot.hub import Hub, TokenIdentity
 
 REPO_WRITE = "repo.write"
@@ -151,3 +156,58 @@ def check_only(reader: Hub, only: str | None) -> None:
             "repo id",
             stage=Stage.USAGE,
         )
+
+
+def require_write_token(token: str | None, *, dry_run_hint: bool = False, stage: Stage | None = None) -> str:
+    """The write token, or the one error every publishing path gives without it (before any Hub call).
+
+    Args:
+        token: `HF_TOKEN` as the settings (or a writer `Hub`) hold it.
+        dry_run_hint: the command has a `--dry-run` that would work without one: the message says so.
+        stage: the stage the error names (None: a usage error of the command line).
+
+    Raises:
+        UsageError: no write token.
+    """
+    if token:
+        return token
+    fix = "set it, or use --dry-run to see the plan" if dry_run_hint else "set it"
+    raise UsageError(f"no write token (HF_TOKEN) is set, so nothing could be published: {fix}", stage=stage)
+
+
+def reader_token_name(settings: Settings) -> str:
+    """The variable the read side's token comes from (the write token stands in when no read token is set)."""
+    return "HF_READ_TOKEN" if settings.read_token else "HF_TOKEN"
+
+
+def check_read_side(reader: Hub, settings: Settings, only: str | None, *, identity_known: bool = False) -> None:
+    """The read token is one the Hub accepts (unless the write token's check just said who it is), and a `--only`
+    repo exists."""
+    if not identity_known:
+        check_reader(reader, reader_token_name(settings))
+    check_only(reader, only)
+
+
+def check_tokens(settings: Settings, recipe: Recipe, *, read_only: bool = False) -> Iterator[str]:
+    """`dflash-bot check`: each token the settings hold, checked against the Hub and the recipe; yields one line
+    per token that passed, the write token's first (so a failing read token is reported after it).
+
+    Raises:
+        UsageError: no token to check, or the write token may not publish where the recipe says.
+        HubError: the Hub rejected a token or could not be reached.
+    """
+    if not settings.read_token and (read_only or not settings.write_token):
+        wanted = "HF_READ_TOKEN" if read_only else "HF_TOKEN (publishing) or HF_READ_TOKEN (reading)"
+        raise UsageError(f"no token to check: set {wanted}")
+    if settings.write_token and not read_only:
+        writer = Hub(settings.endpoint, settings.write_token, settings=recipe.hub, token_name="HF_TOKEN")
+        identity = check_writer(writer, recipe)
+        yield (
+            f"HF_TOKEN: {identity.user} ({identity.role} token) may publish to {recipe.publish.namespace}, the "
+            f"status repo {recipe.status_repo_id} and the collection in {recipe.publish.collection_namespace}"
+        )
+    if settings.read_token:
+        reader = Hub(settings.endpoint, settings.read_token, settings=recipe.hub, token_name="HF_READ_TOKEN")
+        found = check_reader(reader, "HF_READ_TOKEN")
+        assert found is not None
+        yield f"HF_READ_TOKEN: {found.user} ({found.role} token) is accepted by {settings.endpoint}"

@@ -11,6 +11,7 @@ import pytest
 import typer
 
 from bot import cli
+from bot.cli import ending
 from bot.core import errors, log
 from bot.core.errors import (
     EXIT_CODES,
@@ -121,7 +122,7 @@ def test_a_bug_in_a_command_exits_70_with_its_traceback_and_a_report(bare_logger
         log.setup()
         raise KeyError("a key nobody foresaw")
 
-    monkeypatch.setattr(cli, "app", app)
+    monkeypatch.setattr(ending, "app", app)
     report = tmp_path / "report.json"
     assert cli.run_command_line(["--report", str(report)]) == UNEXPECTED_EXIT_CODE
     err = capsys.readouterr().err

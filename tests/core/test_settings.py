@@ -118,8 +118,8 @@ def test_planning_reads_a_profile_environment_from_the_profiles_folder_it_is_giv
 # (tokens), setting one (switches), or handing the whole environment on (to Settings, or into a child's
 # environment).
 ALLOWED = {
-    ("cli.py", "_setup", "whole"): "the one read: Settings.from_env(os.environ)",
-    ("cli.py", "_build_job", "change"): "a build drops HF_TOKEN from its own environment",
+    ("cli/context.py", "setup", "whole"): "the one read: Settings.from_env(os.environ)",
+    ("run/commands.py", "drop_write_token", "change"): "a build drops HF_TOKEN from its own environment",
     ("sandbox/confinement.py", "hold_write_token", "change"): "takes the write token out of the environment",
     ("sandbox/telemetry.py", "switch_off", "change"): "sets the telemetry switches for this process and its children",
     ("run/actions.py", "Actions._files", "change"): "points github-action-utils at the command files (Settings')",

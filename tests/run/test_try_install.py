@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import BUILD_EXTRA
+from bot.cli.context import BUILD_EXTRA
 from tests.run.test_try_pair import DRAFT_OUT, TOKEN, publish_oracle_pair
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
