@@ -4,7 +4,9 @@ Owns the one path every run takes, plan → build in a token-free builder → pu
 plan step in `planning`): `dflash-bot run` walks it in one process tree, and the GitHub Actions fan-out (`fanout`)
 splits the same steps over jobs (plan a matrix, build one entry per runner, publish once). Also the hand-off from
 builder to publisher (`handoff`), the run report (`report`), the Actions integration (`actions`), the offline demo
-(`demo`) and the upstream toolchain check (`upstream`).
+(`demo`), the upstream toolchain check (`upstream`, asking the index in `upstream_index`, proposing pins in
+`upstream_proposal`, trying a candidate in `upstream_trial`), and the work behind the CLI's pipeline commands once
+their options are read (`commands`; the token checks before any download in `preflight`).
 
 May import: core, hub.py, sandbox, discover, plan, builder, publish, status.
 """

@@ -130,7 +130,7 @@ ALLOWED = {
     ("sandbox/confinement.py", "builder_env", "whole"): "the environment of the token-free builder",
     ("run/pipeline.py", "build_in_builder", "whole"): "the builder's environment, with the read token put in",
     ("core/profiles.py", "json_from", "whole"): "the environment of a probe run in a profile's python",
-    ("run/upstream.py", "PipIndex._pip", "whole"): "pip's environment, output-changing PIP_* variables removed",
+    ("run/upstream_index.py", "PipIndex._pip", "whole"): "pip's environment, output-changing PIP_* variables removed",
 }
 _CHANGES = {"pop", "update", "setdefault", "clear", "popitem"}
 _READS = {"get", "__getitem__", "__contains__", "keys", "values"}

@@ -1,4 +1,5 @@
-"""The toolchain watch (bot.run.upstream): proposals from recorded index answers, the report, and pinning.
+"""The toolchain watch (bot.run.upstream, upstream_index, upstream_proposal, upstream_trial): proposals from recorded
+index answers, the report, and pinning.
 
 The index answers are recorded from the real index (`tests/data/upstream/`, 2026-11-30: pip's dry-run report for
 the unpinned stack, and the releases of `pip index versions transformers`, from which `RecordedIndex.newest` answers
@@ -19,22 +20,15 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from bot.core.profiles import Bounds, load_profiles
-from bot.core.toolchain import CAPABILITY_DFLASH, Toolchain
+from bot.core.errors import Failure
+from bot.core.exporter import optimum_model_configs
+from bot.core.profiles import Bounds, Profile, _canonical, load_profiles
+from bot.core.toolchain import CAPABILITY_DFLASH, Toolchain, detect
 from bot.run import upstream
-from bot.run.upstream import (
-    CandidateResult,
-    CheckReport,
-    PairResult,
-    PipIndex,
-    Probe,
-    Resolution,
-    apply_pins,
-    intersect_bounds,
-    pip_environment,
-    propose,
-    transformers_range,
-)
+from bot.run.upstream import CheckReport, apply_pins
+from bot.run.upstream_index import PipIndex, Resolution, pip_environment
+from bot.run.upstream_proposal import ProfileProposal, intersect_bounds, propose, transformers_range
+from bot.run.upstream_trial import CandidateResult, PairResult, Probe, probe, try_candidate
 
 DATA = Path(__file__).parents[1] / "data" / "upstream"
 STACK_REPORT = json.loads((DATA / "stack-report-2026-11-30.json").read_text())
@@ -114,8 +108,8 @@ class RecordedIndex:
             name, _, version = text.partition("==")
             if version:
                 if name in self.refuse_pinned:
-                    raise upstream.Failure(f"pip install --dry-run: ResolutionImpossible ({name}=={version})")
-                versions[upstream._canonical(name)] = version
+                    raise Failure(f"pip install --dry-run: ResolutionImpossible ({name}=={version})")
+                versions[_canonical(name)] = version
         return Resolution(versions, base.requires)
 
     def newest(self, requirement):
@@ -139,7 +133,7 @@ def _report(versions: dict[str, str], optimum_requires: tuple[str, ...]) -> dict
 
 @pytest.fixture()
 def installed_configs():
-    path = upstream._optimum_model_configs()
+    path = optimum_model_configs()
     assert path is not None, "optimum-intel is installed in this environment"
     return path
 
@@ -213,7 +207,7 @@ def test_an_index_that_cannot_be_asked_is_a_failure_not_no_release(monkeypatch):
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", "/nonexistent")
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    with pytest.raises(upstream.Failure, match="pip install"):
+    with pytest.raises(Failure, match="pip install"):
         PipIndex().newest("transformers>=5")
 
 
@@ -335,7 +329,7 @@ def test_apply_pins_rewrites_both_files_by_profile(tmp_path, repo_root):
 
 def test_probe_runs_in_an_environments_python():
     """The probe planning uses: run in this environment's python as if it were another profile's."""
-    found = upstream.probe(sys.executable, "default", ["qwen3_5", "qwen3"])
+    found = probe(sys.executable, "default", ["qwen3_5", "qwen3"])
     assert CAPABILITY_DFLASH in found.toolchain.capabilities
     assert found.toolchain.python == sys.executable and found.toolchain.profile == "default"
     assert found.toolchain.versions["optimum-intel"] == "2.2.0"
@@ -350,8 +344,8 @@ def test_try_candidate_probes_and_runs_the_oracle_pair_in_the_candidates_environ
     profiles = load_profiles()
     default = profiles.get("default")
     pins = {name: default.pin(name) for name in (r.partition("==")[0] for r in default.requirements)}
-    proposal = upstream.ProfileProposal("default", default.model_types, pins, dict(pins), ">=5.2.0,<=5.2.99")
-    candidate = upstream.Profile(
+    proposal = ProfileProposal("default", default.model_types, pins, dict(pins), ">=5.2.0,<=5.2.99")
+    candidate = Profile(
         name="candidate-default",
         description="",
         requirements=tuple(f"{n}=={v}" for n, v in pins.items()),
@@ -364,7 +358,7 @@ def test_try_candidate_probes_and_runs_the_oracle_pair_in_the_candidates_environ
     python.chmod(0o755)
     (python.parent.parent / ".dflash-bot-profile.json").write_text("{}")
 
-    result = upstream.try_candidate(proposal, default, upstream.detect(), root=tmp_path / "envs", work=tmp_path)
+    result = try_candidate(proposal, default, detect(), root=tmp_path / "envs", work=tmp_path)
     assert result.passed, result.problems
     assert result.environment == str(python.parent.parent)
     assert result.probe.toolchain.python == str(python) and CAPABILITY_DFLASH in result.probe.toolchain.capabilities
