@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -58,7 +57,7 @@ from bot.run.planning import (
 )
 from bot.run.preflight import require_write_token
 from bot.run.report import RunReport, build_cost_note
-from bot.sandbox.confinement import start_builder
+from bot.sandbox.confinement import READ_TOKEN_VARIABLES, scrubbed_env, start_builder
 from bot.sandbox.isolation import tracked
 from bot.status import step as status_step
 
@@ -162,9 +161,9 @@ def build_in_builder(
     recipe_file.write_text(yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
     read_token = reader.token if reader.token and reader.token != writer.token else None
     settings = settings or Settings()
-    env = {k: v for k, v in os.environ.items() if k != "HF_READ_TOKEN"} | settings.builder_variables()
-    if read_token:
-        env["HF_READ_TOKEN"] = read_token
+    # The read token the builder gets is this one or none: an inherited HF_READ_TOKEN is dropped.
+    handed_on = settings.builder_variables() | ({"HF_READ_TOKEN": read_token} if read_token else {})
+    env = scrubbed_env(drop=READ_TOKEN_VARIABLES, variables=handed_on)
     command = [sys.executable, "-m", "bot.cli", "build", "--job", f"@{jobs_file}", "--out", str(out)]
     command += ["--recipe", str(recipe_file), "--endpoint", reader.endpoint, "--work", str(folder / "work")]
     if keep_work:

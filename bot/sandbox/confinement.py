@@ -31,7 +31,7 @@ import functools
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,15 +154,35 @@ def hold_write_token(names: Sequence[str] = WRITE_TOKEN_VARIABLES) -> str | None
     return token
 
 
+def scrubbed_env(
+    base: Mapping[str, str] | None = None,
+    *,
+    keep: Collection[str] = (),
+    drop: Collection[str] = (),
+    variables: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The one environment scrubber: what every process the bot starts gets, from `base` (this process's
+    environment by default). `builder_env` and `bot.sandbox.isolation.untrusted_env` are its two uses, and the
+    token holder hands the builder its read token through it (`bot.run.pipeline`).
+
+    Args:
+        base: the environment to start from (None: `os.environ`).
+        keep: credential-like names to keep (the builder's read token); every other name `SECRET_NAME` matches is
+            removed.
+        drop: names removed whatever they look like (a read token the caller replaces).
+        variables: set last, after the telemetry switches (`bot.sandbox.telemetry`), which are always set.
+    """
+    source = os.environ if base is None else base
+    env = {k: v for k, v in source.items() if k not in drop and (k in keep or not SECRET_NAME.search(k))}
+    return off_env(env) | dict(variables or {})
+
+
 def builder_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment of the build side: every secret removed except the read token, no stored Hub token reachable,
     telemetry switched off (`bot.sandbox.telemetry`; its `main` also makes OpenVINO's telemetry unimportable in it)."""
-    source = os.environ if base is None else base
-    env = off_env({k: v for k, v in source.items() if not SECRET_NAME.search(k) or k in READ_TOKEN_VARIABLES})
     # A token saved by `hf auth login` lives in HF_HOME/token: point the client at an empty file instead.
-    env["HF_TOKEN_PATH"] = os.devnull
-    env["HF_STORED_TOKENS_PATH"] = os.devnull
-    return env
+    no_stored_token = {"HF_TOKEN_PATH": os.devnull, "HF_STORED_TOKENS_PATH": os.devnull}
+    return scrubbed_env(base, keep=READ_TOKEN_VARIABLES, variables=no_stored_token)
 
 
 def start_builder(

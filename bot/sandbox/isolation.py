@@ -22,41 +22,35 @@ from bot.core import log
 from bot.core.errors import Failure, InfrastructureFailure
 from bot.core.settings import SANDBOX_LAYERS
 from bot.sandbox import reaper
-from bot.sandbox.confinement import NAMESPACE_PREFIX, SECRET_NAME, confinement
+from bot.sandbox.confinement import NAMESPACE_PREFIX, confinement, scrubbed_env
 from bot.sandbox.resources import Memory, Peaks, PeakSampler, session_members
-from bot.sandbox.telemetry import SWITCHES
 
 
 def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = None) -> dict[str, str]:
-    """Environment for a process that loads checkpoint files: no secrets, offline, no telemetry.
+    """Environment for a process that loads checkpoint files: no secrets, offline, no telemetry
+    (`bot.sandbox.confinement.scrubbed_env`, the one scrubber).
 
     With `home`, everything the child's libraries write goes inside it: HF cache, HOME (OpenVINO's telemetry state
     lives in $HOME/intel), TMPDIR and the XDG folders.
     """
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not SECRET_NAME.search(k)}
-    env.update(
-        {
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            **SWITCHES,  # telemetry off: one list for every process of the bot (bot.sandbox.telemetry)
-            "HF_HUB_DISABLE_XET": "1",
-            "PYTHONUNBUFFERED": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-        }
-    )
+    offline = {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_DISABLE_XET": "1",
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     if home is not None:
         # A private HF cache: nothing from the user's cache (or a token file in it) is visible.
-        env["HF_HOME"] = str(home)
-        env.update(
-            {
-                "HOME": str(home / "home"),
-                "TMPDIR": str(home / "tmp"),
-                "XDG_CACHE_HOME": str(home / "home" / ".cache"),
-                "XDG_CONFIG_HOME": str(home / "home" / ".config"),
-                "XDG_DATA_HOME": str(home / "home" / ".local" / "share"),
-            }
-        )
-    return env
+        offline |= {
+            "HF_HOME": str(home),
+            "HOME": str(home / "home"),
+            "TMPDIR": str(home / "tmp"),
+            "XDG_CACHE_HOME": str(home / "home" / ".cache"),
+            "XDG_CONFIG_HOME": str(home / "home" / ".config"),
+            "XDG_DATA_HOME": str(home / "home" / ".local" / "share"),
+        }
+    return scrubbed_env(base, variables=offline)
 
 
 def sandboxed(

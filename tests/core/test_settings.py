@@ -126,9 +126,7 @@ ALLOWED = {
     ("run/actions.py", "Actions._files", "read"): "saves what it is about to set, to restore it afterwards",
     ("sandbox/child.py", "main", "whole"): "the sandbox child creates the HOME, TMPDIR and HF_HOME it was given",
     ("sandbox/child.py", "visible_credentials", "whole"): "the child looks for credential-like names to refuse",
-    ("sandbox/isolation.py", "untrusted_env", "whole"): "the environment of a checkpoint child, secrets removed",
-    ("sandbox/confinement.py", "builder_env", "whole"): "the environment of the token-free builder",
-    ("run/pipeline.py", "build_in_builder", "whole"): "the builder's environment, with the read token put in",
+    ("sandbox/confinement.py", "scrubbed_env", "whole"): "the one scrubber: a child's environment, secrets removed",
     ("core/profiles.py", "json_from", "whole"): "the environment of a probe run in a profile's python",
     ("run/upstream_index.py", "PipIndex._pip", "whole"): "pip's environment, output-changing PIP_* variables removed",
 }

@@ -12,8 +12,10 @@ import sys
 import pytest
 
 from bot.core.settings import SANDBOX_LAYERS, SANDBOX_VARIABLE, Settings, sandbox_layers
-from bot.sandbox.confinement import SECRET_NAME, Confinement, builder_env, confinement
+from bot.sandbox.confinement import SECRET_NAME, Confinement, builder_env, confinement, scrubbed_env
+from bot.sandbox.isolation import untrusted_env
 from bot.sandbox.landlock import abi_version
+from bot.sandbox.telemetry import SWITCHES
 
 
 @pytest.mark.parametrize(
@@ -86,6 +88,18 @@ def test_builder_env_keeps_only_the_read_token() -> None:
     assert env["HF_READ_TOKEN"] == "r" and env["PATH"] == "/usr/bin"
     assert "HF_TOKEN" not in env and "GH_TOKEN" not in env
     assert env["HF_TOKEN_PATH"] == os.devnull and env["HF_STORED_TOKENS_PATH"] == os.devnull
+
+
+def test_one_scrubber_removes_credentials_keeps_what_it_is_told_and_sets_the_switches() -> None:
+    base = {"HF_TOKEN": "w", "HF_READ_TOKEN": "r", "DB_PASSWORD": "p", "PATH": "/usr/bin", "DO_NOT_TRACK": "0"}
+    env = scrubbed_env(base, keep=("HF_READ_TOKEN",), drop=("PATH",), variables={"HF_HUB_OFFLINE": "1"})
+    assert env == {"HF_READ_TOKEN": "r", "HF_HUB_OFFLINE": "1", **SWITCHES}
+    assert scrubbed_env(base, drop=("HF_READ_TOKEN",), variables={"HF_READ_TOKEN": "mine"})["HF_READ_TOKEN"] == "mine"
+    # Both children's environments are this scrubber's: nothing credential-like reaches either.
+    for made in (builder_env(base), untrusted_env(base)):
+        credentials = {name for name, value in made.items() if SECRET_NAME.search(name) and value != os.devnull}
+        assert credentials <= {"HF_READ_TOKEN"} and "HF_TOKEN" not in made
+    assert "HF_READ_TOKEN" not in untrusted_env(base)
 
 
 _HOLDER = """
