@@ -27,10 +27,9 @@ os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="bench-repeat-hf-"))
 for _secret in ("HF_TOKEN", "HF_READ_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
     os.environ.pop(_secret, None)
 
-from bot.core.naming import DRAFT_WEIGHT_FORMATS  # noqa: E402
+from bot.core.naming import DRAFT_WEIGHT_FORMATS, draft_output_repo  # noqa: E402
 from bot.core.recipe import load_recipe  # noqa: E402
 from bot.hub import Hub, configure_client  # noqa: E402
-from bot.plan.planner import draft_output_repo  # noqa: E402
 from bot.run import demo  # noqa: E402
 from bot.run.pipeline import RunOptions, run  # noqa: E402
 from hubserver import LocalHub  # noqa: E402

@@ -17,8 +17,8 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+from bot.core.naming import draft_output_repos
 from bot.core.recipe import load_recipe
-from bot.plan.planner import draft_output_repos
 from bot.run import demo
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,20 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# optimum-cli's task names are the exporter's facts, named in core so that planning can compare them too.
+from bot.core.exporter import TASK_LLM as TASK_LLM
+from bot.core.exporter import TASK_VLM as TASK_VLM
+from bot.core.exporter import target_task as target_task
 from bot.core.profiles import child_env
 from bot.core.recipe import ExportSettings
 from bot.core.record import StageResources
 from bot.core.settings import SANDBOX_LAYERS
 from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
 from bot.sandbox.resources import stage_resources
-
-TASK_LLM = "text-generation-with-past"
-TASK_VLM = "image-text-to-text"
-
-
-def target_task(is_vlm: bool) -> str:
-    """optimum-cli's task for a target: VLMs export as image-text-to-text (GenAI's VLMPipeline reads that layout)."""
-    return TASK_VLM if is_vlm else TASK_LLM
 
 
 @dataclass(frozen=True)

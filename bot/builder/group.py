@@ -21,13 +21,14 @@ from pathlib import Path
 from bot.builder.bundle import Bundle
 from bot.builder.draft import DraftJob, FinishedDraft, finish_draft
 from bot.builder.draft_record import sealed_outcome
-from bot.builder.export import TASK_LLM, ExportRequest, ExportResult, target_task
+from bot.builder.export import ExportRequest, ExportResult
 from bot.builder.jobs import Checkout, DraftBuild, DraftOutcome, GroupContext, Schedule, VerifiedPair, child_home
 from bot.builder.official import OfficialCheck
 from bot.builder.quantization import weight_format_args
 from bot.builder.target import GroupTarget, ReusedIr, start_target
 from bot.core import log
 from bot.core.errors import BotError, Failure, InfrastructureFailure, Stage
+from bot.core.exporter import TASK_LLM, target_task
 from bot.core.profiles import DEFAULT_PROFILE, toolchain_for
 from bot.core.recipe import Recipe
 from bot.core.record import PROVENANCE_FILE

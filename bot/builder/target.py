@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from bot.builder.bundle import TARGET_CONFIGS, source_files
-from bot.builder.export import ExportRequest, ExportResult, target_task
+from bot.builder.export import ExportRequest, ExportResult
 from bot.builder.inspect_child import inspect_target_in_child
 from bot.builder.jobs import Checkout, GroupContext, run_step
 from bot.builder.official import OfficialCheck, OfficialIr
@@ -22,6 +22,7 @@ from bot.builder.quality import QualityReport, measure_quality
 from bot.builder.quantization import Int4Settings, calibration_unavailable, recommended_int4, with_calibration
 from bot.core import log
 from bot.core.errors import BotError, Stage
+from bot.core.exporter import target_task
 from bot.core.hashes import hash_file
 from bot.core.recipe import Recipe
 from bot.core.record import FileList, OfficialTarget, TargetInspect, TargetRecord

@@ -55,7 +55,7 @@ class Candidate:
     """A draft to build, with its target pinned: everything discovery learned before a weight byte moved.
 
     The build verifies the downloaded files against these facts instead of deriving them again. A planned build
-    (`bot.plan.planner.BuildJob`) holds its candidate as it is, and hands it on to the build job as JSON.
+    (`bot.plan.job.BuildJob`) holds its candidate as it is, and hands it on to the build job as JSON.
     """
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # a build job's JSON with a field discovery never writes

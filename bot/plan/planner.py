@@ -3,32 +3,36 @@
 Each candidate costs one small request, its output repo's `openvino_export.json`, plus one per distinct target
 (its current revision). A build happens only when `BuildInputs.changes_to` finds a difference (source or target
 revision, recipe fingerprint, tracked toolchain, draft format) or on `--force`; a changed card template alone
-re-renders the card without rebuilding. The builds are handed on as `BuildJob`s, the same record in one-process
-`run` and in the Actions matrix.
+re-renders the card without rebuilding. `decide` compares one source with its record (pure); `Planner` holds what
+one run looks up once (this environment's toolchain, the card fingerprint, target heads, reusable and official
+targets) and turns each listed source into its `Decision` and, for a build, its `bot.plan.job.BuildJob`: the same
+record in one-process `run` and in the Actions matrix. Which sources to examine at all (the status memory) and what
+becomes of an error are the run's (`bot.plan.step`, `bot.run.steps`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated
+from pathlib import Path
+from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from bot.core import naming
-from bot.core.errors import Skip
-from bot.core.recipe import PublishSettings
+from bot.core import log, naming, profiles
+from bot.core.errors import BotError, Skip
+from bot.core.exporter import target_task
+from bot.core.fingerprints import template_fingerprint
+from bot.core.outcome import Outcome, Status
+from bot.core.recipe import PublishSettings, Recipe
 from bot.core.record import BuildInputs, BuildRecord, Repos
 from bot.core.toolchain import Toolchain
-from bot.discover.candidates import Candidate
+from bot.discover import candidates as discover
 from bot.discover.checkpoints import DraftSpec, require_exportable
-from bot.hub import RepoListing
-from bot.plan.official import OfficialRepo
-from bot.plan.reuse import ReusedTarget
+from bot.hub import Hub, RepoListing
+from bot.plan.job import BuildJob, planned_repos
+from bot.plan.official import OfficialRepo, find_official
+from bot.plan.reuse import ReusedTarget, plan_reuse
 
-REPO_ID = r"^[\w.-]+/[\w.-]+$"  # owner/name, as the Hub spells repo ids
 CARD_CHANGED = "card template changed"  # the one reason a published build gets its cards re-rendered
 
 
@@ -51,129 +55,6 @@ class Decision:
     def repos(self) -> Repos | None:
         """Both output repos, known when something is published (a build learns the target from discovery)."""
         return self.published.repos if self.published is not None else None
-
-
-class BuildJob(BaseModel):
-    """One build: discovery's `Candidate` (a draft and its target pinned to revisions), why, and where it publishes.
-
-    The candidate is held as discovery made it, never copied field by field: the build verifies its downloads
-    against it. Written by `plan --matrix` into the Actions matrix and read back by `build --job`
-    (`BuildJob.model_validate`: a field missing, unknown or of the wrong type is refused, and so is a candidate
-    without both repos and revisions pinned).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    candidate: Candidate
-    reasons: tuple[str, ...]
-    # Where the draft is published now, or (a new draft) where its first weight format would be.
-    draft_repo: str = Field(pattern=REPO_ID)
-    target_repo: str = Field(pattern=REPO_ID)
-    # Weight format -> the repo the draft is published to when the build chooses that format (`bot.core.naming`);
-    # empty: `draft_repo` for every format.
-    draft_repos: dict[str, Annotated[str, Field(pattern=REPO_ID)]] = Field(default_factory=dict)
-    # The weight format `draft_repo`'s record holds (None: nothing published): the build keeps it unless another
-    # format measures faster by the recipe's `publish.format_switch_margin` (bot.builder.weight_formats).
-    published_format: str | None = None
-    # The published target whose int4 IR the build downloads instead of exporting the target (bot.plan.reuse).
-    reuse_target: ReusedTarget | None = None
-    # The official target IR the build tries first; when it serves, no target is exported (bot.plan.official).
-    official_target: OfficialRepo | None = None
-
-    @model_validator(mode="after")
-    def _pinned(self) -> BuildJob:
-        """A build downloads from the Hub: both repo ids well formed (they name folders too), both revisions set."""
-        candidate = self.candidate
-        for role, repo in (("source", candidate.repo_id), ("target", candidate.target_repo)):
-            if repo is None or not re.fullmatch(REPO_ID, repo):
-                raise ValueError(f"the {role} repo id {repo!r} is not owner/name")
-        if not candidate.revision or not candidate.target_revision:
-            raise ValueError("a build job pins the source and the target revision")
-        if min(candidate.draft_bytes, candidate.target_bytes, candidate.download_bytes) < 0:
-            raise ValueError("a build job's byte counts are not negative")
-        return self
-
-    @classmethod
-    def from_candidate(
-        cls,
-        candidate: Candidate,
-        reasons: tuple[str, ...],
-        publish: PublishSettings,
-        *,
-        formats: Sequence[str] = naming.DRAFT_WEIGHT_FORMATS,
-        published: tuple[str, str] | None = None,
-    ) -> BuildJob:
-        """The job for a resolved candidate: the candidate itself, why it is built, and its output repos.
-
-        Args:
-            formats: the recipe's `export.draft_weight_formats` (the first names a new draft's `draft_repo`).
-            published: (repo, weight format) of the draft as published now, as planning found it.
-        """
-        assert candidate.repo_id and candidate.target_repo
-        draft_repos = draft_output_repos(publish, candidate.repo_id)
-        return cls(
-            candidate=candidate,
-            reasons=tuple(reasons),
-            draft_repo=published[0] if published else draft_repos[formats[0]],
-            target_repo=target_output_repo(publish, candidate.target_repo),
-            draft_repos=draft_repos,
-            published_format=published[1] if published else None,
-        )
-
-    # The pinned ids, typed as set (`_pinned` checked them): what the run's bookkeeping goes by.
-    @property
-    def source(self) -> str:
-        return self.candidate.repo_id or ""
-
-    @property
-    def revision(self) -> str:
-        return self.candidate.revision or ""
-
-    @property
-    def target(self) -> str:
-        return self.candidate.target_repo or ""
-
-    @property
-    def target_revision(self) -> str:
-        return self.candidate.target_revision or ""
-
-    @property
-    def repos(self) -> Repos:
-        """The repos as planned (`draft_repo`); a build publishes to `repos_for` its chosen weight format."""
-        return Repos(draft=self.draft_repo, target=self.target_repo)
-
-    def repos_for(self, weight_format: str) -> Repos:
-        """The repos a build whose draft was chosen in `weight_format` publishes to."""
-        return self.repos.model_copy(update={"draft": self.draft_repos.get(weight_format, self.draft_repo)})
-
-    def replaced_repo(self, weight_format: str) -> str | None:
-        """The published repo a build in `weight_format` replaces (its card then points to the new one): the draft
-        was published under another format's name; None when it goes to the same repo or nothing was published."""
-        new = self.repos_for(weight_format).draft
-        return self.draft_repo if self.published_format is not None and self.draft_repo != new else None
-
-
-def draft_output_repo(publish: PublishSettings, source_repo: str, weight_format: str) -> str:
-    """The draft's output repo in one weight format (`bot.core.naming`: injective, within the Hub's limits).
-
-    Raises:
-        Skip: no valid output name can be made from the source id.
-    """
-    return naming.draft_output_repo(publish, source_repo, weight_format)
-
-
-def draft_output_repos(publish: PublishSettings, source_repo: str) -> dict[str, str]:
-    """Weight format -> the draft's output repo in it: where planning looks for what is published.
-
-    Raises:
-        Skip: no valid output name can be made from the source id.
-    """
-    return naming.draft_output_repos(publish, source_repo)
-
-
-def target_output_repo(publish: PublishSettings, target_repo: str) -> str:
-    """The target's output repo (`bot.core.naming`)."""
-    return naming.target_output_repo(publish, target_repo)
 
 
 def expected_format(published: BuildRecord, toolchain: Toolchain) -> str | None:
@@ -224,7 +105,7 @@ def decide(
     Raises:
         Skip: no valid output name can be made from the source id.
     """
-    draft_output_repos(publish, listing.repo_id)  # a source no name can be made for is skipped here
+    naming.draft_output_repos(publish, listing.repo_id)  # a source no name can be made for is skipped here
     named = published.repos.draft if published is not None and published.repos is not None else None
     draft_repo = published_repo or named
     if force:
@@ -239,3 +120,225 @@ def decide(
     if published.card is None or published.card.template_fingerprint != card_fingerprint:
         return Decision(listing, Action.CARD, (CARD_CHANGED,), draft_repo, published)
     return Decision(listing, Action.UP_TO_DATE, (), draft_repo, published)
+
+
+def card_refreshes(decisions: Iterable[Decision]) -> list[BuildRecord]:
+    """The published records whose cards planning found stale: re-rendered by the publish step, no rebuild."""
+    return [d.published for d in decisions if d.action == Action.CARD and d.published is not None]
+
+
+def planned_outcomes(builds: Iterable[tuple[BuildJob, str]], card_refresh: Iterable[BuildRecord]) -> list[Outcome]:
+    """A dry run's outcomes: what each planned build (on the machine or runner class named) and card refresh
+    would do, in the one wording `run --dry-run` and `plan --dry-run` share, each naming the repos it would publish
+    to (`planned_repos`; a card refresh: the pair its record names)."""
+    outcomes = []
+    for job, where in builds:
+        reason = f"{Action.BUILD} on {where}: {'; '.join(job.reasons)} (target {job.target})"
+        outcomes.append(Outcome(job.source, job.revision, Status.PLANNED, reason, planned_repos(job)))
+    for published in card_refresh:
+        reason = f"{Action.CARD}: {CARD_CHANGED}"
+        repos = [published.repos.draft, published.repos.target] if published.repos is not None else []
+        outcomes.append(Outcome(published.source.repo or "", published.source.revision, Status.PLANNED, reason, repos))
+    return outcomes
+
+
+class KnownNamespace(Protocol):
+    """What the status memory tells planning about the output namespace (`bot.status.step.Memory`)."""
+
+    @property
+    def namespace_listing(self) -> Mapping[str, str]: ...
+
+    def changed_outside(self, repo_id: str) -> bool: ...
+
+
+class Planner:
+    """One run's planning, and what it looks up once per run: this environment's toolchain, the card fingerprint,
+    toolchains by target family, target revisions by target repo, reuse and official targets by target, and the draft
+    records read (so a source whose remembered publish was checked does not read its record twice).
+
+    Args:
+        reader: the Hub with the read token.
+        recipe: what to watch and how to build it.
+        force: `--force`: build every source examined, exporting every target.
+        bot_user: the Hub user the bot publishes as, for reuse checks (default: the recipe's `publish.bot_user`).
+        profiles_dir: where the toolchain profiles' environments are (their recorded capabilities).
+    """
+
+    def __init__(
+        self, reader: Hub, recipe: Recipe, *, force: bool = False, bot_user: str | None = None, profiles_dir: Path
+    ) -> None:
+        self.reader, self.recipe, self.force, self.profiles_dir = reader, recipe, force, profiles_dir
+        self.bot_user = bot_user or recipe.publish.bot_user
+        self.toolchain = profiles.planning_toolchain()
+        self.card_fp = template_fingerprint()
+        self.recipe_fp = recipe.fingerprint()
+        # The status memory's view of the namespace, once read (None: not read, every name is looked up).
+        self.memory: KnownNamespace | None = None
+        self._families: dict[str, Toolchain | None] = {}
+        self._heads: dict[str, str | None] = {}
+        self._reusable: dict[tuple[str, str], tuple[ReusedTarget | None, str | None]] = {}
+        self._official: dict[str, tuple[OfficialRepo | None, str | None]] = {}
+        self._records: dict[str, BuildRecord | None] = {}
+
+    def discover(self) -> tuple[list[RepoListing], list[discover.SkipRecord]]:
+        """The recipe's listing: the sources to examine, and those the listing itself rules out."""
+        return discover.list_sources(self.reader, self.recipe, self.toolchain)
+
+    def plan(self, listing: RepoListing) -> tuple[Decision, BuildJob | None]:
+        """One examined source's decision, and its build job when it is to be built.
+
+        Raises:
+            BotError: a Hub request failed, or the source is skipped (no output name, no exportable draft, ...).
+        """
+        published_repo, published = self._published_draft(listing.repo_id)
+        target_revision = self._target_head(published) if published and not self.force else None
+        decision = self._decide(listing, published, target_revision=target_revision, published_repo=published_repo)
+        log.step("%s: %s %s", listing.repo_id, decision.action, "; ".join(decision.reasons))
+        return decision, self._job(listing, decision) if decision.action == Action.BUILD else None
+
+    def current(self, listing: RepoListing, record: BuildRecord) -> bool:
+        """Whether a published record is up to date for this listing, its target's head not looked up (what a
+        remembered publish saves)."""
+        return self._decide(listing, record, target_revision=None).action == Action.UP_TO_DATE
+
+    def draft_record(self, draft_repo: str, revision: str | None = None) -> BuildRecord | None:
+        """A published draft repo's record (one request per repo and run)."""
+        if draft_repo not in self._records:
+            self._records[draft_repo] = self.reader.draft_record(draft_repo, revision)
+        return self._records[draft_repo]
+
+    def listing_for(self, repo_id: str) -> RepoListing:
+        """A listing for a repo `--only` names that the recipe's listing did not return."""
+        files = self.reader.repo_files(repo_id)
+        return RepoListing(
+            repo_id=repo_id,
+            sha=files.sha,
+            last_modified=None,
+            tags=(),
+            gated=files.gated,
+            private=files.private,
+            architectures=(),
+            model_type=None,
+            card_data=files.card_data,
+        )
+
+    def _decide(
+        self,
+        listing: RepoListing,
+        published: BuildRecord | None,
+        *,
+        target_revision: str | None,
+        published_repo: str | None = None,
+    ) -> Decision:
+        # A published build is compared with its target family's planned toolchain, not this process's.
+        family = self._family(published.target.model_type) if published is not None else None
+        return decide(
+            listing,
+            published,
+            publish=self.recipe.publish,
+            recipe_fingerprint=self.recipe_fp,
+            toolchain=family or self.toolchain,  # no profile: resolve() reports it with its reason
+            card_fingerprint=self.card_fp,
+            target_revision=target_revision,
+            force=self.force,
+            published_repo=published_repo,
+        )
+
+    def _job(self, listing: RepoListing, decision: Decision) -> BuildJob:
+        """Resolve the candidate (config, card, target, sizes) and plan its build: the official target IR to try
+        first (`bot.plan.official`, forced builds too), and the published target IR to reuse when that is provably
+        the build this one would export (`bot.plan.reuse`; a forced build exports all)."""
+        candidate = discover.resolve(self.reader, listing, self.recipe, profiles_dir=self.profiles_dir)
+        job = BuildJob.from_candidate(
+            candidate,
+            decision.reasons,
+            self.recipe.publish,
+            formats=self.recipe.export.draft_weight_formats,
+            published=_published_as(decision),
+        )
+        official, official_not = self._official_target(job)
+        official_reasons = (*job.reasons, *([f"official target not used: {official_not}"] if official_not else []))
+        job = job.model_copy(update={"official_target": official, "reasons": official_reasons})
+        if self.force:
+            return job
+        reuse, why_not = self._reusable_target(job)
+        reasons = (*job.reasons, *([f"target exported again ({why_not})"] if why_not else []))
+        return job.model_copy(update={"reuse_target": reuse, "reasons": reasons})
+
+    def _family(self, model_type: str) -> Toolchain | None:
+        """The toolchain a target family builds in (`profiles.planned_toolchain`); None when no profile covers it."""
+        if model_type not in self._families:
+            try:
+                self._families[model_type] = profiles.planned_toolchain(model_type, root=self.profiles_dir)
+            except Skip:
+                self._families[model_type] = None
+        return self._families[model_type]
+
+    def _published_draft(self, source: str) -> tuple[str | None, BuildRecord | None]:
+        """Where a source's draft is published, and its record: the repo of each weight format's name is read (one
+        request each; none for a name the status memory's namespace listing does not hold), and of two, this
+        source's newest build wins (the other is the repo a format switch left behind, its card pointing here)."""
+        listed = {repo.lower() for repo in self.memory.namespace_listing} if self.memory is not None else None
+        found: list[tuple[str, BuildRecord]] = []
+        for repo in dict.fromkeys(naming.draft_output_repos(self.recipe.publish, source).values()):
+            if listed is not None and repo.lower() not in listed:
+                continue
+            record = self.draft_record(repo)
+            if record is not None:
+                found.append((repo, record))
+        if not found:
+            return None, None
+        return max(found, key=lambda item: (item[1].source.repo == source, item[1].built_at))
+
+    def _reusable_target(self, job: BuildJob) -> tuple[ReusedTarget | None, str | None]:
+        """The published target IR this job can build against instead of exporting, and why not; once per target."""
+        key = (job.target_repo, job.target_revision)
+        if key not in self._reusable:
+            toolchain = self._family(job.candidate.target_model_type)
+            self._reusable[key] = (
+                (None, None)
+                if toolchain is None
+                else plan_reuse(
+                    self.reader,
+                    job.target_repo,
+                    job.target_revision,
+                    self.recipe.export,
+                    target_task(job.candidate.target_is_vlm),
+                    toolchain,
+                    bot_user=self.bot_user,
+                    changed_outside=self.memory is not None and self.memory.changed_outside(job.target_repo),
+                )
+            )
+        return self._reusable[key]
+
+    def _official_target(self, job: BuildJob) -> tuple[OfficialRepo | None, str | None]:
+        """The official target IR this job tries before exporting the target, or why the official repos found do not
+        serve (`bot.plan.official`); looked up once per target and run."""
+        if job.target not in self._official:
+            self._official[job.target] = find_official(
+                self.reader, self.recipe.publish, job.target, is_vlm=job.candidate.target_is_vlm
+            )
+        return self._official[job.target]
+
+    def _target_head(self, published: BuildRecord) -> str | None:
+        """The target's current revision (one light request per target); None when it cannot be read now."""
+        repo = published.target.repo
+        if repo is None:
+            return None
+        if repo not in self._heads:
+            try:
+                self._heads[repo] = self.reader.head(repo)
+            except BotError as error:
+                log.step("%s: cannot read the target's revision (%s); not compared", repo, error.message)
+                self._heads[repo] = None
+        return self._heads[repo]
+
+
+def _published_as(decision: Decision) -> tuple[str, str] | None:
+    """(repo, weight format) of the source's own published build, which its build keeps unless another format is
+    faster by the recipe's margin; None when nothing of this source is published (another source's build in the
+    repo is never kept, nor superseded: publish refuses to overwrite it)."""
+    published, repo = decision.published, decision.draft_repo
+    if published is None or repo is None or published.source.repo != decision.listing.repo_id:
+        return None
+    return repo, published.draft_weight_format

@@ -7,72 +7,39 @@ The card is written into the bundle and committed with the rest: nothing here co
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-from collections.abc import Iterable
 from pathlib import Path
 
 import jinja2
 from huggingface_hub import ModelCardData
-from jinja2 import nodes
 
-from bot.core import package_data
 from bot.core.draft_formats import facts
+from bot.core.fingerprints import (
+    CARD_CODE,
+    DRAFT_TEMPLATE,
+    PLOTTING,
+    TARGET_TEMPLATE,
+    TEMPLATES,
+    card_templates,
+    files_fingerprint,
+    rendered_by,
+    template_fingerprint,
+)
 from bot.core.record import BuildRecord, TargetRecord
 
-TEMPLATES = package_data.folder(package_data.TEMPLATES)
-DRAFT_TEMPLATE = "draft_card.md.j2"
-TARGET_TEMPLATE = "target_card.md.j2"
-# The code that renders a card besides its templates: this module and the charts (the acceptance chart is published
-# beside the card); found as the package data is (`bot.core.package_data`), from a checkout or a wheel alike.
-CARD_CODE = (("bot.publish", "card.py"), ("bot.publish", "charts.py"))
-PLOTTING = "matplotlib"  # the library that draws the charts: its version changes their bytes
-
-
-def template_fingerprint(folder: Path | None = None) -> str:
-    """Hash of everything that renders a card besides its record: the card templates and the ones they include,
-    this module, the chart code and matplotlib's version (`rendered_by`). A change to any of them re-renders the
-    published cards without a rebuild; the status page's template is not among them (it has its own fingerprint,
-    `bot.status.page.renderer_fingerprint`)."""
-    return files_fingerprint(rendered_by(folder), plotting=importlib.metadata.version(PLOTTING))
-
-
-def rendered_by(folder: Path | None = None) -> list[Path]:
-    """The files a card is rendered with: its templates (`card_templates`) and `CARD_CODE`."""
-    folder = folder or TEMPLATES
-    code = [package_data.folder(package) / name for package, name in CARD_CODE]
-    return [folder / name for name in card_templates(folder)] + code
-
-
-def card_templates(folder: Path | None = None) -> list[str]:
-    """The draft and target card templates and every template they include, import or extend, by name."""
-    folder = folder or TEMPLATES
-    parser = jinja2.Environment()
-    names: set[str] = set()
-    pending = [DRAFT_TEMPLATE, TARGET_TEMPLATE]
-    while pending:
-        name = pending.pop()
-        if name in names:
-            continue
-        names.add(name)
-        tree = parser.parse((folder / name).read_text(encoding="utf-8"))
-        for node in tree.find_all(_LOADS):
-            assert isinstance(node, _LOADS)
-            # `{% include "a" if x else "b" %}` names both: every string constant of the expression counts.
-            found = [node.template, *node.template.find_all(nodes.Const)]
-            pending += [c.value for c in found if isinstance(c, nodes.Const) and isinstance(c.value, str)]
-    return sorted(names)
-
-
-_LOADS = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)  # the tags that load another template
-
-
-def files_fingerprint(paths: Iterable[Path], *, plotting: str) -> str:
-    """Hash of files (each name and its bytes) and the plotting library's version: the renderer of a file."""
-    digest = hashlib.sha256(f"{PLOTTING} {plotting}".encode())
-    for path in paths:
-        digest.update(b"\0" + path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+# What renders a card besides its record lives in `bot.core.fingerprints`, so planning can compare its fingerprint.
+__all__ = [
+    "CARD_CODE",
+    "DRAFT_TEMPLATE",
+    "PLOTTING",
+    "TARGET_TEMPLATE",
+    "TEMPLATES",
+    "card_templates",
+    "files_fingerprint",
+    "render_draft_card",
+    "render_target_card",
+    "rendered_by",
+    "template_fingerprint",
+]
 
 
 def _environment(folder: Path | None) -> jinja2.Environment:

@@ -12,12 +12,13 @@ from pathlib import Path
 from bot.builder.bundle import Bundle
 from bot.core import log
 from bot.core.errors import Failure, Stage
+from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import RecordError, Repos
 from bot.core.settings import Settings
 from bot.hub import Hub
-from bot.plan.planner import BuildJob, draft_output_repo, target_output_repo
+from bot.plan.job import BuildJob
 from bot.publish.install import install_line
 from bot.publish.publisher import PublishResult, publish_bundle
 from bot.run.actions import Actions

@@ -5,7 +5,7 @@ runner, publish once.
 runners sized for them and so that the trust boundary (DESIGN §3) is a job boundary; each job calls the same step
 functions as `run`, in the same order:
 
-- plan job (`plan_matrix`, read token): `plan_run`, then each target group laid out as matrix entries with a
+- plan job (`plan_matrix`, read token): `plan_step`, then each target group laid out as matrix entries with a
   runner class from its estimated peak memory. Skips, up-to-date sources, builds no runner class can take and
   entries over the 256-entry limit (deferred to the next run) are kept in the plan record, so the final report
   lists every source. Card-only refreshes are not matrix entries: they need the write token and no checkpoint, so
@@ -34,20 +34,22 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
-from bot.core import log
+from bot.core import log, naming
 from bot.core.errors import BotError, JobError, Stage
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
 from bot.core.runners import RunnerClass, RunnerSettings
 from bot.hub import REQUESTS, Hub
-from bot.plan import planner as plan
+from bot.plan.job import BuildJob, group_jobs
+from bot.plan.planner import card_refreshes
 from bot.plan.sizing import BuildEstimate, choose_runner
+from bot.plan.step import RunOptions
 from bot.publish.card import template_fingerprint
 from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name, read_group
 from bot.run.pipeline import finish_status, publish_step
-from bot.run.planning import RunMemory, RunOptions, card_refreshes, group_jobs, load_memory, plan_run, report_planned
 from bot.run.report import RunReport
+from bot.run.steps import RunMemory, load_memory, plan_step, report_planned
 
 __all__ = [
     "JobError",
@@ -76,7 +78,7 @@ class _Handoff(BaseModel):
 class MatrixEntry(_Handoff):
     """One build runner: a target and the drafts of it to build there (the target is downloaded and exported once)."""
 
-    jobs: list[plan.BuildJob] = Field(min_length=1)
+    jobs: list[BuildJob] = Field(min_length=1)
     name: str
     artifact: str
     runner: str
@@ -129,14 +131,14 @@ class MatrixPlan(_Handoff):
 
 
 def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
-    """The plan job: discover and plan like `run` (`plan_run`), then lay the builds out as matrix entries.
+    """The plan job: discover and plan like `run` (`plan_step`), then lay the builds out as matrix entries.
 
     Downloads no weights. On a dry run the entries' builds and the card refreshes are reported as planned.
     """
     report = RunReport(dry_run=options.dry_run)
     requests_before = REQUESTS.count
     state = RunMemory()
-    decisions, jobs = plan_run(reader, recipe, options, report, state)
+    decisions, jobs = plan_step(reader, recipe, options, report, state)
     card_refresh = card_refreshes(decisions)
     entries = _entries(report, group_jobs(jobs).values(), recipe.runners)
     limit = recipe.runners.max_entries
@@ -168,7 +170,7 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
     )
 
 
-def _entries(report: RunReport, groups: Iterable[list[plan.BuildJob]], runners: RunnerSettings) -> list[MatrixEntry]:
+def _entries(report: RunReport, groups: Iterable[list[BuildJob]], runners: RunnerSettings) -> list[MatrixEntry]:
     """One matrix entry per target group (or per draft, when no runner class takes the group whole); a build no
     class takes is skipped with the class to add."""
     entries: list[MatrixEntry] = []
@@ -195,7 +197,7 @@ def _entries(report: RunReport, groups: Iterable[list[plan.BuildJob]], runners: 
     return entries
 
 
-def parse_jobs(text: str) -> list[plan.BuildJob]:
+def parse_jobs(text: str) -> list[BuildJob]:
     """A `--job` argument: one matrix entry's jobs (a list), the whole entry, or one job, as `plan --matrix` wrote
     them; all of one target.
 
@@ -203,9 +205,9 @@ def parse_jobs(text: str) -> list[plan.BuildJob]:
         JobError: not JSON, not build jobs (a field missing, unknown or of the wrong type), or jobs of more than
             one target revision.
     """
-    jobs: list[plan.BuildJob] | None = None
+    jobs: list[BuildJob] | None = None
     errors: list[ValidationError] = []
-    for model in (_JobList, MatrixEntry, plan.BuildJob):
+    for model in (_JobList, MatrixEntry, BuildJob):
         try:
             parsed = model.model_validate_json(text)
         except ValidationError as exc:
@@ -213,7 +215,7 @@ def parse_jobs(text: str) -> list[plan.BuildJob]:
             continue
         jobs = (
             [parsed]
-            if isinstance(parsed, plan.BuildJob)
+            if isinstance(parsed, BuildJob)
             else list(parsed.root if isinstance(parsed, _JobList) else parsed.jobs)
         )
         break
@@ -228,7 +230,7 @@ def parse_jobs(text: str) -> list[plan.BuildJob]:
     return jobs
 
 
-class _JobList(RootModel[list[plan.BuildJob]]):
+class _JobList(RootModel[list[BuildJob]]):
     model_config = ConfigDict(frozen=True)
 
 
@@ -302,7 +304,7 @@ def publish_run(
     if planned is not None and planned.dry_run:
         return report
     state = planned.run_memory() if planned else RunMemory()
-    built: Iterable[tuple[list[plan.BuildJob], Path | None]]
+    built: Iterable[tuple[list[BuildJob], Path | None]]
     if planned is not None and fetch is not None and bundles is not None:
         publish_step(report, state, writer, recipe, planned.card_refresh, [], install=install)
         for entry in planned.entries:
@@ -354,8 +356,8 @@ def gh_fetch(run_id: str, repository: str) -> Fetch:
 
 
 def _held_to_plan(
-    report: RunReport, recipe: Recipe, built: Iterable[tuple[list[plan.BuildJob], Path | None]]
-) -> Iterator[tuple[list[plan.BuildJob], Path | None]]:
+    report: RunReport, recipe: Recipe, built: Iterable[tuple[list[BuildJob], Path | None]]
+) -> Iterator[tuple[list[BuildJob], Path | None]]:
     """The target groups with a bundle to publish, each bundle held to its planned job and the recipe's weight
     formats (`bot.run.handoff.read_group`): a group with one bundle that is not what the plan made is not handed
     on at all, and neither is one with nothing to publish; their outcomes go to `report` here. A group without
@@ -371,7 +373,7 @@ def _held_to_plan(
             report.outcomes.extend(seen.outcomes)
 
 
-def _artifacts(report: RunReport, bundles: Path | None, recipe: Recipe) -> Iterator[tuple[list[plan.BuildJob], Path]]:
+def _artifacts(report: RunReport, bundles: Path | None, recipe: Recipe) -> Iterator[tuple[list[BuildJob], Path]]:
     """Without a plan: each artifact folder under `bundles` with the jobs its outcome files name (an unreadable one
     is a failure of its own). Those files come from the build job, so each job is held to the recipe instead: the
     repos it names must be the ones the recipe's naming gives its source and target, and its reused or official
@@ -396,11 +398,11 @@ def _artifacts(report: RunReport, bundles: Path | None, recipe: Recipe) -> Itera
         yield jobs, folder
 
 
-def _not_the_recipes(job: plan.BuildJob, recipe: Recipe) -> str | None:
+def _not_the_recipes(job: BuildJob, recipe: Recipe) -> str | None:
     """Why a job read from a build artifact is not one the recipe's plan would make (None: it is): its repos."""
     try:
-        drafts = plan.draft_output_repos(recipe.publish, job.source)
-        target = plan.target_output_repo(recipe.publish, job.target)
+        drafts = naming.draft_output_repos(recipe.publish, job.source)
+        target = naming.target_output_repo(recipe.publish, job.target)
     except BotError as error:
         return f"names no valid output repo ({error.message})"
     if job.target_repo != target or job.draft_repo not in drafts.values() or job.draft_repos not in ({}, drafts):
@@ -417,17 +419,17 @@ def _not_the_recipes(job: plan.BuildJob, recipe: Recipe) -> str | None:
 RunnerChoice = tuple[RunnerClass | None, BuildEstimate, str]  # `choose_runner`'s answer
 
 
-def _group_bytes(jobs: list[plan.BuildJob]) -> tuple[int, int]:
+def _group_bytes(jobs: list[BuildJob]) -> tuple[int, int]:
     """(draft bytes, target bytes) one build runner holds: every draft of the group, and the target once."""
     return sum(job.candidate.draft_bytes for job in jobs), jobs[0].candidate.target_bytes
 
 
-def _runner_for(jobs: list[plan.BuildJob], runners: RunnerSettings) -> RunnerChoice:
+def _runner_for(jobs: list[BuildJob], runners: RunnerSettings) -> RunnerChoice:
     """`choose_runner` for one entry (a target reused from the Hub is downloaded as its IR, not exported)."""
     return choose_runner(*_group_bytes(jobs), runners, target_reused=jobs[0].reuse_target is not None)
 
 
-def _fit(jobs: list[plan.BuildJob], runners: RunnerSettings) -> list[tuple[list[plan.BuildJob], RunnerChoice]]:
+def _fit(jobs: list[BuildJob], runners: RunnerSettings) -> list[tuple[list[BuildJob], RunnerChoice]]:
     """The group as one entry when a runner class takes it whole, else one entry per draft; each with its runner
     choice (estimated once per entry)."""
     whole = _runner_for(jobs, runners)

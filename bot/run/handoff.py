@@ -18,7 +18,7 @@ from bot.builder.bundle import Bundle, check_publishable
 from bot.core.errors import Failure, Stage
 from bot.core.outcome import Outcome, Status
 from bot.core.record import PROVENANCE_FILE, RecordError
-from bot.plan.planner import BuildJob
+from bot.plan.job import BuildJob
 from bot.run.report import RunReport
 
 OUTCOME_FILE = "build-outcome.json"

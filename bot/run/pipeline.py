@@ -2,7 +2,8 @@
 
 `dflash-bot run` walks it in one process tree (`run`); the GitHub Actions fan-out (`bot.run.fanout`) splits the same
 steps over jobs and calls the same functions in the same order:
-- plan: `planning.plan_run` (the Actions plan job lays its builds out as matrix entries after it);
+- plan: `bot.plan.step.plan_run`, through `steps.plan_step` (the Actions plan job lays its builds out as matrix
+  entries after it);
 - build: `build_in_builder` starts `dflash-bot build --job` per target group, and that process runs
   `build_and_hand_off` (on Actions, each build job runs the same command);
 - publish: `publish_step` on the folders the builders left (on Actions, the publish job on the artifacts);
@@ -39,24 +40,16 @@ from bot.core.record import BuildRecord
 from bot.core.settings import Settings
 from bot.discover.fetch import require_free_disk
 from bot.hub import REQUESTS, Hub
-from bot.plan.planner import BuildJob
+from bot.plan.job import BuildJob, group_jobs
+from bot.plan.planner import card_refreshes
 from bot.plan.sizing import local_runner
+from bot.plan.step import RunOptions
 from bot.publish.install import install_line
 from bot.publish.publisher import pair_repos, publish_group, refresh_cards
 from bot.run.handoff import artifact_name, read_group, write_outcome
-from bot.run.planning import (
-    RunMemory,
-    RunOptions,
-    card_refreshes,
-    group_jobs,
-    guard,
-    guard_group,
-    load_memory,
-    plan_run,
-    report_planned,
-)
 from bot.run.preflight import require_write_token
 from bot.run.report import RunReport, build_cost_note
+from bot.run.steps import RunMemory, guard, guard_group, load_memory, plan_step, report_planned
 from bot.sandbox.confinement import READ_TOKEN_VARIABLES, scrubbed_env, start_builder
 from bot.sandbox.isolation import tracked
 from bot.status import step as status_step
@@ -89,7 +82,7 @@ def run(
     state = RunMemory()
     if writer is not None and options.bot_user is None and recipe.publish.bot_user is None:
         options = replace(options, bot_user=_bot_user(writer))
-    decisions, jobs = plan_run(reader, recipe, options, report, state)
+    decisions, jobs = plan_step(reader, recipe, options, report, state)
     card_refresh = card_refreshes(decisions)
     if options.dry_run:
         report_planned(report, [(job, LOCAL_RUNNER) for job in jobs], card_refresh)
@@ -473,7 +466,7 @@ __all__ = [
     "guard",
     "guard_group",
     "load_memory",
-    "plan_run",
+    "plan_step",
     "publish_step",
     "run",
 ]

@@ -27,9 +27,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from bot.core import draft_formats, package_data, schedule
+from bot.core.fingerprints import PLOTTING, files_fingerprint
 from bot.core.safe_text import clean
 from bot.hub import Hub
-from bot.publish.card import PLOTTING, files_fingerprint
 from bot.publish.charts import PairFigures, speedups_png
 from bot.status.memory import (
     CHART,

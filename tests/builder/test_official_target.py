@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
-from bot.builder.export import ExportRequest, export_model, target_task
+from bot.builder.export import ExportRequest, export_model
 from bot.builder.official import compare_tokenizers, tokenizer_fingerprints
 from bot.core import naming
 from bot.core.errors import Failure
+from bot.core.exporter import target_task
 from bot.core.recipe import PublishSettings
 from bot.discover.fetch import safe_copy
 from bot.hub import Hub, RepoFiles

@@ -23,8 +23,8 @@ from bot.core.errors import (
     Stage,
     UsageError,
 )
-from bot.run.planning import guard
 from bot.run.report import RunReport
+from bot.run.steps import guard
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every stage label the bot wrote into reports and `status.json` before stages were typed: stored memory must read.

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.toolchain import CAPABILITY_DFLASH, CAPABILITY_PER_ROW, Toolchain
 from bot.discover.candidates import Candidate
 from bot.hub import RepoListing
-from bot.plan.planner import Action, BuildJob, decide, draft_output_repo, target_output_repo
+from bot.plan.job import BuildJob
+from bot.plan.planner import Action, Decision, card_refreshes, decide
 from tests.conftest import fast_recipe
 from tests.records import SOURCE_SHA, TARGET_SHA, TOOLCHAIN, build_record
 
@@ -151,3 +153,28 @@ def test_a_probe_with_the_per_row_and_dspark_capabilities_plans_reexports_and_ds
     assert require_exportable(classify_draft(config), richer) == "per-row"
     with pytest.raises(Skip, match="markov_rank 256"):
         require_exportable(classify_draft({**config, "markov_rank": 256}), richer)
+
+
+def card_decision(repo: str, action: Action, published=None) -> Decision:
+    listing = RepoListing(
+        repo_id=repo,
+        sha="a" * 40,
+        last_modified=None,
+        tags=(),
+        gated=False,
+        private=False,
+        architectures=(),
+        model_type=None,
+    )
+    return Decision(listing=listing, action=action, reasons=(), draft_repo=None, published=published)
+
+
+def test_card_refreshes_are_the_published_records_of_card_decisions():
+    record = build_record()
+    decisions = [
+        card_decision("z/A", Action.CARD, record),
+        card_decision("z/B", Action.BUILD, record),
+        card_decision("z/C", Action.UP_TO_DATE, record),
+        card_decision("z/D", Action.CARD, None),
+    ]
+    assert card_refreshes(decisions) == [record]

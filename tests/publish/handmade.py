@@ -15,7 +15,7 @@ from bot.core.hashes import hash_file
 from bot.core.recipe import Recipe
 from bot.core.record import BuildFiles, BuildRecord, FileDigest, FileList
 from bot.discover.candidates import Candidate
-from bot.plan.planner import BuildJob
+from bot.plan.job import BuildJob
 from tests.records import SOURCE_SHA, TARGET_SHA, build_record
 
 DRAFT = {

@@ -19,12 +19,12 @@ import pytest
 
 from bot.builder.bundle import Bundle, find_local_paths, local_path_markers
 from bot.core.errors import BotError, Failure
+from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.record import Repos
 from bot.hub import Hub
-from bot.plan.planner import draft_output_repo, target_output_repo
 from bot.publish.publisher import publish_bundle
 from bot.run import demo
-from bot.run.pipeline import RunOptions, fetch_and_build, plan_run, run
+from bot.run.pipeline import RunOptions, fetch_and_build, plan_step, run
 from bot.run.report import RunReport
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
@@ -51,7 +51,7 @@ def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
 def bundle(hub, tmp_path_factory):
     """One real bundle of the demo draft, published again and again under fresh namespaces."""
     reader = Hub(hub.url, TOKEN)
-    job = next(iter(plan_run(reader, BASE, RunOptions(only=demo.DRAFT_REPO), RunReport())[1]))
+    job = next(iter(plan_step(reader, BASE, RunOptions(only=demo.DRAFT_REPO), RunReport())[1]))
     work = tmp_path_factory.mktemp("rel-build")
     report = RunReport()
     ((_, outcome),) = fetch_and_build(reader, BASE, [job], work, report, keep_work=True)
@@ -171,7 +171,7 @@ def test_listing_faults_are_retried(hub, tmp_path):
     )
     try:
         report = RunReport()
-        plan_run(Hub(hub.url, TOKEN, backoff_s=0.05), BASE, RunOptions(dry_run=True), report)
+        plan_step(Hub(hub.url, TOKEN, backoff_s=0.05), BASE, RunOptions(dry_run=True), report)
     finally:
         hub.clear_faults()
     assert not [o for o in report.outcomes if o.status == "failed"], report.outcomes
@@ -475,7 +475,7 @@ def test_endless_listing_terminates(hub, tmp_path):
     try:
         report = RunReport()
         recipe = BASE.model_copy(update={"watch": BASE.watch.model_copy(update={"max_candidates": 20})})
-        decisions, _ = plan_run(Hub(hub.url, TOKEN), recipe, RunOptions(dry_run=True), report)
+        decisions, _ = plan_step(Hub(hub.url, TOKEN), recipe, RunOptions(dry_run=True), report)
     finally:
         hub.clear_faults()
     listed = [d.listing.repo_id for d in decisions] + [o.source for o in report.outcomes]
@@ -630,7 +630,7 @@ def test_actions_handoffs_that_are_not_the_planned_build_are_failures_and_the_re
     nothing is published from it, and the good bundle in the same run is published."""
     from bot.core.outcome import Outcome, Status
     from bot.discover.candidates import Candidate
-    from bot.plan.planner import BuildJob
+    from bot.plan.job import BuildJob
     from bot.run.fanout import JobError, MatrixEntry, MatrixPlan, PlanReport, load_plan, publish_run
     from bot.run.handoff import BuildOutcomeFile, artifact_name
 

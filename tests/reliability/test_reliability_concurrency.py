@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.core.naming import draft_output_repo, target_output_repo
 from bot.hub import Hub
-from bot.plan.planner import draft_output_repo, target_output_repo
 from bot.run import demo
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN

@@ -1,7 +1,7 @@
 """The hostile suite's network faults: a Hub, proxy or CDN that serves wrong bytes, goes silent, trickles, or answers
 404 without the Hub's own error code (issues 20 and 21).
 
-Each scenario runs the bot's own stages (`plan_run`, `fetch_and_build`, `Hub.download`) against the local Hub over
+Each scenario runs the bot's own stages (`plan_step`, `fetch_and_build`, `Hub.download`) against the local Hub over
 real HTTP and records one row for RELIABILITY.md (`tests/reliability/rows.py`): what was tried, what the bot did (its
 real outcome) and the hub's state afterwards, read back from the hub. Timeouts are the recipe's `hub:` settings,
 made small so a silent Hub costs a scenario seconds.
@@ -21,7 +21,7 @@ from bot.core.errors import BotError, Failure, HubError
 from bot.core.recipe import HubSettings
 from bot.hub import Hub
 from bot.run import demo
-from bot.run.pipeline import RunOptions, fetch_and_build, plan_run
+from bot.run.pipeline import RunOptions, fetch_and_build, plan_step
 from bot.run.report import RunReport
 from bot.status.memory import STATUS_JSON, needs_recheck
 from bot.status.read import load_status
@@ -76,7 +76,7 @@ def hub_state(hub, before: dict[str, str]) -> tuple[str, bool]:
 
 
 def planned_job(hub):
-    (job,) = plan_run(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), RunReport())[1]
+    (job,) = plan_step(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), RunReport())[1]
     return job
 
 
@@ -127,7 +127,7 @@ def test_a_hub_that_accepts_and_says_nothing_fails_the_source_within_the_timeout
     under({"path": f"^/api/models/{demo.DRAFT_REPO}/revision/", "stall": 5, "times": -1})
     report = RunReport()
     started = time.monotonic()
-    plan_run(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), report)
+    plan_step(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), report)
     took = time.monotonic() - started
     (outcome,) = [o for o in report.outcomes if o.source == demo.DRAFT_REPO]
     assert outcome.status == "failed" and took < 5, (outcome, took)  # a failure: tried again next run
@@ -184,11 +184,11 @@ def test_a_404_without_the_hubs_error_code_is_a_failure_not_a_remembered_skip(hu
     before = repos(hub)
     under({"path": f"^/{demo.DRAFT_REPO}/resolve/[^/]+/config.json$", "status": 404, "bare": True, "times": -1})
     report = RunReport()
-    plan_run(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), report)
+    plan_step(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), report)
     (outcome,) = [o for o in report.outcomes if o.source == demo.DRAFT_REPO]
     assert outcome.status == "failed" and "404" in outcome.reason, outcome
     hub.clear_faults()
-    _, jobs = plan_run(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), RunReport())
+    _, jobs = plan_step(reader(hub), RECIPE, RunOptions(only=demo.DRAFT_REPO, dry_run=True), RunReport())
     assert [job.source for job in jobs] == [demo.DRAFT_REPO]  # the next run plans it
     state, whole = hub_state(hub, before)
     record(
@@ -205,7 +205,7 @@ def test_a_plan_past_its_deadline_stops_at_its_next_request(hub, under):
     under({"path": "^/api/models$", "delay": 1, "times": -1})  # a slow listing
     recipe = RECIPE.model_copy(update={"hub": FAST.model_copy(update={"plan_deadline_s": 0.3})})
     with pytest.raises(BotError) as caught:
-        plan_run(reader(hub), recipe, RunOptions(dry_run=True), RunReport())
+        plan_step(reader(hub), recipe, RunOptions(dry_run=True), RunReport())
     assert isinstance(caught.value, HubError) and "plan deadline" in caught.value.message, caught.value
     state, whole = hub_state(hub, before)
     record(

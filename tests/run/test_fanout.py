@@ -21,12 +21,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.outcome import Outcome, Status
 from bot.core.runners import RunnerSettings
 from bot.core.settings import Settings
 from bot.discover.candidates import Candidate
 from bot.hub import Hub
-from bot.plan.planner import BuildJob, draft_output_repo, target_output_repo
+from bot.plan.job import BuildJob
 from bot.plan.sizing import choose_runner
 from bot.run import demo
 from bot.run.actions import Actions, summary_markdown

@@ -8,7 +8,7 @@ from pathlib import Path
 from bot.core import record
 from bot.core.outcome import Outcome, Status
 from bot.discover.candidates import Candidate
-from bot.plan.planner import BuildJob
+from bot.plan.job import BuildJob
 from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name, read_built, write_outcome
 from bot.run.report import RunReport
 from tests.publish.handmade import TARGET as TARGET_FILES

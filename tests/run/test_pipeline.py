@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
+from bot.core.naming import draft_output_repo, target_output_repo
 from bot.hub import Hub
-from bot.plan.planner import draft_output_repo, target_output_repo
 from bot.publish import card
 from bot.run import demo
 from bot.run.pipeline import RunOptions, run

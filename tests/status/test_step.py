@@ -12,8 +12,8 @@ import datetime as dt
 import pytest
 from huggingface_hub import HfApi
 
+from bot.core import naming
 from bot.hub import Hub
-from bot.plan import planner as plan
 from bot.publish.charts import ACCEPTANCE_CHART, acceptance_png
 from bot.run import demo
 from bot.run.pipeline import RunOptions, run
@@ -26,8 +26,8 @@ from tests.conftest import fast_recipe
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 RECIPE = fast_recipe()
-DRAFT_OUT = plan.draft_output_repo(RECIPE.publish, demo.DRAFT_REPO, "int4")
-TARGET_OUT = plan.target_output_repo(RECIPE.publish, demo.TARGET_REPO)
+DRAFT_OUT = naming.draft_output_repo(RECIPE.publish, demo.DRAFT_REPO, "int4")
+TARGET_OUT = naming.target_output_repo(RECIPE.publish, demo.TARGET_REPO)
 STATUS_REPO = RECIPE.status_repo_id
 
 

@@ -1,5 +1,5 @@
-"""The plan step's pure helpers (`bot.run.planning`): `guard` and `guard_group` turning errors into outcomes (an
-unexpected one logged with its traceback at error level), `group_jobs`, `card_refreshes` and `report_planned`."""
+"""The plan step's pure helpers (`bot.run.steps`): `guard` and `guard_group` turning errors into outcomes (an
+unexpected one logged with its traceback at error level), and `report_planned` (the dry run's outcomes)."""
 
 from __future__ import annotations
 
@@ -11,47 +11,11 @@ from bot.core import log
 from bot.core.errors import Failure, Skip, Stage
 from bot.core.outcome import Outcome, Status
 from bot.core.record import Repos
-from bot.discover.candidates import Candidate
-from bot.hub import RepoListing
-from bot.plan.planner import CARD_CHANGED, Action, BuildJob, Decision
-from bot.run.planning import card_refreshes, group_jobs, guard, guard_group, report_planned
+from bot.plan.planner import CARD_CHANGED
 from bot.run.report import RunReport
+from bot.run.steps import guard, guard_group, report_planned
+from tests.plan.test_job import SHA, job
 from tests.records import SOURCE_SHA, build_record
-
-SHA = "a" * 40
-
-
-def job(source: str, target: str = "Qwen/T", target_revision: str = "b" * 40) -> BuildJob:
-    candidate = Candidate(
-        repo_id=source,
-        revision=SHA,
-        kind="dflash",
-        draft_format="stateful",
-        target_repo=target,
-        target_revision=target_revision,
-        target_model_type="qwen3",
-        target_is_vlm=False,
-        draft_bytes=1,
-        target_bytes=2,
-        profile="default",
-        download_bytes=3,
-    )
-    name = source.split("/")[1]
-    return BuildJob(candidate=candidate, reasons=("new", "forced"), draft_repo=f"ns/{name}", target_repo="ns/T")
-
-
-def decision(repo: str, action: Action, published=None) -> Decision:
-    listing = RepoListing(
-        repo_id=repo,
-        sha=SHA,
-        last_modified=None,
-        tags=(),
-        gated=False,
-        private=False,
-        architectures=(),
-        model_type=None,
-    )
-    return Decision(listing=listing, action=action, reasons=(), draft_repo=None, published=published)
 
 
 class Records(logging.Handler):
@@ -130,25 +94,6 @@ def test_guard_group_gives_each_source_of_the_group_the_cause():
         (Status.FAILED, f"{Stage.EXPORT_TARGET}: target export failed")
     }
     assert guard_group(RunReport(), jobs, lambda: None) is True
-
-
-def test_group_jobs_groups_by_target_and_target_revision_in_order():
-    a, b, c = job("z/A"), job("z/B", target_revision="c" * 40), job("z/C")
-    d = job("z/D", target="Qwen/Other")
-    groups = group_jobs([a, b, c, d])
-    assert groups == {("Qwen/T", "b" * 40): [a, c], ("Qwen/T", "c" * 40): [b], ("Qwen/Other", "b" * 40): [d]}
-    assert group_jobs([]) == {}
-
-
-def test_card_refreshes_are_the_published_records_of_card_decisions():
-    record = build_record()
-    decisions = [
-        decision("z/A", Action.CARD, record),
-        decision("z/B", Action.BUILD, record),
-        decision("z/C", Action.UP_TO_DATE, record),
-        decision("z/D", Action.CARD, None),
-    ]
-    assert card_refreshes(decisions) == [record]
 
 
 def test_report_planned_words_builds_and_card_refreshes():

@@ -1,0 +1,139 @@
+"""The build job: one candidate to build, why, and where it publishes; the one record planning hands on to the build.
+
+`plan --matrix` writes it into the Actions matrix and `build --job` reads it back; `dflash-bot run` hands the same
+record to its builder in `jobs.json`. Its output repos are worked out here once, from the recipe's naming
+(`bot.core.naming`), and the builder and the publisher use them as planned (`repos_for` the chosen weight format).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from bot.core import naming
+from bot.core.recipe import PublishSettings
+from bot.core.record import Repos
+from bot.discover.candidates import Candidate
+from bot.plan.official import OfficialRepo
+from bot.plan.reuse import ReusedTarget
+
+REPO_ID = r"^[\w.-]+/[\w.-]+$"  # owner/name, as the Hub spells repo ids
+
+
+class BuildJob(BaseModel):
+    """One build: discovery's `Candidate` (a draft and its target pinned to revisions), why, and where it publishes.
+
+    The candidate is held as discovery made it, never copied field by field: the build verifies its downloads
+    against it. Written by `plan --matrix` into the Actions matrix and read back by `build --job`
+    (`BuildJob.model_validate`: a field missing, unknown or of the wrong type is refused, and so is a candidate
+    without both repos and revisions pinned).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    candidate: Candidate
+    reasons: tuple[str, ...]
+    # Where the draft is published now, or (a new draft) where its first weight format would be.
+    draft_repo: str = Field(pattern=REPO_ID)
+    target_repo: str = Field(pattern=REPO_ID)
+    # Weight format -> the repo the draft is published to when the build chooses that format (`bot.core.naming`);
+    # empty: `draft_repo` for every format.
+    draft_repos: dict[str, Annotated[str, Field(pattern=REPO_ID)]] = Field(default_factory=dict)
+    # The weight format `draft_repo`'s record holds (None: nothing published): the build keeps it unless another
+    # format measures faster by the recipe's `publish.format_switch_margin` (bot.builder.weight_formats).
+    published_format: str | None = None
+    # The published target whose int4 IR the build downloads instead of exporting the target (bot.plan.reuse).
+    reuse_target: ReusedTarget | None = None
+    # The official target IR the build tries first; when it serves, no target is exported (bot.plan.official).
+    official_target: OfficialRepo | None = None
+
+    @model_validator(mode="after")
+    def _pinned(self) -> BuildJob:
+        """A build downloads from the Hub: both repo ids well formed (they name folders too), both revisions set."""
+        candidate = self.candidate
+        for role, repo in (("source", candidate.repo_id), ("target", candidate.target_repo)):
+            if repo is None or not re.fullmatch(REPO_ID, repo):
+                raise ValueError(f"the {role} repo id {repo!r} is not owner/name")
+        if not candidate.revision or not candidate.target_revision:
+            raise ValueError("a build job pins the source and the target revision")
+        if min(candidate.draft_bytes, candidate.target_bytes, candidate.download_bytes) < 0:
+            raise ValueError("a build job's byte counts are not negative")
+        return self
+
+    @classmethod
+    def from_candidate(
+        cls,
+        candidate: Candidate,
+        reasons: tuple[str, ...],
+        publish: PublishSettings,
+        *,
+        formats: Sequence[str] = naming.DRAFT_WEIGHT_FORMATS,
+        published: tuple[str, str] | None = None,
+    ) -> BuildJob:
+        """The job for a resolved candidate: the candidate itself, why it is built, and its output repos.
+
+        Args:
+            formats: the recipe's `export.draft_weight_formats` (the first names a new draft's `draft_repo`).
+            published: (repo, weight format) of the draft as published now, as planning found it.
+        """
+        assert candidate.repo_id and candidate.target_repo
+        draft_repos = naming.draft_output_repos(publish, candidate.repo_id)
+        return cls(
+            candidate=candidate,
+            reasons=tuple(reasons),
+            draft_repo=published[0] if published else draft_repos[formats[0]],
+            target_repo=naming.target_output_repo(publish, candidate.target_repo),
+            draft_repos=draft_repos,
+            published_format=published[1] if published else None,
+        )
+
+    # The pinned ids, typed as set (`_pinned` checked them): what the run's bookkeeping goes by.
+    @property
+    def source(self) -> str:
+        return self.candidate.repo_id or ""
+
+    @property
+    def revision(self) -> str:
+        return self.candidate.revision or ""
+
+    @property
+    def target(self) -> str:
+        return self.candidate.target_repo or ""
+
+    @property
+    def target_revision(self) -> str:
+        return self.candidate.target_revision or ""
+
+    @property
+    def repos(self) -> Repos:
+        """The repos as planned (`draft_repo`); a build publishes to `repos_for` its chosen weight format."""
+        return Repos(draft=self.draft_repo, target=self.target_repo)
+
+    def repos_for(self, weight_format: str) -> Repos:
+        """The repos a build whose draft was chosen in `weight_format` publishes to."""
+        return self.repos.model_copy(update={"draft": self.draft_repos.get(weight_format, self.draft_repo)})
+
+    def replaced_repo(self, weight_format: str) -> str | None:
+        """The published repo a build in `weight_format` replaces (its card then points to the new one): the draft
+        was published under another format's name; None when it goes to the same repo or nothing was published."""
+        new = self.repos_for(weight_format).draft
+        return self.draft_repo if self.published_format is not None and self.draft_repo != new else None
+
+
+def group_jobs(jobs: list[BuildJob]) -> dict[tuple[str, str], list[BuildJob]]:
+    """Jobs by target and target revision: one target download and export serves the whole group."""
+    groups: dict[tuple[str, str], list[BuildJob]] = defaultdict(list)
+    for job in jobs:
+        groups[(job.target, job.target_revision)].append(job)
+    return dict(groups)
+
+
+def planned_repos(job: BuildJob) -> list[str]:
+    """The repos a planned build may publish to: its draft repo as planned, the repo of each other weight format
+    the build may choose instead (the measured faster one is published, `publish.format_switch_margin`), then the
+    target repo (unused when the official target IR serves, `bot.plan.official`)."""
+    return list(dict.fromkeys((job.draft_repo, *job.draft_repos.values(), job.target_repo)))

@@ -1,0 +1,172 @@
+"""What a run's steps share: `guard`, which turns one source's error into its outcome, the run's memory for the
+status repo (`RunMemory`), and the run's side of the plan step (`plan_step`).
+
+The plan step itself is the plan stage's (`bot.plan.step.plan_run`); the run lends it the run report, `guard` and
+the status repo's memory (`status.step.load_memory`: read once, before any source is examined), which sit above the
+plan layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from bot.core import log, profiles
+from bot.core.errors import BotError
+from bot.core.outcome import Outcome, Status
+from bot.core.recipe import Recipe
+from bot.core.record import BuildRecord, Repos
+from bot.discover.candidates import SkipRecord
+from bot.hub import Hub, RepoListing
+from bot.plan.job import BuildJob
+from bot.plan.planner import Decision, Planner, planned_outcomes
+from bot.plan.step import RunOptions, plan_run
+from bot.run.report import RunReport
+from bot.status import step as status_step
+from bot.status.memory import StatusEntry, toolchain_fingerprint
+
+
+@dataclass
+class RunMemory:
+    """What a run keeps for the status repo: the memory it planned with and what it learned since.
+
+    Attributes:
+        memory: the status repo and the output namespace as planning read them (None: unreadable, so every
+            source was examined).
+        listed: every source id the listing returned (sources no longer listed leave the status page).
+        remembered: sources reported from memory (no Hub request was made for them).
+        published: source -> (record, repos) of every source published or found up to date this run.
+    """
+
+    memory: status_step.Memory | None = None
+    listed: list[str] = field(default_factory=list)
+    remembered: set[str] = field(default_factory=set)
+    published: dict[str, tuple[BuildRecord, Repos]] = field(default_factory=dict)
+
+    def examined(self, report: RunReport) -> list[Outcome]:
+        return [o for o in report.outcomes if o.source not in self.remembered]
+
+
+def guard(report: RunReport, source: str, revision: str | None, action: Callable[[], object]) -> bool:
+    """Run one candidate's step; any error becomes that candidate's outcome and the run goes on.
+
+    A `BotError` is an expected skip or failure; anything else is a bug or a hostile input nobody foresaw, reported
+    as a failure with its one-line cause while its traceback goes to the log at error level (on Actions an
+    annotation and the lines after it). Returns True when the step finished.
+    """
+    try:
+        action()
+        return True
+    except BotError as error:
+        report.add(Outcome.of_error(source, revision, error))
+    except Exception as exc:
+        cause = f"unexpected {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        log.get().error("%s: %s", source, cause, exc_info=exc)  # a bug: its traceback at error level, not one line
+        report.add(Outcome(source, revision, Status.FAILED, cause))
+    return False
+
+
+def guard_group(report: RunReport, jobs: list[BuildJob], action: Callable[[], object]) -> bool:
+    """`guard` for a step that serves several sources (a target group): when it stops, each source gets the cause."""
+    if guard(report, jobs[0].source, jobs[0].revision, action):
+        return True
+    cause = report.outcomes[-1]
+    for job in jobs[1:]:
+        report.add(Outcome(job.source, job.revision, cause.status, cause.reason))
+    return False
+
+
+def plan_step(
+    reader: Hub, recipe: Recipe, options: RunOptions, report: RunReport, state: RunMemory | None = None
+) -> tuple[list[Decision], list[BuildJob]]:
+    """The plan step of a run (`bot.plan.step.plan_run`), its outcomes in `report`.
+
+    Args:
+        reader: the Hub with the read token.
+        recipe: what to watch and how to build it.
+        options: the run's options (`only`, `force`, `recheck`, `bot_user` for target reuse).
+        report: receives every source's outcome that planning decides (skips, failures, up to date).
+        state: receives what the status page needs (the memory, the listing, the sources found up to date).
+
+    Returns:
+        (decisions, build jobs); a source that failed or was skipped in planning has neither.
+    """
+    state = state if state is not None else RunMemory()
+    plan = plan_run(reader, recipe, options, _RunSide(report, state, options))
+    state.listed = plan.listed
+    state.published.update(plan.published)
+    return plan.decisions, plan.jobs
+
+
+@dataclass
+class _RunSide:
+    """The run report, `guard` and the status memory, lent to the plan step (`bot.plan.step.RunSide`)."""
+
+    report: RunReport
+    state: RunMemory
+    options: RunOptions
+
+    def add(self, outcome: Outcome) -> None:
+        self.report.add(outcome)
+
+    def guard(self, source: str, revision: str | None, action: Callable[[], object]) -> bool:
+        return guard(self.report, source, revision, action)
+
+    def recall(
+        self, planner: Planner, listings: list[RepoListing], skips: list[SkipRecord]
+    ) -> tuple[list[RepoListing], list[SkipRecord]]:
+        """Read the status memory and report what it vouches for; returns the listings and skips left to examine."""
+        profile_fps = [profile.fingerprint() for profile in profiles.load_profiles().profiles]
+        toolchain_fp = toolchain_fingerprint(planner.toolchain, profile_fps)
+        memory = load_memory(planner.reader, planner.recipe, planner.card_fp, self.options, toolchain_fp=toolchain_fp)
+        self.state.memory = planner.memory = memory
+        if memory is None:
+            return listings, skips
+        split = status_step.partition(memory, listings, skips)
+        examine, remembered = list(split.examine), list(split.remembered)
+        for entry, listing in split.verify:
+            if _believed(planner, memory, entry, listing):
+                remembered.append(entry)
+            else:
+                examine.append(listing)
+        for entry in remembered:
+            self.state.remembered.add(entry.source)
+            self.report.add(status_step.remembered_outcome(entry))
+        log.step("%d source(s) unchanged since last examined, reported from the status repo", len(remembered))
+        return examine, [skip for skip in skips if skip.repo_id not in self.state.remembered]
+
+
+def _believed(planner: Planner, memory: status_step.Memory, entry: StatusEntry, listing: RepoListing) -> bool:
+    """Whether a remembered publish holds: the draft repo's record at its listed head (one request, kept for
+    the source's planning) says what the entry says, and the planner finds it current (the target's head is not
+    looked up: that is what the memory saves)."""
+    if entry.draft_repo is None:
+        return False
+    try:
+        record = planner.draft_record(entry.draft_repo, status_step.draft_head(memory, entry))
+    except BotError:
+        return False  # examined: the examination reports the Hub's failure
+    if not status_step.believed(entry, record) or record is None:
+        return False
+    return planner.current(listing, record)
+
+
+def load_memory(
+    reader: Hub, recipe: Recipe, card_fp: str, options: RunOptions, *, toolchain_fp: str | None = None
+) -> status_step.Memory | None:
+    """The status repo's memory, or None when it cannot be read (then every source is examined, as before)."""
+    try:
+        return status_step.load_memory(
+            reader, recipe, card_fp=card_fp, recheck=options.recheck or options.force, toolchain_fp=toolchain_fp
+        )
+    except BotError as error:
+        log.step("status repo unreadable (%s): every source is examined", error.one_line())
+        return None
+
+
+def report_planned(
+    report: RunReport, builds: Iterable[tuple[BuildJob, str]], card_refresh: Iterable[BuildRecord]
+) -> None:
+    """A dry run's outcomes (`bot.plan.planner.planned_outcomes`) added to the run report."""
+    for outcome in planned_outcomes(builds, card_refresh):
+        report.add(outcome)
