@@ -34,6 +34,15 @@ def reader_hub(settings: Settings, recipe: Recipe) -> Hub:
     return Hub(settings.endpoint, settings.reader_token, settings=recipe.hub, token_name=reader_token_name(settings))
 
 
+def writer_hub(settings: Settings) -> Hub:
+    """The Hub with the write token, or the one error every publishing path gives without it.
+
+    Raises:
+        UsageError: no write token.
+    """
+    return Hub(settings.endpoint, require_write_token(settings.write_token), token_name="HF_TOKEN")
+
+
 def plan_job(settings: Settings, recipe: Recipe, options: RunOptions, *, out: Path | None = None) -> MatrixPlan:
     """The Actions plan job: check the read token, plan, write the plan record to `out`, set the step outputs
     `matrix`, `count` and `publish`, and report the planned outcomes in the step summary."""
@@ -200,12 +209,3 @@ def publish_job(
         settings={"recipe": recipe.name, "fingerprint": recipe.fingerprint()},
     )
     return report
-
-
-def writer_hub(settings: Settings) -> Hub:
-    """The Hub with the write token, or the one error every publishing path gives without it.
-
-    Raises:
-        UsageError: no write token.
-    """
-    return Hub(settings.endpoint, require_write_token(settings.write_token), token_name="HF_TOKEN")
