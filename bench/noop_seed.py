@@ -12,11 +12,11 @@ import json
 from pathlib import Path
 
 from bot.core import naming
+from bot.core.fingerprints import current_toolchain_fingerprint, recipe_memory_fingerprint
 from bot.core.recipe import Recipe
 from bot.hub import Hub
 from bot.publish.card import template_fingerprint
-from bot.status import step as status_step
-from bot.status.memory import StatusEntry, merged, now_utc, recipe_memory_fingerprint, with_repo_shas
+from bot.status.memory import StatusEntry, merged, now_utc, with_repo_shas
 from bot.status.page import renderer_fingerprint, write_status
 from tinymodels.hub_layouts import write_repo
 
@@ -52,7 +52,7 @@ def seed_published(hub: Hub, recipe: Recipe, work: Path, count: int) -> list[str
         )
     now = now_utc()
     fingerprints = {
-        "toolchain_fingerprint": status_step.current_toolchain_fingerprint(),
+        "toolchain_fingerprint": current_toolchain_fingerprint(),
         "recipe_fingerprint": recipe_memory_fingerprint(recipe),
         "card_fingerprint": template_fingerprint(),
     }

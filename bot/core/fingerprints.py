@@ -1,22 +1,29 @@
 """The fingerprints that say whether published work is still current: the card templates' (here, so planning, below
-the publish stage, can compare them), and the run's memory fingerprints (`Fingerprints`).
+the publish stage, can compare them), and the three the status memory compares (`Fingerprints`).
 
 A card's fingerprint hashes everything that renders it besides its record: the card templates and the templates they
 include, the card and chart code, and the plotting library's version. A change to any of them re-renders the
 published cards without a rebuild (`bot.plan.planner.decide`); `bot.publish.card` renders with the same templates.
+The status memory reports a source from memory while its toolchain, recipe and card fingerprints are unchanged
+(`bot.status.memory.needs_recheck`): the three travel together, as one `Fingerprints`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 from jinja2 import nodes
 
 from bot.core import package_data
+from bot.core.profiles import load_profiles, planning_toolchain
+from bot.core.recipe import Recipe
+from bot.core.toolchain import Toolchain
 
 TEMPLATES = package_data.folder(package_data.TEMPLATES)
 DRAFT_TEMPLATE = "draft_card.md.j2"
@@ -71,3 +78,59 @@ def files_fingerprint(paths: Iterable[Path], *, plotting: str) -> str:
     for path in paths:
         digest.update(b"\0" + path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Fingerprints:
+    """What the status memory compares to tell whether a source's last examination still holds, and what each of
+    its entries records (`bot.status.memory.StatusEntry`: `toolchain_fingerprint`, `recipe_fingerprint`,
+    `card_fingerprint`).
+
+    Attributes:
+        toolchain: `toolchain_fingerprint` of the toolchain planning plans with and every profile's pins.
+        recipe: `recipe_memory_fingerprint` of the run's recipe.
+        card: `template_fingerprint`; a published entry rendered with another template is examined (its cards are
+            re-rendered). None: not compared (and not recorded).
+    """
+
+    toolchain: str
+    recipe: str
+    card: str | None = None
+
+    @classmethod
+    def of(cls, recipe: Recipe, *, toolchain: str | None = None, card: str | None = None) -> Fingerprints:
+        """A run's fingerprints: its recipe's, and the toolchain's given (default: this environment's,
+        `current_toolchain_fingerprint`)."""
+        return cls(toolchain or current_toolchain_fingerprint(), recipe_memory_fingerprint(recipe), card)
+
+
+def toolchain_fingerprint(toolchain: Toolchain, profile_fingerprints: Iterable[str] = ()) -> str:
+    """What the skip/failure memory compares for "the toolchain changed".
+
+    Args:
+        toolchain: this environment's toolchain (`bot.core.toolchain.detect()`).
+        profile_fingerprints: `Profile.fingerprint()` of every profile in `toolchains/profiles.yaml`, so a
+            changed or added profile re-examines what it might now cover.
+    """
+    payload = {
+        "versions": dict(sorted(toolchain.versions.items())),
+        "capabilities": sorted(toolchain.capabilities),
+        "profiles": sorted(profile_fingerprints),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def current_toolchain_fingerprint(toolchain: Toolchain | None = None) -> str:
+    """The toolchain planning plans with (default: `profiles.planning_toolchain`) together with every profile's pins
+    (`toolchains/profiles.yaml`)."""
+    profiles = load_profiles()
+    planned = toolchain or planning_toolchain(profiles)
+    return toolchain_fingerprint(planned, [profile.fingerprint() for profile in profiles.profiles])
+
+
+def recipe_memory_fingerprint(recipe: Recipe) -> str:
+    """What the memory compares for "the recipe changed": the whole recipe (watch rules, target map, runner
+    classes and limits can all turn a skip into a build), except the memory's own `recheck_after` and the page's
+    `publish.schedule`."""
+    payload = recipe.model_dump(mode="json", exclude={"watch": {"recheck_after"}, "publish": {"schedule"}})
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

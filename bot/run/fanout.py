@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
 from bot.core import log, naming
 from bot.core.errors import BotError, JobError, Stage
+from bot.core.fingerprints import Fingerprints, template_fingerprint
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
@@ -45,7 +46,6 @@ from bot.plan.job import BuildJob, group_jobs
 from bot.plan.planner import card_refreshes
 from bot.plan.sizing import BuildEstimate, choose_runner
 from bot.plan.step import RunOptions
-from bot.publish.card import template_fingerprint
 from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name, read_group
 from bot.run.pipeline import finish_status, publish_step
 from bot.run.report import RunReport
@@ -158,7 +158,7 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
         card_refresh=card_refresh,
         only=options.only,
         listed=state.listed,
-        toolchain_fp=state.memory.toolchain_fp if state.memory else None,
+        toolchain_fp=state.memory.fingerprints.toolchain if state.memory else None,
         remembered=sorted(state.remembered),
         up_to_date=[
             built.published_as(repos, built.card.template_fingerprint if built.card else "")
@@ -324,7 +324,10 @@ def publish_run(
         publish_step(report, state, writer, recipe, planned.card_refresh if planned else [], held, install=install)
     if planned is not None:  # the status page needs the plan's view of every listed source
         state.memory = load_memory(
-            writer, recipe, template_fingerprint(), RunOptions(), toolchain_fp=planned.toolchain_fp
+            writer,
+            recipe,
+            Fingerprints.of(recipe, toolchain=planned.toolchain_fp, card=template_fingerprint()),
+            RunOptions(),
         )
         finish_status(report, state, writer, recipe, RunOptions(only=planned.only))
     # The plan's requests and this job's; each build job's downloads are in its own log.

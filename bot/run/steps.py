@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from bot.core import log, profiles
+from bot.core import log
 from bot.core.errors import BotError
+from bot.core.fingerprints import Fingerprints, current_toolchain_fingerprint
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord, Repos
@@ -23,7 +24,7 @@ from bot.plan.planner import Decision, Planner, planned_outcomes
 from bot.plan.step import RunOptions, plan_run
 from bot.run.report import RunReport
 from bot.status import step as status_step
-from bot.status.memory import StatusEntry, toolchain_fingerprint
+from bot.status.memory import StatusEntry
 
 
 @dataclass
@@ -116,9 +117,9 @@ class _RunSide:
         self, planner: Planner, listings: list[RepoListing], skips: list[SkipRecord]
     ) -> tuple[list[RepoListing], list[SkipRecord]]:
         """Read the status memory and report what it vouches for; returns the listings and skips left to examine."""
-        profile_fps = [profile.fingerprint() for profile in profiles.load_profiles().profiles]
-        toolchain_fp = toolchain_fingerprint(planner.toolchain, profile_fps)
-        memory = load_memory(planner.reader, planner.recipe, planner.card_fp, self.options, toolchain_fp=toolchain_fp)
+        toolchain = current_toolchain_fingerprint(planner.toolchain)
+        fingerprints = Fingerprints.of(planner.recipe, toolchain=toolchain, card=planner.card_fp)
+        memory = load_memory(planner.reader, planner.recipe, fingerprints, self.options)
         self.state.memory = planner.memory = memory
         if memory is None:
             return listings, skips
@@ -152,12 +153,12 @@ def _believed(planner: Planner, memory: status_step.Memory, entry: StatusEntry, 
 
 
 def load_memory(
-    reader: Hub, recipe: Recipe, card_fp: str, options: RunOptions, *, toolchain_fp: str | None = None
+    reader: Hub, recipe: Recipe, fingerprints: Fingerprints, options: RunOptions
 ) -> status_step.Memory | None:
     """The status repo's memory, or None when it cannot be read (then every source is examined, as before)."""
     try:
         return status_step.load_memory(
-            reader, recipe, card_fp=card_fp, recheck=options.recheck or options.force, toolchain_fp=toolchain_fp
+            reader, recipe, fingerprints=fingerprints, recheck=options.recheck or options.force
         )
     except BotError as error:
         log.step("status repo unreadable (%s): every source is examined", error.one_line())

@@ -19,7 +19,6 @@ renders and writes it.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -29,11 +28,10 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from bot.core import draft_formats
 from bot.core.errors import Fault, Stage, runner_fault_in
-from bot.core.recipe import Recipe
+from bot.core.fingerprints import Fingerprints
 from bot.core.record import BuildRecord
 from bot.core.safe_text import clean
 from bot.core.schedule import period
-from bot.core.toolchain import Toolchain
 from bot.publish.collection import PublishedPair
 
 SCHEMA_VERSION = 3  # 2: entries name their layout, format group and what a skip waits for (issue 32); 3: last run
@@ -96,6 +94,11 @@ class StatusEntry(_Record):
     @property
     def repos(self) -> list[str]:
         return [repo for repo in (self.draft_repo, self.target_repo) if repo]
+
+    @property
+    def fingerprints(self) -> Fingerprints:
+        """The fingerprints this entry was made with (`Fingerprints`)."""
+        return Fingerprints(self.toolchain_fingerprint, self.recipe_fingerprint, self.card_fingerprint)
 
     def pair(self) -> PublishedPair | None:
         """The published pair this entry stands for, or None when nothing is published for it.
@@ -164,33 +167,6 @@ class StatusFile(_Record):
         return (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
-# ---- fingerprints the memory compares ----
-
-
-def toolchain_fingerprint(toolchain: Toolchain, profile_fingerprints: Iterable[str] = ()) -> str:
-    """What the skip/failure memory compares for "the toolchain changed".
-
-    Args:
-        toolchain: this environment's toolchain (`bot.core.toolchain.detect()`).
-        profile_fingerprints: `Profile.fingerprint()` of every profile in `toolchains/profiles.yaml`, so a
-            changed or added profile re-examines what it might now cover.
-    """
-    payload = {
-        "versions": dict(sorted(toolchain.versions.items())),
-        "capabilities": sorted(toolchain.capabilities),
-        "profiles": sorted(profile_fingerprints),
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def recipe_memory_fingerprint(recipe: Recipe) -> str:
-    """What the memory compares for "the recipe changed": the whole recipe (watch rules, target map, runner
-    classes and limits can all turn a skip into a build), except the memory's own `recheck_after` and the page's
-    `publish.schedule`."""
-    payload = recipe.model_dump(mode="json", exclude={"watch": {"recheck_after"}, "publish": {"schedule"}})
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
-
-
 # ---- the memory rules (pure) ----
 
 
@@ -198,25 +174,22 @@ def needs_recheck(
     entry: StatusEntry | None,
     *,
     revision: str | None,
-    toolchain_fp: str,
-    recipe_fp: str,
+    fingerprints: Fingerprints,
     now: dt.datetime,
     recheck_after: dt.timedelta | None,
     recheck: bool,
-    card_fp: str | None = None,
 ) -> bool:
     """Whether planning must examine a listed source again instead of trusting its status entry.
 
     Args:
         entry: what the status file remembers of the source (None: never seen).
         revision: the source's sha in this run's listing.
-        toolchain_fp, recipe_fp: `toolchain_fingerprint` and `recipe_memory_fingerprint` of this run.
+        fingerprints: this run's (`bot.core.fingerprints.Fingerprints`); a published entry rendered with another
+            card template is examined (its cards are re-rendered), unless the card's is None (not compared).
         now: this run's time (timezone-aware).
         recheck_after: the recipe's `watch.recheck_after`; a remembered skip or failure older than this is
             examined again (None: never by age).
         recheck: the `--recheck` option: examine everything.
-        card_fp: the card template fingerprint; a published entry rendered with another template is examined
-            (its cards are re-rendered). None: not compared.
 
     A failure of a Hub call, the disk or our side, and any outcome at the publish stage, is always examined
     again (`source_fault`): it says more about that run's environment than about the source. So is an entry
@@ -231,15 +204,16 @@ def needs_recheck(
         return True
     if (
         entry.revision != revision
-        or entry.toolchain_fingerprint != toolchain_fp
-        or entry.recipe_fingerprint != recipe_fp
+        or entry.toolchain_fingerprint != fingerprints.toolchain
+        or entry.recipe_fingerprint != fingerprints.recipe
     ):
         return True
     if entry.status == PUBLISHED:
         if not (entry.draft_repo and entry.target_repo):
             return True
         # Also by age: a published pair's target may have a new commit, which only a look at it shows.
-        return (card_fp is not None and entry.card_fingerprint != card_fp) or (
+        card = fingerprints.card
+        return (card is not None and entry.card_fingerprint != card) or (
             recheck_after is not None and now - entry.last_checked >= recheck_after
         )
     if not source_fault(entry):
@@ -388,9 +362,7 @@ def published_entry(
     *,
     draft_repo: str,
     target_repo: str,
-    toolchain_fp: str,
-    recipe_fp: str,
-    card_fp: str | None,
+    fingerprints: Fingerprints,
     now: dt.datetime,
     repo_shas: Mapping[str, str] | None = None,
 ) -> StatusEntry:
@@ -417,9 +389,9 @@ def published_entry(
         speedup=finite_or_none(at_k.speedup),
         recommended_k=validation.recommended_num_assistant_tokens,
         profile=built.toolchain.profile,
-        toolchain_fingerprint=toolchain_fp,
-        recipe_fingerprint=recipe_fp,
-        card_fingerprint=card_fp,
+        toolchain_fingerprint=fingerprints.toolchain,
+        recipe_fingerprint=fingerprints.recipe,
+        card_fingerprint=fingerprints.card,
         last_built=built_at if built_at.tzinfo is not None else built_at.replace(tzinfo=dt.UTC),
         last_checked=now,
     )
@@ -444,8 +416,7 @@ def problem_entry(
     status: Literal["skipped", "failed"],
     reason: str,
     *,
-    toolchain_fp: str,
-    recipe_fp: str,
+    fingerprints: Fingerprints,
     now: dt.datetime,
     stage: str | None = None,
     kind: str | None = None,
@@ -486,8 +457,8 @@ def problem_entry(
         status=status,
         reason=reason_text(reason),
         stage=stage,
-        toolchain_fingerprint=toolchain_fp,
-        recipe_fingerprint=recipe_fp,
+        toolchain_fingerprint=fingerprints.toolchain,
+        recipe_fingerprint=fingerprints.recipe,
         last_built=previous.last_built if previous else None,
         last_checked=now,
     )

@@ -186,9 +186,7 @@ def agrees(entry: StatusEntry, built: BuildRecord | None) -> bool:
             built,
             draft_repo=entry.draft_repo,
             target_repo=entry.target_repo,
-            toolchain_fp=entry.toolchain_fingerprint,
-            recipe_fp=entry.recipe_fingerprint,
-            card_fp=entry.card_fingerprint,
+            fingerprints=entry.fingerprints,
             now=entry.last_checked,
             repo_shas=entry.repo_shas,
         )

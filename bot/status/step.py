@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from bot.core import log
 from bot.core.errors import Failure, PreconditionFailed
+from bot.core.fingerprints import Fingerprints
 from bot.core.outcome import Outcome, Status
-from bot.core.profiles import load_profiles, planning_toolchain
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord, Repos
 from bot.hub import Hub, RepoListing
@@ -39,10 +39,8 @@ from bot.status.memory import (
     problem_entry,
     published_entry,
     reason_text,
-    recipe_memory_fingerprint,
     run_stamp,
     stale_published,
-    toolchain_fingerprint,
     with_repo_shas,
 )
 from bot.status.page import UNREAD, renderer_fingerprint, write_status
@@ -58,9 +56,7 @@ class Memory:
     status: StatusFile | None
     namespace_listing: Mapping[str, str]
     stale: frozenset[str]
-    toolchain_fp: str
-    recipe_fp: str
-    card_fp: str | None
+    fingerprints: Fingerprints  # this run's: what an entry must have been made with to be remembered
     now: dt.datetime
     recheck_after: dt.timedelta | None
     recheck: bool = False
@@ -79,12 +75,10 @@ class Memory:
         if entry is None or needs_recheck(
             entry,
             revision=revision,
-            toolchain_fp=self.toolchain_fp,
-            recipe_fp=self.recipe_fp,
+            fingerprints=self.fingerprints,
             now=self.now,
             recheck_after=self.recheck_after,
             recheck=self.recheck,
-            card_fp=self.card_fp,
         ):
             return None
         if self.stale & set(entry.repos):
@@ -101,8 +95,7 @@ def load_memory(
     reader: Hub,
     recipe: Recipe,
     *,
-    toolchain_fp: str | None = None,
-    card_fp: str | None = None,
+    fingerprints: Fingerprints | None = None,
     recheck: bool = False,
     now: dt.datetime | None = None,
 ) -> Memory:
@@ -111,8 +104,8 @@ def load_memory(
     Args:
         reader: the planning Hub (read token is enough for a public status repo).
         recipe: the run's recipe (status repo, namespace, `watch.recheck_after`).
-        toolchain_fp: default `current_toolchain_fingerprint()`.
-        card_fp: the card template fingerprint (`bot.publish.card.template_fingerprint()`); None: not compared.
+        fingerprints: this run's (default: `Fingerprints.of(recipe)`, this environment's toolchain and no card
+            template compared).
         recheck: the `--recheck` option.
 
     Raises:
@@ -136,9 +129,7 @@ def load_memory(
         status=status,
         namespace_listing=dict(listing),
         stale=stale,
-        toolchain_fp=toolchain_fp or current_toolchain_fingerprint(),
-        recipe_fp=recipe_memory_fingerprint(recipe),
-        card_fp=card_fp,
+        fingerprints=fingerprints or Fingerprints.of(recipe),
         now=now or now_utc(),
         recheck_after=recipe.watch.recheck_after,
         recheck=recheck,
@@ -180,8 +171,7 @@ def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) 
                     "skipped",
                     skip.reason,
                     stage=skip.stage,
-                    toolchain_fp=memory.toolchain_fp,
-                    recipe_fp=memory.recipe_fp,
+                    fingerprints=memory.fingerprints,
                     now=memory.now,
                 )
             )
@@ -262,9 +252,7 @@ def _entry_for(
             built,
             draft_repo=repos.draft,
             target_repo=repos.target,
-            card_fp=memory.card_fp,
-            toolchain_fp=memory.toolchain_fp,
-            recipe_fp=memory.recipe_fp,
+            fingerprints=memory.fingerprints,
             now=memory.now,
         )
     if outcome.status not in (Status.SKIPPED, Status.FAILED):
@@ -277,8 +265,7 @@ def _entry_for(
         outcome.reason,
         stage=outcome.stage,
         previous=previous,
-        toolchain_fp=memory.toolchain_fp,
-        recipe_fp=memory.recipe_fp,
+        fingerprints=memory.fingerprints,
         now=memory.now,
     )
 
@@ -295,12 +282,6 @@ def remembered_outcome(entry: StatusEntry) -> Outcome:
         f"{entry.status} when last examined ({when}), nothing changed since: {entry.reason}",
         stage=entry.stage,
     )
-
-
-def current_toolchain_fingerprint() -> str:
-    """This environment's toolchain together with every profile's pins (`toolchains/profiles.yaml`)."""
-    profiles = load_profiles()
-    return toolchain_fingerprint(planning_toolchain(profiles), [profile.fingerprint() for profile in profiles.profiles])
 
 
 @dataclass(frozen=True)
@@ -386,9 +367,7 @@ def publish_status(
                 raise
             # Another run wrote the page meanwhile: merge into what it wrote, not over it.
             log.get().info("status page: another writer committed first, merging again")
-            current = load_memory(
-                writer, recipe, toolchain_fp=memory.toolchain_fp, card_fp=memory.card_fp, recheck=memory.recheck
-            )
+            current = load_memory(writer, recipe, fingerprints=memory.fingerprints, recheck=memory.recheck)
             continue
         return StatusResult(
             status=status,

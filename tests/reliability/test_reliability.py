@@ -19,6 +19,7 @@ import pytest
 
 from bot.builder.bundle import Bundle, find_local_paths, local_path_markers
 from bot.core.errors import BotError, Failure
+from bot.core.fingerprints import Fingerprints
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.record import Repos
 from bot.hub import Hub
@@ -199,7 +200,10 @@ def _status_after(hub, namespace: str, bundle, rules: list[dict]):
     hub.set_faults(rules)
     try:
         report = RunReport()
-        state = RunMemory(memory=load_memory(writer, recipe, "card", RunOptions()), listed=[demo.DRAFT_REPO])
+        state = RunMemory(
+            memory=load_memory(writer, recipe, Fingerprints.of(recipe, card="card"), RunOptions()),
+            listed=[demo.DRAFT_REPO],
+        )
         report.add(
             Outcome(demo.DRAFT_REPO, built.record.source.revision, Status.UP_TO_DATE, "", [repos.draft, repos.target])
         )

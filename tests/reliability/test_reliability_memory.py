@@ -18,13 +18,14 @@ import subprocess
 import pytest
 from huggingface_hub import HfApi
 
+from bot.core.fingerprints import Fingerprints, current_toolchain_fingerprint, recipe_memory_fingerprint
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.hub import Hub
 from bot.publish.card import template_fingerprint
 from bot.run import demo
 from bot.run.pipeline import RunOptions, run
-from bot.status.memory import STATUS_JSON, StatusEntry, recipe_memory_fingerprint
-from bot.status.step import current_toolchain_fingerprint, load_memory, publish_status
+from bot.status.memory import STATUS_JSON, StatusEntry
+from bot.status.step import load_memory, publish_status
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
@@ -273,7 +274,12 @@ def test_two_recipes_in_one_namespace_keep_their_own_memory_and_collection(hub, 
         )
         writer = Hub(hub.url, TOKEN)
         publish_status(
-            writer, recipe, load_memory(writer, recipe, toolchain_fp="tc"), [entry], watched=[source], committed=False
+            writer,
+            recipe,
+            load_memory(writer, recipe, fingerprints=Fingerprints.of(recipe, toolchain="tc")),
+            [entry],
+            watched=[source],
+            committed=False,
         )
     titles = {
         s.title: [i.item_id for i in api.get_collection(s.slug).items] for s in api.list_collections(owner=namespace)

@@ -18,6 +18,7 @@ import pytest
 from huggingface_hub import HfApi
 
 from bot.core.errors import BotError, Failure, HubError
+from bot.core.fingerprints import Fingerprints
 from bot.core.recipe import HubSettings
 from bot.hub import Hub
 from bot.run import demo
@@ -313,10 +314,10 @@ def test_a_full_disk_during_download_is_the_runners_one_line_and_the_next_plan_r
     assert outcome.reason.startswith("download: disk full: download of model.safetensors at "), outcome.reason
     assert " more bytes, " in outcome.reason and " bytes free " in outcome.reason and "\n" not in outcome.reason
     assert "unexpected" not in outcome.reason and "runner's fault (disk full)" in outcome.reason
-    memory = Memory(status=None, namespace_listing={}, stale=frozenset(), toolchain_fp="tc", recipe_fp="rc",
-                    card_fp=None, now=dt.datetime.now(dt.UTC), recheck_after=None)  # fmt: skip
+    memory = Memory(status=None, namespace_listing={}, stale=frozenset(), fingerprints=Fingerprints("tc", "rc"),
+                    now=dt.datetime.now(dt.UTC), recheck_after=None)  # fmt: skip
     (entry,) = entries_for(memory, [outcome], {})
-    assert needs_recheck(entry, revision=job.revision, toolchain_fp="tc", recipe_fp="rc", now=memory.now,
+    assert needs_recheck(entry, revision=job.revision, fingerprints=Fingerprints("tc", "rc"), now=memory.now,
                          recheck_after=dt.timedelta(days=7), recheck=False)  # fmt: skip
     state, whole = hub_state(hub, before)
     record(

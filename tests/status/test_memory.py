@@ -12,6 +12,7 @@ from huggingface_hub import HfApi
 from typer.testing import CliRunner
 
 from bot.core.errors import Failure, Fault, HubError, InfrastructureFailure, Skip, Stage
+from bot.core.fingerprints import Fingerprints, recipe_memory_fingerprint, toolchain_fingerprint
 from bot.core.outcome import Outcome
 from bot.core.toolchain import Toolchain
 from bot.hub import Hub
@@ -27,9 +28,7 @@ from bot.status.memory import (
     needs_recheck,
     problem_entry,
     published_entry,
-    recipe_memory_fingerprint,
     stale_published,
-    toolchain_fingerprint,
     with_repo_shas,
 )
 from bot.status.page import md_text, render_files, render_readme, renderer_fingerprint, write_status
@@ -79,8 +78,7 @@ def skipped(**changes) -> StatusEntry:
         "skipped",
         "target_layer_ids do not fit the target",
         stage="classify",
-        toolchain_fp="tc",
-        recipe_fp="rc",
+        fingerprints=Fingerprints("tc", "rc"),
         now=NOW,
     )
     return entry.model_copy(update=changes)
@@ -100,8 +98,8 @@ def status_of(*entries: StatusEntry, **changes) -> StatusFile:
         (skipped(), {}, False),  # same everything: remembered
         (skipped(), {"recheck": True}, True),  # --recheck
         (skipped(), {"revision": "d" * 40}, True),  # new source revision
-        (skipped(), {"toolchain_fp": "tc2"}, True),  # toolchain changed
-        (skipped(), {"recipe_fp": "rc2"}, True),  # recipe changed
+        (skipped(), {"fingerprints": Fingerprints("tc2", "rc")}, True),  # toolchain changed
+        (skipped(), {"fingerprints": Fingerprints("tc", "rc2")}, True),  # recipe changed
         (skipped(), {"recheck_after": dt.timedelta(days=7)}, False),  # younger than recheck_after
         (skipped(), {"recheck_after": dt.timedelta(days=7), "now": NOW + dt.timedelta(days=7)}, True),  # aged out
         (skipped(status="failed"), {}, False),  # failures are remembered too
@@ -109,8 +107,12 @@ def status_of(*entries: StatusEntry, **changes) -> StatusFile:
         (skipped(stage="read"), {}, False),  # a gated/missing skip is remembered
         (skipped(stage="publish"), {}, True),  # "no write token" is not the source's
         (published(revision="c" * 40), {}, False),  # published and current
-        (published(revision="c" * 40), {"card_fp": "card"}, False),
-        (published(revision="c" * 40), {"card_fp": "card2"}, True),  # card template changed
+        (published(revision="c" * 40), {"fingerprints": Fingerprints("tc", "rc", "card")}, False),
+        (
+            published(revision="c" * 40),
+            {"fingerprints": Fingerprints("tc", "rc", "card2")},
+            True,
+        ),  # card template changed
         (published(revision="c" * 40), {"recheck_after": dt.timedelta(days=7)}, False),  # young publish: remembered
         (published(revision="c" * 40), {"recheck_after": dt.timedelta(0)}, True),  # aged: its target may have moved
         # Forged or damaged memory: nothing could confirm a publish without repos, and no age makes a future check due.
@@ -132,8 +134,7 @@ def status_of(*entries: StatusEntry, **changes) -> StatusFile:
 def test_needs_recheck_truth_table(entry, kwargs, expected) -> None:
     arguments = {
         "revision": "c" * 40,
-        "toolchain_fp": "tc",
-        "recipe_fp": "rc",
+        "fingerprints": Fingerprints("tc", "rc"),
         "now": NOW,
         "recheck_after": None,
         "recheck": False,
@@ -148,15 +149,18 @@ def examined_again(outcome: Outcome) -> bool:
         status=None,
         namespace_listing={},
         stale=frozenset(),
-        toolchain_fp="tc",
-        recipe_fp="rc",
-        card_fp=None,
+        fingerprints=Fingerprints("tc", "rc", None),
         now=NOW,
         recheck_after=None,
     )
     (entry,) = entries_for(memory, [outcome], {})
     return needs_recheck(
-        entry, revision=outcome.revision, toolchain_fp="tc", recipe_fp="rc", now=NOW, recheck_after=None, recheck=False
+        entry,
+        revision=outcome.revision,
+        fingerprints=Fingerprints("tc", "rc"),
+        now=NOW,
+        recheck_after=None,
+        recheck=False,
     )
 
 
@@ -196,8 +200,7 @@ def test_the_stages_decide_as_the_memory_always_did_and_an_unknown_one_is_examin
     assert needs_recheck(
         skipped(status="failed", stage="a-newer-stage"),
         revision="c" * 40,
-        toolchain_fp="tc",
-        recipe_fp="rc",
+        fingerprints=Fingerprints("tc", "rc"),
         now=NOW,
         recheck_after=None,
         recheck=False,
@@ -205,8 +208,7 @@ def test_the_stages_decide_as_the_memory_always_did_and_an_unknown_one_is_examin
     assert not needs_recheck(
         skipped(stage="a-newer-stage"),
         revision="c" * 40,
-        toolchain_fp="tc",
-        recipe_fp="rc",
+        fingerprints=Fingerprints("tc", "rc"),
         now=NOW,
         recheck_after=None,
         recheck=False,
@@ -244,9 +246,7 @@ def test_entries_from_a_build_record_and_problems() -> None:
         built,
         draft_repo="OV/X-DFlash-int4-ov",
         target_repo="OV/X-int4-ov",
-        toolchain_fp="tc",
-        recipe_fp="rc",
-        card_fp="card",
+        fingerprints=Fingerprints("tc", "rc", "card"),
         now=NOW,
     )
     assert (entry.source, entry.status, entry.speedup, entry.recommended_k, entry.profile) == (
@@ -264,8 +264,7 @@ def test_entries_from_a_build_record_and_problems() -> None:
         "failed",
         "export crashed",
         stage="export",
-        toolchain_fp="tc",
-        recipe_fp="rc",
+        fingerprints=Fingerprints("tc", "rc"),
         now=NOW,
         previous=entry,
     )
@@ -404,9 +403,7 @@ def test_status_step_with_only_skips_makes_no_collection(server: LocalHub) -> No
         status=None,
         namespace_listing={},
         stale=frozenset(),
-        toolchain_fp="tc",
-        recipe_fp="rc",
-        card_fp=None,
+        fingerprints=Fingerprints("tc", "rc", None),
         now=NOW,
         recheck_after=None,
     )
@@ -516,7 +513,7 @@ def test_entries_may_only_name_the_recipes_own_repos() -> None:
     extra = own.model_copy(update={"repo_shas": {**own.repo_shas, f"{NS}/x": "3" * 40}})
     assert "does not name" in foreign_repos(extra, recipe.publish)
     failed = problem_entry(
-        victim.source, "d" * 40, "failed", "export", toolchain_fp="tc", recipe_fp="rc", now=NOW, previous=victim
+        victim.source, "d" * 40, "failed", "export", fingerprints=Fingerprints("tc", "rc"), now=NOW, previous=victim
     )  # a failure carrying the foreign pair over
     status = status_of(
         own,
@@ -540,9 +537,7 @@ def test_a_remembered_publish_must_agree_with_the_record() -> None:
         built,
         draft_repo=DRAFT,
         target_repo=TARGET,
-        toolchain_fp="tc",
-        recipe_fp="rc",
-        card_fp="card",
+        fingerprints=Fingerprints("tc", "rc", "card"),
         now=NOW,
         repo_shas={DRAFT: "1" * 40, TARGET: "2" * 40},
     )
@@ -562,7 +557,7 @@ def test_non_finite_figures_become_null_and_the_file_is_strict_json() -> None:
         run["speedup"] = float("inf")
     built = build_record().model_validate(data)
     entry = published_entry(
-        built, draft_repo=DRAFT, target_repo=TARGET, toolchain_fp="tc", recipe_fp="rc", card_fp=None, now=NOW
+        built, draft_repo=DRAFT, target_repo=TARGET, fingerprints=Fingerprints("tc", "rc", None), now=NOW
     )
     assert entry.accept_length is None and entry.speedup is None and entry.pair() is None
     text = status_of(entry).to_json_bytes()
@@ -577,12 +572,14 @@ def test_non_finite_figures_become_null_and_the_file_is_strict_json() -> None:
 
 def test_problem_reasons_are_visible_text() -> None:
     hostile = "weights only in pickle (a\u202egnp.bin\u200b\x1b[31m)"
-    entry = problem_entry("z-lab/X-DFlash", "c" * 40, "skipped", hostile, toolchain_fp="tc", recipe_fp="rc", now=NOW)
+    entry = problem_entry(
+        "z-lab/X-DFlash", "c" * 40, "skipped", hostile, fingerprints=Fingerprints("tc", "rc"), now=NOW
+    )
     assert entry.reason == "weights only in pickle (agnp.bin[31m)"
     assert (
         len(
             problem_entry(
-                "z-lab/X-DFlash", None, "failed", "x" * 5000, toolchain_fp="tc", recipe_fp="rc", now=NOW
+                "z-lab/X-DFlash", None, "failed", "x" * 5000, fingerprints=Fingerprints("tc", "rc"), now=NOW
             ).reason
         )
         == MAX_REASON_CHARS
@@ -609,7 +606,7 @@ def test_a_repaired_file_is_written_back(server: LocalHub) -> None:
             **{"collection_title": None},
         ),
     )
-    memory = load_memory(Hub(server.url, TOKEN), recipe, toolchain_fp="tc", now=NOW)
+    memory = load_memory(Hub(server.url, TOKEN), recipe, fingerprints=Fingerprints.of(recipe, toolchain="tc"), now=NOW)
     assert memory.repaired and memory.status is not None and memory.status.entries == ()
     result = publish_status(Hub(server.url, TOKEN), recipe, memory, [], watched=None, committed=False)
     assert result.commit is not None  # the same merged content, yet written: the Hub's copy was damaged
@@ -667,11 +664,11 @@ def test_a_runners_fault_remembered_at_a_source_stage_is_examined_again(reason) 
     reason shows it was the runner's, also in a memory an older bot wrote with the stage: examined next run."""
     entry = skipped(status="failed", stage=reason.split(":")[0], reason=reason)
     week = dt.timedelta(days=7)
-    assert needs_recheck(entry, revision="c" * 40, toolchain_fp="tc", recipe_fp="rc", now=NOW, recheck_after=week,
+    assert needs_recheck(entry, revision="c" * 40, fingerprints=Fingerprints("tc", "rc"), now=NOW, recheck_after=week,
                          recheck=False)  # fmt: skip
     crash = entry.model_copy(update={"reason": "export-target: target export failed (exit 1): ValueError: bad rope"})
-    assert not needs_recheck(crash, revision="c" * 40, toolchain_fp="tc", recipe_fp="rc", now=NOW, recheck_after=week,
-                             recheck=False)  # the source's: remembered  # fmt: skip
+    assert not needs_recheck(crash, revision="c" * 40, fingerprints=Fingerprints("tc", "rc"), now=NOW,
+                             recheck_after=week, recheck=False)  # the source's: remembered  # fmt: skip
 
 
 def test_a_target_export_killed_from_outside_is_reported_as_the_runners_and_retried() -> None:

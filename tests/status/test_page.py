@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import shutil
 
+from bot.core.fingerprints import Fingerprints
 from bot.status import page
 from bot.status.memory import CHART, README, STATUS_JSON, StatusEntry, StatusFile
 
@@ -128,8 +129,7 @@ def test_the_page_is_the_map_drafts_by_format_with_targets_and_what_each_skip_wa
         "d" * 40,
         "skipped",
         f"classify: {reason}",
-        toolchain_fp="tc",
-        recipe_fp="rc",
+        fingerprints=Fingerprints("tc", "rc"),
         now=NOW,
         stage="classify",
     )
