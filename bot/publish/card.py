@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 from huggingface_hub import ModelCardData
 
+from bot.core import fingerprints
 from bot.core.draft_formats import facts
 from bot.core.fingerprints import (
     CARD_CODE,
@@ -44,7 +45,8 @@ __all__ = [
 
 def _environment(folder: Path | None) -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(folder or TEMPLATES),
+        # The folder the fingerprint hashes (`bot.core.fingerprints.TEMPLATES`), looked up when a card is rendered.
+        loader=jinja2.FileSystemLoader(folder or fingerprints.TEMPLATES),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,

@@ -449,6 +449,7 @@ def test_workflow_result_equals_a_single_process_run(workflow, single_run, hubs,
 def test_card_only_refresh_is_planned_without_a_build_and_done_by_publish(workflow, hubs, tmp_path, monkeypatch):
     import shutil
 
+    from bot.core import fingerprints
     from bot.publish import card
     from bot.run.fanout import publish_run
 
@@ -457,7 +458,7 @@ def test_card_only_refresh_is_planned_without_a_build_and_done_by_publish(workfl
     shutil.copytree(card.TEMPLATES, templates)
     draft_template = templates / card.DRAFT_TEMPLATE
     draft_template.write_text(draft_template.read_text().replace("## Usage", "## Usage (refreshed)"))
-    monkeypatch.setattr(card, "TEMPLATES", templates)
+    monkeypatch.setattr(fingerprints, "TEMPLATES", templates)  # what the cards are rendered and fingerprinted from
     hub_a = hubs[0]
     planned = plan_matrix(Hub(hub_a.url, READER), RECIPE, RunOptions())
     assert [r.source.repo for r in planned.card_refresh] == [demo.DRAFT_REPO] and planned.matrix() == {"include": []}

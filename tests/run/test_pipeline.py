@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
+from bot.core import fingerprints
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.hub import Hub
 from bot.publish import card
@@ -164,7 +165,7 @@ def test_card_template_change_alone_re_renders_only_the_card(hub, first_run, tmp
     shutil.copytree(card.TEMPLATES, templates)
     draft_template = templates / card.DRAFT_TEMPLATE
     draft_template.write_text(draft_template.read_text().replace("## Usage", "## Usage (updated)"))
-    monkeypatch.setattr(card, "TEMPLATES", templates)
+    monkeypatch.setattr(fingerprints, "TEMPLATES", templates)  # what the cards are rendered and fingerprinted from
     api = Hub(hub.url).api
     before = {f.path: f for f in api.list_repo_tree(DRAFT_OUT, recursive=True)}
     hub.clear_requests()
