@@ -501,7 +501,7 @@ class Hub:
         """Download exactly `files` of one revision into a plain folder, each checked against the Hub's hash.
 
         The names are the ones discovery selected and sized: nothing else is fetched, whatever the repo holds. Each
-        file must match what the Hub lists for that revision (LFS sha256, git blob id for the rest; DESIGN §3): a
+        file must match what the Hub lists for that revision (LFS sha256, else the git blob id; docs/design.md §3): a
         Hub, proxy or CDN that served other bytes costs one fresh download of that file, a second mismatch fails it.
         A transfer that stalls resumes where it stopped (`HubSettings.download_attempts`), all under the download
         deadline. The verified sha256 and size of every file are returned and written beside the folder

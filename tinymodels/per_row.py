@@ -1,4 +1,4 @@
-"""A tiny per-row DFlash draft IR, built the way optimum-intel PR #2096 describes the export (DESIGN §5, §10).
+"""A tiny per-row DFlash draft IR, built the way optimum-intel PR #2096 describes the export (docs/design.md §5, §10).
 
 No released optimum-intel writes this format yet, so the bot's per-row rules are tested on an IR made here: a
 small PyTorch module converted with `openvino.convert_model`, made stateful with the plain KV-cache update, and

@@ -1,4 +1,4 @@
-"""Check each exported IR by the rules of its format (DESIGN §5, §6).
+"""Check each exported IR by the rules of its format (docs/design.md §5, §6).
 
 The target must convert SDPA→PagedAttention (one PagedAttention op per attention layer, no state left) and carry
 the `hidden_states_decoder_layers` annotation GenAI taps. The draft's format is detected from its inputs: the

@@ -123,7 +123,7 @@ def _export_info(finished: FinishedDraft, ctx: GroupContext) -> ExportInfo:
 
 
 def _resources(finished: FinishedDraft, group_cost: StageResources) -> dict[str, StageResources]:
-    """What each stage of this draft cost, and the whole group (DESIGN §8: the sizing model is checked on these)."""
+    """What each stage of this draft cost, and its group (docs/design.md §8: the sizing model is checked on these)."""
     draft_export, target_export = finished.chosen.export, finished.target_export
     resources = {"export-draft": _export_cost(draft_export)}
     if finished.job.target.exported_here:

@@ -1,4 +1,4 @@
-"""The per-row draft format's rules (optimum-intel PR #2096; DESIGN §5), each checked and reported on its own.
+"""The per-row draft format's rules (optimum-intel PR #2096; docs/design.md §5), each checked and reported on its own.
 
 A per-row draft must carry the per-row inputs and rt_info, convert to one PagedAttention op per draft layer, feed
 `token_type_ids` to every one of them, and keep each layer's sliding window. Every rule is evaluated, so a report

@@ -1,4 +1,4 @@
-"""What int4 cost in quality: the target's int4 IR measured against its original weights (DESIGN §9).
+"""What int4 cost in quality: the target's int4 IR measured against its original weights (docs/design.md §9).
 
 who-what-benchmark (openvino.genai `tools/who_what_benchmark`) is not on the package index and its similarity needs
 an embedding model from the Hub, so the bot measures what the two models alone give, on the recipe's validation

@@ -1,4 +1,4 @@
-"""The speed sweep's timing (DESIGN §11: a figure has a spread): interleaved pairs until the interval is tight.
+"""The speed sweep's timing (docs/design.md §11: a figure has a spread): interleaved pairs until the interval is tight.
 
 A shared CPU drifts by more than a draft format's difference (three builds of one tiny pair half an hour apart
 measured x2.34, x9.86 and x13.05), so no figure comes from one timing: for each `num_assistant_tokens` plain and

@@ -1,7 +1,7 @@
 """Validate an exported pair with OpenVINO GenAI: the lossless gate, the acceptance gate, and the speed sweep.
 
 Lossless alone proves nothing about the draft (speculative decoding is lossless with any draft), so a pair must
-also reach the recipe's minimum accept length (DESIGN §6). The lossless gate uses exact CPU properties (f32 KV
+also reach the recipe's minimum accept length (docs/design.md §6). The lossless gate uses exact CPU properties (f32 KV
 cache, no dynamic quantization, f32 inference) because the defaults drift even for plain greedy; acceptance and
 speed are measured with the default properties that users run, plain and speculative interleaved until the
 speed-up's interval is tight (`bot.builder.timing`).

@@ -1,4 +1,4 @@
-"""Validate a per-row draft through GenAI's continuous-batching interface, several requests at once (DESIGN §5).
+"""Validate a per-row draft through GenAI's continuous-batching interface, several requests at once (docs/design.md §5).
 
 A per-row draft is PagedAttention-ready: a GenAI with per-row DFlash support (openvino.genai PR #4790, "Support
 DFlash and DSpark drafts through continuous batching on PagedAttention") runs it inside the continuous-batching

@@ -1,4 +1,4 @@
-"""The draft's weight format (int4, int8), chosen by measurement (DESIGN §9).
+"""The draft's weight format (int4, int8), chosen by measurement (docs/design.md §9).
 
 `bot/core/draft_formats.py` is the IR layout.
 
@@ -7,7 +7,7 @@ more tokens and be faster end to end. The build exports the draft in each of the
 `export.draft_weight_formats`, runs the lossless gate and the acceptance sweep for each against the same target,
 and publishes the format with the best measured speed-up at its own recommended `num_assistant_tokens`.
 
-Choices are made beyond the noise (DESIGN §11): each speed-up is a median with a 95 % interval
+Choices are made beyond the noise (docs/design.md §11): each speed-up is a median with a 95 % interval
 (`bot.builder.timing`), and formats whose intervals overlap are a tie, which the smaller file wins. The choice is also
 sticky: a draft already published in one format (its repo is named after it, `bot.core.naming`) moves to another
 only when that one's interval lies wholly above the published one's and its median is faster by more than the

@@ -1,4 +1,4 @@
-"""What each draft format means to a user: the words the card, the provenance and the report use (DESIGN §5).
+"""What each draft format means to a user: the words the card, the provenance and the report use (docs/design.md §5).
 
 A stateful draft (optimum-intel 2.2.0) runs as GenAI's single-request proof of concept beside a PagedAttention
 target; a per-row draft converts to PagedAttention like any decoder and runs inside continuous batching, so the

@@ -2,7 +2,7 @@
 
 The Hub lists, for each file at a revision, the sha256 of an LFS file's bytes and the git blob id of every file (for
 an LFS file that id is its pointer's, so it says nothing about the bytes; for a regular file it is the sha1 of
-`blob <size>\\0` + the bytes). `bot.hub` checks each download against them (DESIGN §3) and writes the verified
+`blob <size>\\0` + the bytes). `bot.hub` checks each download against them (docs/design.md §3) and writes the verified
 sha256 and size of every file beside the folder (`write_manifest`), where the build reads them back with
 `read_manifest` without importing `bot.hub`.
 """

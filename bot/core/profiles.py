@@ -1,4 +1,4 @@
-"""Toolchain profiles: which pinned environment builds which target family (DESIGN §6).
+"""Toolchain profiles: which pinned environment builds which target family (docs/design.md §6).
 
 optimum-intel gates each model type by a transformers range (`MIN_TRANSFORMERS_VERSION` /
 `MAX_TRANSFORMERS_VERSION` on its export config classes) that pip does not enforce: optimum-intel 2.2.0 exports

@@ -81,7 +81,7 @@ class WatchRules(_Strict):
 
 
 class TargetRules(_Strict):
-    """How a draft's target is found: the draft config does not name it (DESIGN §4)."""
+    """How a draft's target is found: the draft config does not name it (docs/design.md §4)."""
 
     order: list[TargetRule] = Field(
         default_factory=lambda: list[TargetRule](["map", "card_metadata", "card_text", "repo_name"])

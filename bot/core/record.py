@@ -1,4 +1,4 @@
-"""The build record: `openvino_export.json`, one typed, frozen model from the build to the card (DESIGN §2).
+"""The build record: `openvino_export.json`, one typed, frozen model from the build to the card (docs/design.md §2).
 
 A build writes one `BuildRecord` into its bundle; publish commits it to the draft repo (with the card fingerprint
 and the repo names) and a `TargetRecord` (the target's part plus every draft validated against it) to the target
@@ -65,14 +65,14 @@ class TargetRef(SourceRef):
 
 
 class DraftInfo(_Record):
-    kind: str = Field(description="dflash | dspark | ... (DESIGN §4)")
+    kind: str = Field(description="dflash | dspark | ... (docs/design.md §4)")
     format: DraftFormat
     architecture: str
     base_model_type: str
 
 
 class ToolchainInfo(_Record):
-    """The versions that produced the IRs; a change to a tracked one rebuilds (DESIGN §5)."""
+    """The versions that produced the IRs; a change to a tracked one rebuilds (docs/design.md §5)."""
 
     optimum_intel: str = Field(alias="optimum-intel")
     openvino: str
@@ -360,7 +360,7 @@ FileList = dict[str, FileDigest]
 
 
 class BuildFiles(_Record):
-    """What a build published, file by file, and what it was built from (DESIGN §3: hashes end to end).
+    """What a build published, file by file, and what it was built from (docs/design.md §3: hashes end to end).
 
     `draft` and `target` list the built files of each repo; the card, the record and the chart are rendered at
     publish from the record and are not listed. The sources are the files downloaded and checked against the
@@ -402,7 +402,7 @@ class OfficialTarget(_Record):
 
 
 class StageResources(_Record):
-    """What one build stage cost (DESIGN §8): the sizing model is checked against these.
+    """What one build stage cost (docs/design.md §8): the sizing model is checked against these.
 
     The memory peaks are of the stage's process tree, each its own maximum over the samples: RSS, and its two
     parts apart (absent in records written before they were kept): anonymous memory plus swap, which must fit the

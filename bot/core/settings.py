@@ -1,4 +1,4 @@
-"""The environment, read once into a typed record that commands pass down (STYLE §4: settings in one place).
+"""The environment, read once into a typed record that commands pass down (docs/design.md §1: settings in one place).
 
 Nothing else in `bot/` reads an environment variable for configuration: the CLI builds `Settings.from_env(os.environ)`
 and hands it (or the one field a function needs) on, to the processes it starts too (the builder gets the variables,

@@ -59,7 +59,7 @@ def speedup_gate(best_speedup: float, min_speedup: float | None) -> str | None:
     )
 
 
-# ---- a figure with a spread (DESIGN §11): the interval, the stopping rule, the choice of k ----
+# ---- a figure with a spread (docs/design.md §11): the interval, the stopping rule, the choice of k ----
 
 # Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom; beyond 30 the normal's 1.96 is close enough.
 _T95 = (

@@ -2,7 +2,7 @@
 
 Capabilities are detected from the installed optimum-intel itself (its draft-architecture map and the per-row
 DFlash export markers), not assumed from a version number: when a release gains per-row export or DSpark, the
-next run sees it, the provenance records it, and plan rebuilds what it affects (DESIGN §5).
+next run sees it, the provenance records it, and plan rebuilds what it affects (docs/design.md §5).
 """
 
 from __future__ import annotations

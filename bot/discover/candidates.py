@@ -2,7 +2,7 @@
 
 `list_sources` costs one listing request per recipe source and classifies by architecture from the listing
 itself. `resolve` runs only for repos the plan decided to build: it reads `config.json` and `README.md`, finds and
-cross-checks the target (DESIGN §4), and checks sizes and weight formats from file metadata, all before a single
+cross-checks the target (docs/design.md §4), and checks sizes and weight formats from file metadata, all before a single
 weight byte is downloaded.
 """
 
@@ -156,7 +156,7 @@ def unexportable_reason(kind: str, listing: RepoListing, toolchain: Toolchain) -
 
 
 def resolve_target_name(repo_id: str, card: SourceCard, recipe: Recipe) -> tuple[str, str]:
-    """The target repo id and the rule that named it, trying the recipe's order (DESIGN §4).
+    """The target repo id and the rule that named it, trying the recipe's order (docs/design.md §4).
 
     `card` is the draft's validated card: its `base_models` are the Hub's `cardData.base_model` when the listing
     carried it, so the bot resolves the target the Hub shows. Whatever a rule names is checked as a repo id

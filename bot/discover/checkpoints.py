@@ -1,4 +1,4 @@
-"""Classify a checkpoint from its `config.json` and cross-check a draft against its target (DESIGN §4).
+"""Classify a checkpoint from its `config.json` and cross-check a draft against its target (docs/design.md §4).
 
 Everything here reads JSON and safetensors headers only: it runs before any export, so a broken or unsupported
 checkpoint is a skip with a reason that names the defect, found in milliseconds rather than after an export.
@@ -166,7 +166,7 @@ def parse_config_text(data: bytes, *, subject: str | None = None) -> dict:
 
 
 def classify_draft(config: dict, *, subject: str | None = None) -> DraftSpec:
-    """Recognise the draft's layout and kind from its config (DESIGN §4 table, issue 32).
+    """Recognise the draft's layout and kind from its config (docs/design.md §4 table, issue 32).
 
     The order matters: a speculators-format config is recognised by `speculators_model_type` before anything else,
     because its `architectures` borrow the names of the layouts it repackages (`DSparkDraftModel`,

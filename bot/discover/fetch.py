@@ -1,4 +1,4 @@
-"""Working copies of checkpoints that are safe to hand to the exporter (DESIGN §3).
+"""Working copies of checkpoints that are safe to hand to the exporter (docs/design.md §3).
 
 Only data files are copied (never `*.py`, never pickles), `auto_map` is stripped from every config, so the
 `trust_remote_code` that optimum-intel needs for DFlash can only load optimum-intel's own class, and every

@@ -1,4 +1,4 @@
-"""Decide what to build from what is already published: the Hub is the state (DESIGN §2).
+"""Decide what to build from what is already published: the Hub is the state (docs/design.md §2).
 
 Each candidate costs one small request, its output repo's `openvino_export.json`, plus one per distinct target
 (its current revision). A build happens only when `BuildInputs.changes_to` finds a difference (source or target

@@ -8,7 +8,7 @@ weights, and skips the target export and the quality measurement (its figures ar
 Sizing then counts no target export (`bot.plan.sizing`), so a draft update for a target too large to export on a runner
 still fits it.
 
-The record is only believed about files the bot wrote (DESIGN §3): a target is reused only when every file of the
+The record is only believed for files the bot wrote (docs/design.md §3): a target is reused only when every file of the
 repo at the pinned commit is the one its record lists (the Hub's LFS sha256 or git blob id against the record's),
 every file was last written by the bot's own Hub user (the history from that commit back to the bot's commit that
 wrote the files holds only the bot's commits, of either recipe that shares the target, and that commit's record

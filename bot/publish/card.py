@@ -1,4 +1,4 @@
-"""Model cards rendered from `templates/*.md.j2` (DESIGN §7).
+"""Model cards rendered from `templates/*.md.j2` (docs/design.md §7).
 
 Metadata goes through `huggingface_hub.ModelCardData` so the YAML is what the Hub expects; the body is a Jinja2
 template rendered with `StrictUndefined`, so a missing figure fails the render instead of printing blank.

@@ -1,4 +1,4 @@
-"""The card's install line: this project at the exact source that built the card, or nothing (DESIGN §11).
+"""The card's install line: this project at the exact source that built the card, or nothing (docs/design.md §11).
 
 A package name nobody owns would install whatever someone later registers under it for every reader of every card,
 so the line is either a pinned `git+https://...@<sha>` requirement built from the GitHub Actions context of the run

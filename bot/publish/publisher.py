@@ -1,4 +1,4 @@
-"""Publish a validated bundle: one commit per repo, card and record included, target first (DESIGN §7).
+"""Publish a validated bundle: one commit per repo, card and record included, target first (docs/design.md §7).
 
 This stage holds the write token and never loads a checkpoint: it renders Markdown and uploads files. The output
 repos come from the build job (plan named them) and the record from memory. Before writing it re-reads the Hub,

@@ -1,4 +1,4 @@
-"""GitHub Actions integration: masked tokens, step outputs, the step summary, annotations (DESIGN §8).
+"""GitHub Actions integration: masked tokens, step outputs, the step summary, annotations (docs/design.md §8).
 
 Everything goes through `github-action-utils`, and only when the environment says the process runs on Actions
 (`GITHUB_ACTIONS=true`); elsewhere every method is a no-op, so local runs and tests print nothing extra. The

@@ -1,8 +1,8 @@
-"""The GitHub Actions split of the one path (`bot.run.pipeline`, DESIGN §8): plan a matrix, build one entry per
+"""The GitHub Actions split of the one path (`bot.run.pipeline`, docs/design.md §8): plan a matrix, build one entry per
 runner, publish once.
 
 `dflash-bot run` walks the path in one process tree. On Actions its steps run as separate jobs, so that builds go to
-runners sized for them and so that the trust boundary (DESIGN §3) is a job boundary; each job calls the same step
+runners sized for them and the trust boundary (docs/design.md §3) is a job boundary; each job calls the same step
 functions as `run`, in the same order:
 
 - plan job (`plan_matrix`, read token): `plan_step`, then each target group laid out as matrix entries with a

@@ -15,7 +15,7 @@ process (`run_validation`), because the child's Landlock rules grant no device n
 the GPU driver's files, and the child would not see the device. The files it loads were checked against the record
 first either way.
 
-A mirror's answers are untrusted input, as a checkpoint is (DESIGN §11): a commit id must be 40 hex digits before it
+A mirror's answers are untrusted, as a checkpoint is (docs/design.md §11): a commit id must be 40 hex digits before it
 is joined to a path, every file name of the record must be a top-level name `try` downloads (`is_try_file`: the
 builder's allow-list and the IR files the bundle publishes) before anything is downloaded, the download goes only into
 the cache folder, and the target's commit history is read a bounded number of pages (`Hub.commit_ids`).

@@ -1,4 +1,4 @@
-"""Following upstream: is there a newer toolchain, and does it still build and validate our pairs? (DESIGN §10)
+"""Following upstream: is there a newer toolchain, and does it still build and validate our pairs? (docs/design.md §10)
 
 `dflash-bot toolchain check` asks the package index (`upstream_index`, through pip, so that the user's index
 configuration applies) for the newest releases of the OpenVINO stack that satisfy each other's declared

@@ -71,7 +71,7 @@ def run_tiny_pair(
     children confined as `settings` say.
 
     The oracle draft always agrees with its target, so a toolchain that exports and runs DFlash correctly gives
-    an accept length of exactly k + 1 (DESIGN §6); anything less means the candidate broke the draft path.
+    an accept length of exactly k + 1 (docs/design.md §6); anything less means the candidate broke the draft path.
     """
     from tinymodels import make_tiny  # imports torch: only the tiny-pair trial needs it
 

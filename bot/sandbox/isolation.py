@@ -1,4 +1,4 @@
-"""The trust boundary for the processes that touch untrusted checkpoints (DESIGN §3).
+"""The trust boundary for the processes that touch untrusted checkpoints (docs/design.md §3).
 
 Exports and GenAI runs happen in child processes that get an environment without any Hub token, run offline,
 have a wall-clock limit and, optionally, a memory budget, and have their whole process group killed when they

@@ -1,4 +1,4 @@
-"""No telemetry from any process of the bot (DESIGN §3: nothing connects anywhere but the configured Hub).
+"""No telemetry from any process of the bot (docs/design.md §3: nothing connects anywhere but the configured Hub).
 
 One place for every library's own switch, as its installed source reads it:
 - huggingface_hub (transformers, diffusers and optimum use its constants): `HF_HUB_DISABLE_TELEMETRY`, also

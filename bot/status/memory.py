@@ -7,7 +7,7 @@ changed; planning reads `status.json` once. With it, a source that was skipped o
 while its revision, the toolchain and the recipe are unchanged (`needs_recheck`), and published repos are
 cross-checked against one listing of the output namespace (`stale_published`).
 
-The memory is a hint that saves work, never a source of truth (DESIGN §3): `status.json` is parsed into the strict,
+The memory is a hint that saves work, not a source of truth (docs/design.md §3): `status.json` is read into the strict,
 bounded models below (`bot.status.read`: size and depth limits, aware timestamps, finite figures, only repos the
 recipe itself publishes), an invalid file or entry is dropped with a warning and rebuilt from the Hub, and a
 remembered "published" is believed only once the draft repo's record at its head agrees (`status_read.agrees`).

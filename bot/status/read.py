@@ -168,7 +168,7 @@ def agrees(entry: StatusEntry, built: BuildRecord | None) -> bool:
     """Whether a remembered published entry says what the draft repo's record at its head says.
 
     The memory is only a hint: a forged or stale "published" (another source, another revision, other figures,
-    other repos) must not hide a build. The record is the repo's own statement of what it holds (DESIGN §2).
+    other repos) must not hide a build. The record is the repo's own statement of what it holds (docs/design.md §2).
 
     Args:
         entry: a published entry that the namespace listing found unchanged.
