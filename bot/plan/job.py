@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.core import naming
 from bot.core.recipe import PublishSettings
-from bot.core.record import Repos
+from bot.core.record import BuildRecord, Repos
 from bot.discover.candidates import Candidate
 from bot.plan.official import OfficialRepo
 from bot.plan.reuse import ReusedTarget
@@ -117,11 +117,24 @@ class BuildJob(BaseModel):
         """The repos a build whose draft was chosen in `weight_format` publishes to."""
         return self.repos.model_copy(update={"draft": self.draft_repos.get(weight_format, self.draft_repo)})
 
+    def publish_repos(self, built: BuildRecord) -> Repos:
+        """The repos this job's build `built` is published to, worked out here only (the builder's outcome and the
+        publisher use these): the repo of the weight format the build chose (`repos_for`), and an official target's
+        repo when the draft was validated against it (`pair_repos`)."""
+        return pair_repos(built, self.repos_for(built.draft_weight_format))
+
     def replaced_repo(self, weight_format: str) -> str | None:
         """The published repo a build in `weight_format` replaces (its card then points to the new one): the draft
         was published under another format's name; None when it goes to the same repo or nothing was published."""
         new = self.repos_for(weight_format).draft
         return self.draft_repo if self.published_format is not None and self.draft_repo != new else None
+
+
+def pair_repos(built: BuildRecord, repos: Repos) -> Repos:
+    """The repos a build's pair lives in: the planned ones, but an official target's repo when the draft was
+    validated against it (`BuildRecord.official_target`: no target of the bot's own exists for it)."""
+    official = built.official_target
+    return repos.model_copy(update={"target": official.repo}) if official is not None and official.used else repos
 
 
 def group_jobs(jobs: list[BuildJob]) -> dict[tuple[str, str], list[BuildJob]]:

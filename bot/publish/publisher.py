@@ -31,6 +31,7 @@ from bot.core.outcome import Status
 from bot.core.record import PROVENANCE_FILE, BuildRecord, DraftSummary, Repos, TargetRecord
 from bot.core.record_files import differs_from_record
 from bot.hub import Hub, RepoFiles
+from bot.plan.job import pair_repos
 from bot.plan.reuse import EXPORT_COMMIT, why_not_the_bots
 from bot.publish.card import render_draft_card, render_target_card, template_fingerprint
 from bot.publish.card_check import refused_card
@@ -57,13 +58,13 @@ class PublishResult:
 
 
 def publish_bundle(hub: Hub, bundle: Bundle, repos: Repos, *, private: bool) -> PublishResult:
-    """Publish one bundle to the draft and target repos named by its build job.
+    """Publish one bundle to the draft and target repos named by its build job (paired here, `pair_repos`).
 
     Raises:
         Failure: the bundle failed a validation gate (never published), or the Hub refused the commits.
         Skip: an output repo holds newer work, or another source's build.
     """
-    (result,) = publish_group(hub, [(bundle, repos)], private=private)
+    (result,) = publish_group(hub, [(bundle, pair_repos(bundle.record, repos))], private=private)
     if isinstance(result, BaseException):
         raise result
     return result
@@ -80,6 +81,8 @@ def publish_group(
     """Publish the drafts of one target: the target repo once (listing every draft built now), then each draft.
 
     Args:
+        members: each bundle with the repos it is published to, as its job gives them (`BuildJob.publish_repos`:
+            an official target's repo when the draft was validated against it), used as they are.
         replaces: new draft repo -> the repo the same source was published in before (another weight format's
             name): once the new repo is published, the old one's card is rewritten to point to it.
         install: the requirement the draft cards' install line gives (`bot.publish.install.install_line`; None:
@@ -94,7 +97,6 @@ def publish_group(
     refused = _refused_bundle(members)
     if refused is not None:
         return [refused] * len(members)  # one tampered bundle: nothing of its group is committed
-    members = [(bundle, pair_repos(bundle.record, repos)) for bundle, repos in members]
     card_refused = refused_card(hub, members, card_fp)  # the Hub's card check, before any upload (issue 33)
     if card_refused is not None:
         return [card_refused] * len(members)
@@ -205,13 +207,6 @@ def _refused_bundle(members: list[tuple[Bundle, Repos]]) -> Failure | None:
                 stage=Stage.PUBLISH,
             )
     return None
-
-
-def pair_repos(built: BuildRecord, repos: Repos) -> Repos:
-    """The repos a build's pair lives in: the planned ones, but an official target's repo when the draft was
-    validated against it (`BuildRecord.official_target`: no target of the bot's own exists for it)."""
-    official = built.official_target
-    return repos.model_copy(update={"target": official.repo}) if _official_target_used(built) and official else repos
 
 
 def _official_target_used(built: BuildRecord) -> bool:

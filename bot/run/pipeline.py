@@ -45,7 +45,7 @@ from bot.plan.planner import card_refreshes
 from bot.plan.sizing import local_runner
 from bot.plan.step import RunOptions
 from bot.publish.install import install_line
-from bot.publish.publisher import pair_repos, publish_group, refresh_cards
+from bot.publish.publisher import publish_group, refresh_cards
 from bot.run.handoff import artifact_name, read_group, write_outcome
 from bot.run.preflight import require_write_token
 from bot.run.report import RunReport, build_cost_note
@@ -203,8 +203,7 @@ def build_and_hand_off(
         for job, result in built:
             if result.bundle is not None:
                 shutil.move(str(result.bundle.root), str(out / artifact_name(job.source)))
-            repos = job.repos_for(result.bundle.record.draft_weight_format) if result.bundle else job.repos
-            repos = pair_repos(result.bundle.record, repos) if result.bundle else repos  # an official target's
+            repos = job.publish_repos(result.bundle.record) if result.bundle else job.repos
             outcomes[job.source] = (
                 Outcome.of_error(job.source, job.revision, as_runners(result.error))  # the runner's: not remembered
                 if result.error is not None
@@ -385,7 +384,7 @@ def publish_jobs(
 
     Each draft goes to the repo of the weight format its build chose; a draft that moved to another format's repo
     has its old repo's card pointed to the new one in the same step (`publish_group(replaces=...)`)."""
-    members = [(bundle, job.repos_for(bundle.record.draft_weight_format)) for job, bundle in ready]
+    members = [(bundle, job.publish_repos(bundle.record)) for job, bundle in ready]
     replaces = {
         repos.draft: old
         for (job, bundle), (_, repos) in zip(ready, members, strict=True)

@@ -8,9 +8,10 @@ import pytest
 
 from bot.core.errors import Failure
 from bot.hub import Hub
+from bot.plan.job import pair_repos
 from bot.publish.card import template_fingerprint
 from bot.publish.card_check import refused_card
-from bot.publish.publisher import pair_repos, publish_bundle
+from bot.publish.publisher import publish_bundle
 from tests.conftest import HUB_TOKEN
 from tests.publish.handmade import make_bundle, seed_sources
 from tests.records import REPOS, build_record

@@ -1,7 +1,6 @@
-"""The publisher's rules that need no build (`bot.publish.publisher`): the pair's repos (`pair_repos`), the commit
-message, a record without file hashes refused, and, on a real local Hub, a bundle that failed its gates or would
-overwrite another source's build never published, and a card refresh of a repo that holds no build committing
-nothing."""
+"""The publisher's rules that need no build (`bot.publish.publisher`): the commit message, a record without file hashes
+refused, and, on a real local Hub, a bundle that failed its gates or would overwrite another source's build never
+published, and a card refresh of a repo that holds no build committing nothing."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from bot.core.errors import Failure, Skip
 from bot.core.outcome import Status
 from bot.core.record import OfficialTarget, Repos
 from bot.hub import Hub
-from bot.publish.publisher import _listed, _message, pair_repos, publish_bundle, refresh_cards
+from bot.publish.publisher import _listed, _message, publish_bundle, refresh_cards
 from tests.conftest import HUB_TOKEN
 from tests.publish.handmade import make_bundle, seed_sources
 from tests.records import REPOS, SOURCE_SHA, TARGET_SHA, build_record
@@ -37,12 +36,6 @@ def hub(hub):
 
 def bundle(tmp_path, built: record.BuildRecord) -> Bundle:
     return make_bundle(tmp_path / "bundle", built=built)
-
-
-def test_pair_repos_names_the_official_target_only_when_it_was_used():
-    assert pair_repos(build_record(), REPOS) == REPOS
-    assert pair_repos(with_official(used=False), REPOS) == REPOS
-    assert pair_repos(with_official(used=True), REPOS) == Repos(draft=REPOS.draft, target=OFFICIAL)
 
 
 def test_commit_message_names_role_source_short_revision_and_format():
