@@ -130,6 +130,15 @@ def reliability_rows():
         Path(target).write_text(json.dumps(ROWS, indent=2))
 
 
+@pytest.fixture(autouse=True)
+def _local_hub_client() -> Iterator[None]:
+    """`bot.hub.configure_client` is process-wide: a test that runs a command in-process without `HF_ENDPOINT` (to see
+    it refuse early) configures the client for huggingface.co, which turns Xet uploads on, and the next test of that
+    worker then uploads to a local Hub that speaks LFS only (404 on the Xet write token). Each test starts local."""
+    configure_client("http://127.0.0.1")
+    yield
+
+
 @pytest.fixture()
 def own_logger():
     """Commands run in-process set up the bot's logger on that test's stderr; give later tests the logger as it
