@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-BUILD = Path(__file__).resolve().parents[2] / "bot" / "build"
+BUILD = Path(__file__).resolve().parents[2] / "bot" / "builder"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 
