@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,10 +107,6 @@ class ProfileSet:
     # What the default profile's environment reports beyond its pins (`toolchains/exporter.yaml`): the bounds used
     # where optimum-intel's source cannot be read, and the toolchain a light install plans with.
     exporter: ExporterSnapshot
-
-    @property
-    def fallback_bounds(self) -> Mapping[str, tuple[str | None, str | None]]:
-        return self.exporter.transformers_bounds
 
     def get(self, name: str) -> Profile:
         for profile in self.profiles:
