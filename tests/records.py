@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bot.core import record
 from bot.core.record import BuildRecord, Repos
+from bot.discover.candidates import Candidate
 
 SOURCE_SHA = "a" * 40
 TARGET_SHA = "b" * 40
@@ -135,3 +136,23 @@ def record_data(
 
 def build_record(**kwargs) -> BuildRecord:
     return BuildRecord.model_validate(record_data(**kwargs))
+
+
+def candidate(**overrides: object) -> Candidate:
+    """Discovery's candidate for a stateful DFlash draft of a qwen3 target, pinned at the records' shas (the three
+    byte counts small), with `overrides` (`repo_id`, `target_repo`, shas, sizes ...)."""
+    fields: dict[str, object] = {
+        "repo_id": "z-lab/Qwen3-Tiny-DFlash-b16",
+        "revision": SOURCE_SHA,
+        "kind": "dflash",
+        "draft_format": "stateful",
+        "target_repo": "Qwen/Qwen3-Tiny",
+        "target_revision": TARGET_SHA,
+        "target_model_type": "qwen3",
+        "target_is_vlm": False,
+        "draft_bytes": 100,
+        "target_bytes": 200,
+        "profile": "default",
+        "download_bytes": 300,
+    }
+    return Candidate(**{**fields, **overrides})  # type: ignore[arg-type]

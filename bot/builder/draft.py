@@ -92,9 +92,7 @@ def finish_draft(job: DraftJob, ctx: GroupContext) -> FinishedDraft | DraftOutco
         facts = job.target.facts.result()  # set before the target export ran
     except BotError as error:
         log.step("%s", error.one_line())
-        return DraftOutcome(
-            candidate=job.draft.candidate, bundle=None, error=error.at(subject=job.name, stage=Stage.BUILD)
-        )
+        return DraftOutcome(draft=job.draft, bundle=None, error=error.at(subject=job.name, stage=Stage.BUILD))
     return FinishedDraft(
         job=job,
         target_export=target_export,

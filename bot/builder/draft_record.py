@@ -1,5 +1,6 @@
 """A draft's build record (`openvino_export.json`), constructed once from what its build found, with its status
-decided once, and written once with its bundle (`bot.builder.bundle.seal_bundle`).
+decided once and the repos its job publishes to, and written once with its bundle (`bot.builder.bundle.seal_bundle`):
+the publisher commits it as written.
 
 The record is made after the whole group is done, because it also holds the group's cost (`resources.build`); a
 failed build gets a record too (a failed gate is worth reading).
@@ -16,8 +17,10 @@ from bot.builder.quality import quality_gate
 from bot.builder.target import license_fields
 from bot.core import log
 from bot.core.errors import BotError, Failure, Stage
+from bot.core.fingerprints import template_fingerprint
 from bot.core.record import (
     BuildRecord,
+    CardInfo,
     DraftInfo,
     ExportInfo,
     ExportSeconds,
@@ -46,16 +49,14 @@ def sealed_outcome(finished: FinishedDraft, ctx: GroupContext, group_cost: Stage
         bundle = run_step(Stage.BUNDLE, lambda: seal_bundle(finished.staged, built, ctx.scratch, *ctx.environments()))
     except BotError as error:
         log.step("%s", error.one_line())
-        return DraftOutcome(
-            candidate=job.draft.candidate, bundle=None, error=error.at(subject=job.name, stage=Stage.BUILD)
-        )
+        return DraftOutcome(draft=job.draft, bundle=None, error=error.at(subject=job.name, stage=Stage.BUILD))
     log.step("%s: bundle %s (%s)", job.name, bundle.root, built.status)
     if bundle.passed:
-        return DraftOutcome(candidate=job.draft.candidate, bundle=bundle, error=None)
+        return DraftOutcome(draft=job.draft, bundle=bundle, error=None)
     # Only the quality gate failed when GenAI's gates passed.
     stage = Stage.QUALITY if built.validation.passed else Stage.VALIDATE
     failure = Failure("; ".join(built.failed_gates), subject=job.name, stage=stage)
-    return DraftOutcome(candidate=job.draft.candidate, bundle=bundle, error=failure)
+    return DraftOutcome(draft=job.draft, bundle=bundle, error=failure)
 
 
 def build_record(finished: FinishedDraft, ctx: GroupContext, group_cost: StageResources) -> BuildRecord:
@@ -71,6 +72,7 @@ def build_record(finished: FinishedDraft, ctx: GroupContext, group_cost: StageRe
         "min_top1_agreement": recipe.validation.min_top1_agreement,
         "passed": quality_failure is None,
     }
+    planned = job.draft.job  # None: local folders, never published
     return BuildRecord(
         bot_version=__version__,
         built_at=now(),
@@ -103,6 +105,10 @@ def build_record(finished: FinishedDraft, ctx: GroupContext, group_cost: StageRe
         draft_formats=finished.choice.as_provenance() if finished.choice else None,
         files=finished.staged.files,
         official_target=official,
+        # Set here, once: the record is published as written (`bot.publish.publisher` holds it to its job's repos
+        # and its own templates, and never stamps it again).
+        repos=planned.repos_of(chosen.weight_format, official) if planned is not None else None,
+        card=CardInfo(template_fingerprint=template_fingerprint()) if planned is not None else None,
     )
 
 

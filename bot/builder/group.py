@@ -134,7 +134,7 @@ def build_group(
             reused_ir = _reused_ir(target, drafts[0], recipe, toolchain, reused) if reused else None
         except BotError as error:
             log.step("%s", error.one_line())
-            return [DraftOutcome(candidate=d.candidate, bundle=None, error=error) for d in drafts]
+            return [DraftOutcome(draft=d, bundle=None, error=error) for d in drafts]
         served = official is not None and official.ir is not None  # an official IR: no target export either
         schedule = plan_schedule(
             drafts, recipe, scratch, target_reused=reused is not None or served, settings=settings, estimate=estimate
@@ -274,9 +274,7 @@ def _verify_all(
             try:
                 pair = verify_pair(draft.candidate, draft.checkout, target, target_is_ir=target_is_ir)
             except BotError as error:
-                failed[index] = DraftOutcome(
-                    candidate=draft.candidate, bundle=None, error=error.at(subject=draft.checkout.name)
-                )
+                failed[index] = DraftOutcome(draft=draft, bundle=None, error=error.at(subject=draft.checkout.name))
                 log.step("%s", error.one_line())
                 continue
             verified[index] = pair

@@ -17,6 +17,7 @@ from bot.core.settings import SANDBOX_LAYERS
 from bot.core.toolchain import Toolchain
 from bot.discover.candidates import Candidate
 from bot.discover.checkpoints import DraftSpec, TargetSpec
+from bot.plan.job import BuildJob
 
 T = TypeVar("T")
 
@@ -36,14 +37,33 @@ class Checkout:
 
 @dataclass(frozen=True)
 class DraftBuild:
-    """One draft to build against the group's target: discovery's facts, its files, and its bundle folder."""
+    """One draft to build against the group's target: the plan's job for it, its files, and its bundle folder.
 
-    candidate: Candidate
+    The job is held as the plan made it (`bot.plan.job.BuildJob`, read back from `jobs.json` or the Actions matrix),
+    never copied: its record names the repos the job publishes to. A pair of local folders (`build --draft
+    --target`, the toolchain trial) has no plan: `planned` is then discovery's candidate alone, and its record names
+    no repos, so no publish path takes it.
+    """
+
+    planned: BuildJob | Candidate
     checkout: Checkout
     out: Path
-    # The weight format its published repo holds (None: new): kept unless another measures faster by the recipe's
-    # `publish.format_switch_margin` (bot.builder.weight_formats).
-    published_format: str | None = None
+
+    @property
+    def job(self) -> BuildJob | None:
+        """The plan's job (None: local folders, built without a plan)."""
+        return self.planned if isinstance(self.planned, BuildJob) else None
+
+    @property
+    def candidate(self) -> Candidate:
+        """Discovery's facts the downloaded files are verified against."""
+        return self.planned.candidate if isinstance(self.planned, BuildJob) else self.planned
+
+    @property
+    def published_format(self) -> str | None:
+        """The weight format its published repo holds (None: new, or no plan): kept unless another measures faster
+        by the recipe's `publish.format_switch_margin` (bot.builder.weight_formats)."""
+        return self.job.published_format if self.job is not None else None
 
 
 @dataclass(frozen=True)
@@ -56,9 +76,10 @@ class VerifiedPair:
 
 @dataclass(frozen=True)
 class DraftOutcome:
-    """What happened to one draft: a bundle (passed or failed its gates) or the error that stopped it."""
+    """What happened to one draft: a bundle (passed or failed its gates) or the error that stopped it, with the
+    draft as it was handed to the build (its plan's job)."""
 
-    candidate: Candidate
+    draft: DraftBuild
     bundle: Bundle | None
     error: BotError | None
 

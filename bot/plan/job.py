@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.core import naming
 from bot.core.recipe import PublishSettings
-from bot.core.record import BuildRecord, Repos
+from bot.core.record import BuildRecord, OfficialTarget, Repos
 from bot.discover.candidates import Candidate
 from bot.plan.official import OfficialRepo
 from bot.plan.reuse import ReusedTarget
@@ -118,10 +118,16 @@ class BuildJob(BaseModel):
         return self.repos.model_copy(update={"draft": self.draft_repos.get(weight_format, self.draft_repo)})
 
     def publish_repos(self, built: BuildRecord) -> Repos:
-        """The repos this job's build `built` is published to, worked out here only (the builder's outcome and the
-        publisher use these): the repo of the weight format the build chose (`repos_for`), and an official target's
-        repo when the draft was validated against it (`pair_repos`)."""
-        return pair_repos(built, self.repos_for(built.draft_weight_format))
+        """The repos this job's build `built` is published to: `repos_of` the weight format it chose and the
+        official target it tried."""
+        return self.repos_of(built.draft_weight_format, built.official_target)
+
+    def repos_of(self, weight_format: str, official: OfficialTarget | None) -> Repos:
+        """The repos a build of this job in `weight_format` is published to, worked out here only: the builder
+        writes them into the record (`BuildRecord.repos`) and the publisher holds the record to them. The repo of
+        the weight format (`repos_for`), and an official target's repo when the draft was validated against it
+        (`pair_repos`)."""
+        return _paired(official, self.repos_for(weight_format))
 
     def replaced_repo(self, weight_format: str) -> str | None:
         """The published repo a build in `weight_format` replaces (its card then points to the new one): the draft
@@ -133,7 +139,10 @@ class BuildJob(BaseModel):
 def pair_repos(built: BuildRecord, repos: Repos) -> Repos:
     """The repos a build's pair lives in: the planned ones, but an official target's repo when the draft was
     validated against it (`BuildRecord.official_target`: no target of the bot's own exists for it)."""
-    official = built.official_target
+    return _paired(built.official_target, repos)
+
+
+def _paired(official: OfficialTarget | None, repos: Repos) -> Repos:
     return repos.model_copy(update={"target": official.repo}) if official is not None and official.used else repos
 
 

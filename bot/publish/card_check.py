@@ -22,7 +22,7 @@ def refused_card(hub: Hub, members: list[tuple[Bundle, Repos]], card_fp: str) ->
     """
     for bundle, repos in members:
         built = bundle.record
-        cards = [(repos.draft, render_draft_card(built.published_as(repos, card_fp)))]
+        cards = [(repos.draft, render_draft_card(built))]  # its record names `repos` (`publish_group` checked)
         if built.official_target is None or not built.official_target.used:  # an official target is not ours
             target = TargetRecord.from_build(built, [], card_fp)
             cards.append((repos.target, render_target_card(target, target_repo=repos.target)))

@@ -94,7 +94,7 @@ def publish_group(
     """
     card_fp = template_fingerprint()
     replaces = replaces or {}
-    refused = _refused_bundle(members)
+    refused = _refused_bundle(members, card_fp)
     if refused is not None:
         return [refused] * len(members)  # one tampered bundle: nothing of its group is committed
     card_refused = refused_card(hub, members, card_fp)  # the Hub's card check, before any upload (issue 33)
@@ -164,7 +164,7 @@ def _publish_once(
         bundle, repos = members[i]
         try:
             pins = CardPins(install=install, target_commit=target_commit)
-            _publish_draft(hub, bundle, repos, card_fp, commits[i], private, seen[i], pins)
+            _publish_draft(hub, bundle, repos, commits[i], private, seen[i], pins)
         except PreconditionFailed:
             raise
         except BotError as error:
@@ -186,14 +186,28 @@ def _publish_once(
         results[i] = PublishResult(Status.PUBLISHED if commits[i] else Status.UP_TO_DATE, members[i][1], commits[i])
 
 
-def _refused_bundle(members: list[tuple[Bundle, Repos]]) -> Failure | None:
-    """The failure of a group with a bundle holding a file its format never publishes (by name or kind, an IR
-    without its pair, `auto_map` in a config; `bot.builder.bundle.check_publishable`), naming that bundle; None when
-    every bundle holds only what the format allows. The record travels with the bundle, so it is not asked."""
-    for bundle, _ in members:
+def _refused_bundle(members: list[tuple[Bundle, Repos]], card_fp: str) -> Failure | None:
+    """The failure of a group with a bundle that cannot be published as it is, naming that bundle; None when every
+    bundle can.
+
+    A bundle's record is committed as the builder wrote it, so it must name the repos the publisher was handed for it
+    (its job's, `bot.plan.job.BuildJob.repos_of`; the record travels with the bundle and never picks them) and the
+    card templates this publisher renders with. Its files must be only what its format publishes (by name or kind,
+    an IR without its pair, `auto_map` in a config; `bot.builder.bundle.check_publishable`).
+    """
+    for bundle, repos in members:
         built = bundle.record
         name = f"bundle {bundle.root.name} ({built.source.repo})"
         try:
+            if built.repos != repos:
+                named = f"{built.repos.draft} and {built.repos.target}" if built.repos else "no repos"
+                raise Failure(f"{name}: its record names {named}, not its job's {repos.draft} and {repos.target}")
+            if built.card is None or built.card.template_fingerprint != card_fp:
+                made = built.card.template_fingerprint[:12] if built.card else "none"
+                raise Failure(
+                    f"{name}: its record was made for other card templates ({made}, these are {card_fp[:12]}): "
+                    "build it again with this checkout"
+                )
             check_publishable(bundle.draft_dir, "draft", f"{name}: draft/", (ACCEPTANCE_CHART,))
             if _official_target_used(built):
                 check_publishable(bundle.target_dir, "official", f"{name}: target/ (an official target's)", ())
@@ -372,14 +386,13 @@ def _publish_draft(
     hub: Hub,
     bundle: Bundle,
     repos: Repos,
-    card_fp: str,
     commits: list[tuple[str, str]],
     private: bool,
     seen: tuple[RepoFiles | None, BuildRecord | None],
     pins: CardPins,
 ) -> None:
     head, published = seen
-    built = bundle.record.published_as(repos, card_fp)
+    built = bundle.record  # as the builder wrote it: its repos and card templates are these (`_refused_bundle`)
     listed = None if published is None else published.files.draft if published.files else DRAFT_PUBLISHED
     _not_the_bots_repo(repos.draft, head, listed, built.source.repo)
     folder = bundle.draft_dir

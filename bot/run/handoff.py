@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.builder.bundle import Bundle, check_publishable
 from bot.core.errors import Failure, Stage
+from bot.core.fingerprints import template_fingerprint
 from bot.core.outcome import Outcome, Status
 from bot.core.record import PROVENANCE_FILE, RecordError
 from bot.plan.job import BuildJob
@@ -165,9 +166,11 @@ def _checked_bundle(report: RunReport, job: BuildJob, folder: Path | None, forma
 
 def _not_planned(job: BuildJob, bundle: Bundle, formats: Collection[str] | None, name: str) -> str | None:
     """What of a bundle the plan did not make (None: nothing): its draft weight format (which picks its repo among
-    the ones the plan named), the reused or official target it was built against, and its file set (names and
-    kinds its format publishes, `bot.builder.bundle.check_publishable`; a reused or official target's files among
-    the ones the plan pinned). Its record comes with it, so only the plan is asked."""
+    the ones the plan named), the reused or official target it was built against, the repos and card templates its
+    record names (it is published as written: they must be the job's, `BuildJob.publish_repos`, and this
+    checkout's), and its file set (names and kinds its format publishes, `bot.builder.bundle.check_publishable`; a
+    reused or official target's files among the ones the plan pinned). Its record comes with it, so only the plan
+    is asked."""
     built = bundle.record
     weight_format = built.draft_weight_format
     allowed = {*formats, job.published_format} if formats is not None else None
@@ -180,6 +183,13 @@ def _not_planned(job: BuildJob, bundle: Bundle, formats: Collection[str] | None,
         return (
             f"{name} was built against the target {built.export.target_reused_from or 'exported by it'}, not the plan's"
         )
+    planned_repos = job.publish_repos(built)
+    if built.repos != planned_repos:
+        named = f"{built.repos.draft} and {built.repos.target}" if built.repos else "no repos"
+        return f"{name}'s record names {named}, not the plan's {planned_repos.draft} and {planned_repos.target}"
+    card_fp = template_fingerprint()
+    if built.card is None or built.card.template_fingerprint != card_fp:
+        return f"{name}'s record was made for other card templates than this publisher's ({card_fp[:12]})"
     if built.files is None:
         return f"{name} lists no file hashes"
     served = built.official_target is not None and built.official_target.used

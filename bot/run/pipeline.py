@@ -194,21 +194,23 @@ def build_and_hand_off(
         shutil.rmtree(out)
     out.mkdir(parents=True)
     try:
-        built: list[tuple[BuildJob, DraftOutcome]] = []
+        built: list[DraftOutcome] = []
         fetch = functools.partial(
             fetch_and_build, reader, recipe, jobs, scratch, report, keep_work=keep_work, settings=settings
         )
         guard_group(report, jobs, lambda: built.extend(fetch()))
         outcomes = {o.source: o for o in report.outcomes}
-        for job, result in built:
+        for result in built:
+            job = result.draft.job
+            assert job is not None  # every draft of a job build is its plan's
             if result.bundle is not None:
                 shutil.move(str(result.bundle.root), str(out / artifact_name(job.source)))
-            repos = job.publish_repos(result.bundle.record) if result.bundle else job.repos
-            outcomes[job.source] = (
-                Outcome.of_error(job.source, job.revision, as_runners(result.error))  # the runner's: not remembered
-                if result.error is not None
-                else Outcome(job.source, job.revision, Status.BUILT, "", [repos.draft, repos.target])
-            )
+            if result.error is not None:  # the runner's: not remembered
+                outcomes[job.source] = Outcome.of_error(job.source, job.revision, as_runners(result.error))
+                continue
+            assert result.bundle is not None and result.bundle.record.repos is not None  # a planned build's
+            repos = result.bundle.record.repos  # as the builder wrote them (`BuildJob.repos_of`)
+            outcomes[job.source] = Outcome(job.source, job.revision, Status.BUILT, "", [repos.draft, repos.target])
     finally:
         if not keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -227,7 +229,7 @@ def fetch_and_build(
     *,
     keep_work: bool = False,
     settings: Settings | None = None,
-) -> list[tuple[BuildJob, DraftOutcome]]:
+) -> list[DraftOutcome]:
     """Download one target and its drafts with the reader, then build each draft (`bot.builder.group.build_group`,
     with the CLI's `settings`). The drafts come first: an official target the plan pinned is checked against the
     layers they tap (`bot.builder.official`), and the source target is downloaded only when it does not serve.
@@ -235,7 +237,7 @@ def fetch_and_build(
     Sources that cannot be downloaded get their outcome in `report`.
 
     Returns:
-        (job, build outcome) for every downloaded draft.
+        The build outcome of every downloaded draft (each holds its job).
     """
     first = members[0]
     group_dir = scratch / first.target.replace("/", "--")
@@ -257,7 +259,7 @@ def fetch_and_build(
                 reader,
                 first.official_target,
                 first.candidate,
-                [draft.checkout.path for _, draft in downloaded],
+                [draft.checkout.path for draft in downloaded],
                 group_dir,
                 recipe=recipe,
                 settings=settings or Settings(),
@@ -266,11 +268,11 @@ def fetch_and_build(
         try:
             target_dir = official_ir.path if official_ir is not None else _fetch_target(reader, first, group_dir)
         except BotError as error:
-            _target_failed(report, [job for job, _ in downloaded], error)
+            _target_failed(report, [job for draft in downloaded if (job := draft.job) is not None], error)
             return []
-    outcomes = build_group(
+    return build_group(
         Checkout(target_dir, first.target, first.target_revision),
-        [draft for _, draft in downloaded],
+        downloaded,
         recipe,
         work=scratch,
         keep_work=keep_work,
@@ -279,14 +281,12 @@ def fetch_and_build(
         estimate=estimate,
         official=official,
     )
-    return [(job, outcome) for (job, _), outcome in zip(downloaded, outcomes, strict=True)]
 
 
-def _fetch_drafts(
-    reader: Hub, members: list[BuildJob], group_dir: Path, report: RunReport
-) -> list[tuple[BuildJob, DraftBuild]]:
-    """Download each draft of the group; one that cannot be downloaded gets its outcome in `report`."""
-    downloaded: list[tuple[BuildJob, DraftBuild]] = []
+def _fetch_drafts(reader: Hub, members: list[BuildJob], group_dir: Path, report: RunReport) -> list[DraftBuild]:
+    """Download each draft of the group, each handed to the build with its job; one that cannot be downloaded gets
+    its outcome in `report`."""
+    downloaded: list[DraftBuild] = []
     for index, job in enumerate(members):
         try:
             files = job.candidate.draft_files
@@ -296,7 +296,7 @@ def _fetch_drafts(
             continue
         checkout = Checkout(path, job.source, job.revision)
         out = group_dir / "bundles" / f"draft-{index}"
-        downloaded.append((job, DraftBuild(job.candidate, checkout, out, published_format=job.published_format)))
+        downloaded.append(DraftBuild(job, checkout, out))
     return downloaded
 
 

@@ -9,11 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from bot.builder.jobs import Checkout, DraftOutcome, GroupContext, Schedule, child_home, run_step
+from bot.builder.jobs import Checkout, DraftBuild, DraftOutcome, GroupContext, Schedule, child_home, run_step
 from bot.core.errors import Failure, Stage
 from bot.core.recipe import load_recipe
 from bot.core.settings import SANDBOX_LAYERS
 from bot.core.toolchain import Toolchain
+from bot.plan.job import BuildJob
+from tests import records
 
 
 def test_child_home_is_per_child_under_the_scratch_homes(tmp_path: Path) -> None:
@@ -31,10 +33,10 @@ def test_checkout_name_is_the_repo_or_the_folder() -> None:
 def test_draft_outcome_ok_needs_a_passed_bundle_and_no_error() -> None:
     passed, failed = SimpleNamespace(passed=True), SimpleNamespace(passed=False)
     error = Failure("gate failed")
-    assert DraftOutcome(candidate=None, bundle=passed, error=None).ok is True  # type: ignore[arg-type]
-    assert DraftOutcome(candidate=None, bundle=failed, error=None).ok is False  # type: ignore[arg-type]
-    assert DraftOutcome(candidate=None, bundle=passed, error=error).ok is False  # type: ignore[arg-type]
-    assert DraftOutcome(candidate=None, bundle=None, error=error).ok is False  # type: ignore[arg-type]
+    assert DraftOutcome(draft=None, bundle=passed, error=None).ok is True  # type: ignore[arg-type]
+    assert DraftOutcome(draft=None, bundle=failed, error=None).ok is False  # type: ignore[arg-type]
+    assert DraftOutcome(draft=None, bundle=passed, error=error).ok is False  # type: ignore[arg-type]
+    assert DraftOutcome(draft=None, bundle=None, error=error).ok is False  # type: ignore[arg-type]
 
 
 def test_schedule_allows_every_sandbox_layer_by_default() -> None:
@@ -75,3 +77,13 @@ def test_public_leaves_out_the_work_folder_and_environments_and_is_short(tmp_pat
     assert text == "export failed: …/logs/export-draft.log in …/lib"
     assert str(tmp_path) not in text
     assert len(ctx.public("x" * 1000)) == 300
+
+
+def test_a_draft_build_holds_its_plans_job_or_for_local_folders_the_candidate_alone(tmp_path: Path) -> None:
+    """The builder reads the job the plan made (not a copy): its candidate, its published format and its repos."""
+    planned = BuildJob.from_candidate(records.candidate(), ("new",), load_recipe().publish)
+    planned = planned.model_copy(update={"published_format": "int8"})
+    draft = DraftBuild(planned, Checkout(tmp_path), tmp_path / "out")
+    assert draft.job is planned and draft.candidate is planned.candidate and draft.published_format == "int8"
+    local = DraftBuild(records.candidate(repo_id=None, revision=None), Checkout(tmp_path), tmp_path / "out")
+    assert local.job is None and local.published_format is None and local.candidate.repo_id is None

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from bot.core import record
 from bot.core.record import OfficialTarget, Repos
-from bot.discover.candidates import Candidate
 from bot.plan.job import BuildJob, group_jobs, pair_repos
+from tests import records
 from tests.records import REPOS, build_record
 
 SHA = "a" * 40
@@ -14,20 +14,10 @@ OFFICIAL = "OpenVINO/Qwen3-Tiny-int4-ov"
 
 
 def job(source: str, target: str = "Qwen/T", target_revision: str = "b" * 40) -> BuildJob:
-    candidate = Candidate(
-        repo_id=source,
-        revision=SHA,
-        kind="dflash",
-        draft_format="stateful",
-        target_repo=target,
-        target_revision=target_revision,
-        target_model_type="qwen3",
-        target_is_vlm=False,
-        draft_bytes=1,
-        target_bytes=2,
-        profile="default",
-        download_bytes=3,
-    )
+    candidate = records.candidate(
+        repo_id=source, revision=SHA, target_repo=target, target_revision=target_revision, draft_bytes=1,
+        target_bytes=2, download_bytes=3,
+    )  # fmt: skip
     name = source.split("/")[1]
     return BuildJob(candidate=candidate, reasons=("new", "forced"), draft_repo=f"ns/{name}", target_repo="ns/T")
 

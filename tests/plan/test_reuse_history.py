@@ -146,7 +146,7 @@ def test_publish_commits_the_bots_files_over_a_collaborators_consistent_record(h
     changed = {name: hers[name] for name in ("openvino_model.bin", "chat_template.jinja")}
     _commit(ALICE_TOKEN, repos.target, {**changed, record.PROVENANCE_FILE: _record(hers)}, "Better weights")
 
-    result = publish_bundle(Hub(hub.url, HUB_TOKEN), make_bundle(tmp_path / "b"), repos, private=False)
+    result = publish_bundle(Hub(hub.url, HUB_TOKEN), make_bundle(tmp_path / "b", repos=repos), repos, private=False)
     assert [repo for repo, _ in result.commits].count(repos.target) >= 1
     reader = Hub(hub.url)
     assert reader.read_file(repos.target, "chat_template.jinja") == TARGET["chat_template.jinja"]

@@ -11,12 +11,13 @@ from pathlib import Path
 
 from bot.builder.bundle import Bundle
 from bot.core import record
+from bot.core.fingerprints import template_fingerprint
 from bot.core.hashes import hash_file
 from bot.core.recipe import Recipe
-from bot.core.record import BuildFiles, BuildRecord, FileDigest, FileList
-from bot.discover.candidates import Candidate
+from bot.core.record import BuildFiles, BuildRecord, FileDigest, FileList, Repos
 from bot.plan.job import BuildJob
-from tests.records import SOURCE_SHA, TARGET_SHA, build_record
+from tests import records
+from tests.records import build_record
 
 DRAFT = {
     "openvino_model.xml": b"<?xml version='1.0'?><net name='draft' version='11'/>",
@@ -42,9 +43,14 @@ def make_bundle(
     built: BuildRecord | None = None,
     draft: dict[str, bytes] | None = None,
     target: dict[str, bytes] | None = None,
+    repos: Repos | None = None,
 ) -> Bundle:
     """A bundle folder at `root` (`draft/`, `target/`, `openvino_export.json`) holding exactly these files, its
-    record listing each one's sha256 (default: `DRAFT`, `TARGET` and `build_record()`)."""
+    record listing each one's sha256 (default: `DRAFT`, `TARGET` and `build_record()`).
+
+    With `repos`, the record names them and this checkout's card templates, as a build of a planned job writes
+    it (`bot.builder.draft_record`); a publisher commits only such a record, as written.
+    """
     for sub, files in (("draft", DRAFT if draft is None else draft), ("target", TARGET if target is None else target)):
         (root / sub).mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
@@ -54,6 +60,8 @@ def make_bundle(
         draft=_listing(root / "draft"), target=_listing(root / "target"), draft_source={}, target_source={}
     )
     built = (built or build_record()).model_copy(update={"files": listed})
+    if repos is not None:
+        built = built.published_as(repos, template_fingerprint())
     record.write(built, root)
     return Bundle(root=root, draft_dir=root / "draft", target_dir=root / "target", record=built)
 
@@ -80,18 +88,5 @@ def seed_sources(hub_url: str, token: str, *repos: str) -> None:
 
 def planned_job(source: str, target: str, recipe: Recipe) -> BuildJob:
     """The job a plan makes for `source` (a stateful DFlash draft of the qwen3 `target`) at the records' shas."""
-    candidate = Candidate(
-        repo_id=source,
-        revision=SOURCE_SHA,
-        kind="dflash",
-        draft_format="stateful",
-        target_repo=target,
-        target_revision=TARGET_SHA,
-        target_model_type="qwen3",
-        target_is_vlm=False,
-        draft_bytes=100,
-        target_bytes=200,
-        profile="default",
-        download_bytes=300,
-    )
+    candidate = records.candidate(repo_id=source, target_repo=target)
     return BuildJob.from_candidate(candidate, ("new",), recipe.publish, formats=recipe.export.draft_weight_formats)

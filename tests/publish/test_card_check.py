@@ -27,7 +27,7 @@ def hub(hub):
 
 
 def test_the_fixture_records_cards_pass(hub, tmp_path):
-    bundle = make_bundle(tmp_path / "bundle")
+    bundle = make_bundle(tmp_path / "bundle", repos=REPOS)
     members = [(bundle, pair_repos(bundle.record, REPOS))]
     assert refused_card(Hub(hub.url, HUB_TOKEN, max_attempts=1), members, template_fingerprint()) is None
 
@@ -39,7 +39,7 @@ def test_a_publish_whose_card_the_hub_refuses_uploads_nothing(hub, tmp_path):
     writer = Hub(hub.url, HUB_TOKEN, max_attempts=1)
     hub.clear_requests()
     with pytest.raises(Failure, match='"license" must be one of'):
-        publish_bundle(writer, make_bundle(tmp_path / "bundle", built=refused), REPOS, private=False)
+        publish_bundle(writer, make_bundle(tmp_path / "bundle", built=refused, repos=REPOS), REPOS, private=False)
     asked = [r for r in hub.requests() if r["method"] not in ("GET", "HEAD")]
     assert [r["path"] for r in asked if r["path"] != "/api/validate-yaml"] == []
     assert writer.files_or_none(REPOS.target) is None

@@ -77,7 +77,7 @@ def _artifacts(root: Path) -> Path:
     for target in GROUPS:
         job = JOBS[target]
         sub = root / artifact_name(target) / artifact_name(job.source)
-        make_bundle(sub, built=_record(job))
+        make_bundle(sub, built=_record(job), repos=job.repos_for("int4"))
         write_outcome(sub, job, Outcome(job.source, job.revision, Status.BUILT, "built"))
     return root
 

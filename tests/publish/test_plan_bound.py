@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
+from bot.core.fingerprints import template_fingerprint
 from bot.core.outcome import Outcome, Status
 from bot.core.record import BuildRecord
 from bot.hub import Hub
@@ -33,6 +34,7 @@ RECIPE = fast_recipe()  # one draft weight format: int4
 TARGET_REPO = "Qwen/Qwen3-Tiny"
 SOURCES = ("z-lab/Qwen3-Tiny-DFlash-b16", "z-lab/Qwen3-Tiny-DFlash-b8")
 VICTIM = "victim-org/Their-Model"  # another organisation's repo the write token can write
+CARD_FP = template_fingerprint()
 
 
 def _job(source: str) -> BuildJob:
@@ -83,11 +85,12 @@ def _artifact(root: Path, tamper=None) -> Path:
     """The group's artifact as the build job uploads it: one folder per draft, the first one tampered."""
     folder = root / artifact_name(TARGET_REPO)
     for index, job in enumerate(JOBS):
-        draft, target, built = dict(DRAFT), dict(TARGET), _record(job.source)
+        built = _record(job.source)
+        draft, target, built = dict(DRAFT), dict(TARGET), built.published_as(job.publish_repos(built), CARD_FP)
         if index == 0 and tamper is not None:
             draft, target, built = tamper(draft, target, built)
         sub = folder / artifact_name(job.source)
-        make_bundle(sub, built=built, draft=draft, target=target)
+        make_bundle(sub, built=built, draft=draft, target=target)  # its record as the (tampered) build wrote it
         write_outcome(sub, job, Outcome(job.source, job.revision, Status.BUILT, "built"))
     return root
 
@@ -119,6 +122,13 @@ TAMPERED = {
         ),
         "built against the target victim-org",
     ),
+    # The record is published as the builder wrote it: the repos it names must be the plan's.
+    "record names another repo": (
+        lambda d, t, b: (d, t, b.published_as(b.repos.model_copy(update={"draft": VICTIM}), CARD_FP)),
+        f"record names {VICTIM}",
+    ),
+    "record without repos": (lambda d, t, b: (d, t, b.model_copy(update={"repos": None})), "record names no repos"),
+    "record of other card templates": (lambda d, t, b: (d, t, b.published_as(b.repos, "0" * 64)), "card templates"),
 }
 
 
@@ -167,11 +177,27 @@ def test_a_repo_holding_files_the_bot_did_not_publish_is_refused_and_keeps_them(
     writer = Hub(hub.url, HUB_TOKEN)
     before = writer.files_or_none(HAND_MADE)
     repos = JOBS[0].repos_for("int4").model_copy(update={"draft": HAND_MADE})
-    bundle = make_bundle(tmp_path / "b", built=_record(SOURCES[0]))
+    bundle = make_bundle(tmp_path / "b", built=_record(SOURCES[0]), repos=repos)
     with pytest.raises(Exception, match=f"{HAND_MADE} is not the bot's repo: it holds README.md, notes.md"):
         publish_bundle(writer, bundle, repos, private=False)
     after = writer.files_or_none(HAND_MADE)
     assert after is not None and before is not None and after.sha == before.sha and "notes.md" in after.sizes
+
+
+@pytest.mark.parametrize(
+    ("draft", "card", "named"), [(VICTIM, CARD_FP, f"its record names {VICTIM}"), (None, "0" * 64, "card templates")]
+)
+def test_the_publisher_commits_a_record_only_as_written_for_the_repos_it_writes(hub, tmp_path, draft, card, named):
+    """`publish --bundle` has no plan: the publisher's own gate holds the record to the repos it was handed."""
+    writer = Hub(hub.url, HUB_TOKEN)
+    before = _heads(writer)
+    planned = JOBS[0].repos_for("int4")
+    claimed = planned.model_copy(update={"draft": draft or planned.draft})
+    bundle = make_bundle(tmp_path / "b", built=_record(SOURCES[0]).published_as(claimed, card))
+    with pytest.raises(Exception, match=named) as refused:
+        publish_bundle(writer, bundle, planned, private=False)
+    assert "nothing of its group is published" in str(refused.value)
+    assert _heads(writer) == before
 
 
 def test_the_honest_group_is_published_with_only_the_formats_files(hub, tmp_path):

@@ -34,8 +34,8 @@ def hub(hub):
     return hub
 
 
-def bundle(tmp_path, built: record.BuildRecord) -> Bundle:
-    return make_bundle(tmp_path / "bundle", built=built)
+def bundle(tmp_path, built: record.BuildRecord, repos: Repos = REPOS) -> Bundle:
+    return make_bundle(tmp_path / "bundle", built=built, repos=repos)
 
 
 def test_commit_message_names_role_source_short_revision_and_format():
@@ -72,7 +72,7 @@ def test_a_draft_repo_holding_another_sources_build_is_not_overwritten(hub, tmp_
     )
     head = writer.files_or_none(repos.draft)
     with pytest.raises(Skip, match="holds a build of someone/Other-DFlash, not of z-lab/Qwen3-Tiny-DFlash-b16"):
-        publish_bundle(writer, bundle(tmp_path, build_record()), repos, private=False)
+        publish_bundle(writer, bundle(tmp_path, build_record(), repos), repos, private=False)
     assert writer.files_or_none(repos.draft).sha == head.sha
     assert writer.files_or_none(repos.target) is None
 

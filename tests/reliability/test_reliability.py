@@ -21,7 +21,7 @@ from bot.builder.bundle import Bundle, find_local_paths, local_path_markers
 from bot.core.errors import BotError, Failure
 from bot.core.fingerprints import Fingerprints
 from bot.core.naming import draft_output_repo, target_output_repo
-from bot.core.record import Repos
+from bot.core.record import Repos, write
 from bot.hub import Hub
 from bot.publish.publisher import publish_bundle
 from bot.run import demo
@@ -55,7 +55,7 @@ def bundle(hub, tmp_path_factory):
     job = next(iter(plan_step(reader, BASE, RunOptions(only=demo.DRAFT_REPO), RunReport())[1]))
     work = tmp_path_factory.mktemp("rel-build")
     report = RunReport()
-    ((_, outcome),) = fetch_and_build(reader, BASE, [job], work, report, keep_work=True)
+    (outcome,) = fetch_and_build(reader, BASE, [job], work, report, keep_work=True)
     assert not report.outcomes and outcome.ok, outcome.error
     return outcome.bundle.root
 
@@ -91,13 +91,16 @@ def publish_under_fault(hub, bundle, tmp_path, namespace: str, rules: list[dict]
     copy = tmp_path / "bundle"
     shutil.copytree(bundle, copy)
     recipe = recipe_for(namespace)
+    repos = Repos(
+        draft=draft_output_repo(recipe.publish, demo.DRAFT_REPO, "int4"),
+        target=target_output_repo(recipe.publish, demo.TARGET_REPO),
+    )
+    # The record as a build planned under `namespace` writes it (the one build is shared by every scenario).
+    built = Bundle.read(copy).record
+    write(built.model_copy(update={"repos": repos}), copy)
     hub.clear_requests()
     hub.set_faults(rules)
     try:
-        repos = Repos(
-            draft=draft_output_repo(recipe.publish, demo.DRAFT_REPO, "int4"),
-            target=target_output_repo(recipe.publish, demo.TARGET_REPO),
-        )
         result = publish_bundle(
             Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05), Bundle.read(copy), repos, private=False
         )

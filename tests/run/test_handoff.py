@@ -7,10 +7,10 @@ from pathlib import Path
 
 from bot.core import record
 from bot.core.outcome import Outcome, Status
-from bot.discover.candidates import Candidate
 from bot.plan.job import BuildJob
 from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name, read_built, write_outcome
 from bot.run.report import RunReport
+from tests import records
 from tests.publish.handmade import TARGET as TARGET_FILES
 from tests.publish.handmade import make_bundle
 from tests.records import SOURCE_SHA, TARGET_SHA
@@ -19,19 +19,8 @@ SOURCE, TARGET = "z-lab/Qwen3-Tiny-DFlash-b16", "Qwen/Qwen3-Tiny"
 
 
 def job(source: str = SOURCE, revision: str = SOURCE_SHA, target_revision: str = TARGET_SHA) -> BuildJob:
-    candidate = Candidate(
-        repo_id=source,
-        revision=revision,
-        kind="dflash",
-        draft_format="stateful",
-        target_repo=TARGET,
-        target_revision=target_revision,
-        target_model_type="qwen3",
-        target_is_vlm=False,
-        draft_bytes=100,
-        target_bytes=200,
-        profile="default",
-        download_bytes=300,
+    candidate = records.candidate(
+        repo_id=source, revision=revision, target_repo=TARGET, target_revision=target_revision
     )
     return BuildJob(candidate=candidate, reasons=("new",), draft_repo="ns/Tiny-DFlash-int4-ov", target_repo="ns/T")
 
@@ -40,7 +29,7 @@ def bundle_folder(root: Path, planned: BuildJob, *, tokenizer: bool = True) -> P
     """A built draft's folder as a build job leaves it: the record, the IR files, and `build-outcome.json`."""
     folder = root / "bundle"
     kept = {k: v for k, v in TARGET_FILES.items() if tokenizer or "okenizer" not in k}
-    make_bundle(folder, target=kept)
+    make_bundle(folder, target=kept, repos=planned.repos_for("int4"))
     write_outcome(folder, planned, Outcome(planned.source, planned.revision, Status.BUILT, "built"))
     return folder
 

@@ -22,7 +22,8 @@ from bot.core.naming import draft_output_repo, target_output_repo
 from bot.hub import Hub
 from bot.publish import card
 from bot.run import demo
-from bot.run.pipeline import RunOptions, run
+from bot.run.handoff import artifact_name
+from bot.run.pipeline import BUNDLES, RunOptions, run
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
@@ -50,8 +51,14 @@ def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
 
 
 @pytest.fixture(scope="module")
-def first_run(hub, tmp_path_factory):
-    return run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=tmp_path_factory.mktemp("w")))
+def first_work(tmp_path_factory) -> Path:
+    """The first run's work folder, kept: its builders' hand-off folders are read after the publish."""
+    return tmp_path_factory.mktemp("w")
+
+
+@pytest.fixture(scope="module")
+def first_run(hub, first_work):
+    return run(RECIPE, Hub(hub.url, READER), Hub(hub.url, TOKEN), RunOptions(work=first_work, keep_work=True))
 
 
 def _outcomes(report) -> dict:
@@ -105,6 +112,17 @@ def test_full_run_publishes_draft_and_target_with_card_and_provenance(hub, first
     assert f"src-{source_sha[:7]}" in tags
     target_card = api.model_info(TARGET_OUT).card_data.to_dict()
     assert target_card["base_model"] == demo.TARGET_REPO and target_card["license"] == "apache-2.0"
+
+
+def test_the_record_is_published_byte_for_byte_as_the_builder_wrote_it(hub, first_run, first_work):
+    """One record from build to Hub: the builder writes the repos it is published to and the card templates into
+    `openvino_export.json`, once; the publisher holds it to its job and commits it unchanged."""
+    (handed,) = first_work.glob(f"dflash-bot-run-*/group-*/{BUNDLES}/{artifact_name(demo.DRAFT_REPO)}")
+    written = (handed / "openvino_export.json").read_bytes()
+    built = json.loads(written)
+    assert built["repos"] == {"draft": DRAFT_OUT, "target": TARGET_OUT}
+    assert built["card"] == {"template_fingerprint": fingerprints.template_fingerprint()}
+    assert Hub(hub.url).read_file(DRAFT_OUT, "openvino_export.json") == written
 
 
 def test_broken_unsupported_and_gated_sources_are_skipped_with_reasons(first_run):
