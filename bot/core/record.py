@@ -440,8 +440,12 @@ class BuildRecord(_Record):
     draft_formats: _Open | None = Field(
         None, description="each draft weight format measured, the one published and why (bot.builder.weight_formats)"
     )
-    card: CardInfo | None = Field(None, description="set when published: the card templates it was rendered with")
-    repos: Repos | None = Field(None, description="set when published: the draft and target repos of the pair")
+    card: CardInfo | None = Field(
+        None, description="the card templates it is rendered with, set by the build of a planned job (None: local)"
+    )
+    repos: Repos | None = Field(
+        None, description="the draft and target repos of the pair, set by the build of a planned job (None: local)"
+    )
     files: BuildFiles | None = Field(None, description="every built file published and every source file (sha256)")
     official_target: OfficialTarget | None = Field(
         None, description="the official target repo the build tried (publish.official_targets), used or not and why"
@@ -467,6 +471,8 @@ class BuildRecord(_Record):
         )
 
     def published_as(self, repos: Repos, card_fingerprint: str) -> BuildRecord:
+        """The record naming these repos and card templates: what a card refresh commits over a published record
+        (a build's record has them from its builder, `bot.builder.draft_record`, and is committed as written)."""
         return self.model_copy(update={"repos": repos, "card": CardInfo(template_fingerprint=card_fingerprint)})
 
     def summary(self, draft_repo: str) -> DraftSummary:
