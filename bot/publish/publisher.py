@@ -199,15 +199,8 @@ def _refused_bundle(members: list[tuple[Bundle, Repos]], card_fp: str) -> Failur
         built = bundle.record
         name = f"bundle {bundle.root.name} ({built.source.repo})"
         try:
-            if built.repos != repos:
-                named = f"{built.repos.draft} and {built.repos.target}" if built.repos else "no repos"
-                raise Failure(f"{name}: its record names {named}, not its job's {repos.draft} and {repos.target}")
-            if built.card is None or built.card.template_fingerprint != card_fp:
-                made = built.card.template_fingerprint[:12] if built.card else "none"
-                raise Failure(
-                    f"{name}: its record was made for other card templates ({made}, these are {card_fp[:12]}): "
-                    "build it again with this checkout"
-                )
+            if (why := not_as_written(built, repos, card_fp)) is not None:
+                raise Failure(f"{name}: {why}")
             check_publishable(bundle.draft_dir, "draft", f"{name}: draft/", (ACCEPTANCE_CHART,))
             if _official_target_used(built):
                 check_publishable(bundle.target_dir, "official", f"{name}: target/ (an official target's)", ())
@@ -220,6 +213,19 @@ def _refused_bundle(members: list[tuple[Bundle, Repos]], card_fp: str) -> Failur
                 subject=built.source.repo,
                 stage=Stage.PUBLISH,
             )
+    return None
+
+
+def not_as_written(built: BuildRecord, repos: Repos, card_fp: str) -> str | None:
+    """Why a build's record cannot be committed as written to `repos` with the card templates `card_fp` (None: it
+    can): it names other repos (or none), or was made for other templates. The publisher asks it of every bundle,
+    and so does the hand-off with the plan's repos (`bot.run.handoff`)."""
+    if built.repos != repos:
+        named = f"{built.repos.draft} and {built.repos.target}" if built.repos else "no repos"
+        return f"its record names {named}, not {repos.draft} and {repos.target}, the repos it is published to"
+    if built.card is None or built.card.template_fingerprint != card_fp:
+        made = built.card.template_fingerprint[:12] if built.card else "none"
+        return f"its record was made for other card templates ({made}, these are {card_fp[:12]}): build it again"
     return None
 
 

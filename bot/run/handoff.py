@@ -20,6 +20,7 @@ from bot.core.fingerprints import template_fingerprint
 from bot.core.outcome import Outcome, Status
 from bot.core.record import PROVENANCE_FILE, RecordError
 from bot.plan.job import BuildJob
+from bot.publish.publisher import not_as_written
 from bot.run.report import RunReport
 
 OUTCOME_FILE = "build-outcome.json"
@@ -183,13 +184,8 @@ def _not_planned(job: BuildJob, bundle: Bundle, formats: Collection[str] | None,
         return (
             f"{name} was built against the target {built.export.target_reused_from or 'exported by it'}, not the plan's"
         )
-    planned_repos = job.publish_repos(built)
-    if built.repos != planned_repos:
-        named = f"{built.repos.draft} and {built.repos.target}" if built.repos else "no repos"
-        return f"{name}'s record names {named}, not the plan's {planned_repos.draft} and {planned_repos.target}"
-    card_fp = template_fingerprint()
-    if built.card is None or built.card.template_fingerprint != card_fp:
-        return f"{name}'s record was made for other card templates than this publisher's ({card_fp[:12]})"
+    if (why := not_as_written(built, job.publish_repos(built), template_fingerprint())) is not None:
+        return f"{name}: {why}"
     if built.files is None:
         return f"{name} lists no file hashes"
     served = built.official_target is not None and built.official_target.used
