@@ -132,34 +132,10 @@ def _publish_once(
     """Target weights first (its card listing only drafts already published), then each draft (and the card of the
     repo it replaces), then the target's card listing the drafts now published: a run killed at any point leaves no
     card linking a missing repo, and the next run finishes the work."""
-    ready: list[int] = []
-    current: list[int] = []
-    seen: dict[int, tuple[RepoFiles | None, BuildRecord | None]] = {}  # the draft repo as each decision read it
-    for i in pending:
-        bundle, repos = members[i]
-        try:
-            is_current, head, found = _draft_is_current(
-                hub, bundle.record, repos, card_fp, replacing=repos.draft in replaces
-            )
-            seen[i] = (head, found)
-            (current if is_current else ready).append(i)
-        except BotError as error:
-            results[i] = error
+    ready, current, seen = _decide_drafts(hub, members, pending, results, card_fp, replaces)
     commits: dict[int, list[tuple[str, str]]] = {i: [] for i in ready + current}
     published: list[int] = []
-    own = [i for i in ready if not _official_target_used(members[i][0].record)]  # an official target is not ours
-    target_commit: str | None = None  # the target repo's commit holding the IR the drafts were validated with
-    if own:
-        try:
-            target_commit = _publish_target(
-                hub, [members[i] for i in own], card_fp, commits[own[0]], private, list_new=False
-            )
-        except PreconditionFailed:
-            raise
-        except BotError as error:
-            for i in own:
-                results[i] = error
-            ready = [i for i in ready if i not in own]
+    ready, target_commit = _publish_target_weights(hub, members, ready, results, commits, card_fp, private)
     for i in ready:
         bundle, repos = members[i]
         try:
@@ -184,6 +160,63 @@ def _publish_once(
     for i in listed:
         # Nothing committed: another writer published this very build between our check and our commit.
         results[i] = PublishResult(Status.PUBLISHED if commits[i] else Status.UP_TO_DATE, members[i][1], commits[i])
+
+
+def _decide_drafts(
+    hub: Hub,
+    members: list[tuple[Bundle, Repos]],
+    pending: list[int],
+    results: list[PublishResult | BotError | None],
+    card_fp: str,
+    replaces: Mapping[str, str],
+) -> tuple[list[int], list[int], dict[int, tuple[RepoFiles | None, BuildRecord | None]]]:
+    """(the pending members to publish, those the Hub already holds, the draft repo as each decision read it); a
+    member whose repo cannot be read gets its error in `results`."""
+    ready: list[int] = []
+    current: list[int] = []
+    seen: dict[int, tuple[RepoFiles | None, BuildRecord | None]] = {}
+    for i in pending:
+        bundle, repos = members[i]
+        try:
+            is_current, head, found = _draft_is_current(
+                hub, bundle.record, repos, card_fp, replacing=repos.draft in replaces
+            )
+        except BotError as error:
+            results[i] = error
+            continue
+        seen[i] = (head, found)
+        (current if is_current else ready).append(i)
+    return ready, current, seen
+
+
+def _publish_target_weights(
+    hub: Hub,
+    members: list[tuple[Bundle, Repos]],
+    ready: list[int],
+    results: list[PublishResult | BotError | None],
+    commits: dict[int, list[tuple[str, str]]],
+    card_fp: str,
+    private: bool,
+) -> tuple[list[int], str | None]:
+    """Commit the target repo's weights for the members that export their own target (an official target is not
+    ours), its card listing only drafts already published.
+
+    Returns:
+        (the members still to publish: without those whose target failed, which get the error in `results`; the
+        target repo's commit holding the IR the drafts were validated with, None when no target of ours).
+    """
+    own = [i for i in ready if not _official_target_used(members[i][0].record)]
+    if not own:
+        return ready, None
+    try:
+        commit = _publish_target(hub, [members[i] for i in own], card_fp, commits[own[0]], private, list_new=False)
+    except PreconditionFailed:
+        raise
+    except BotError as error:
+        for i in own:
+            results[i] = error
+        return [i for i in ready if i not in own], None
+    return ready, commit
 
 
 def _refused_bundle(members: list[tuple[Bundle, Repos]], card_fp: str) -> Failure | None:
