@@ -185,7 +185,8 @@ def test_a_repo_holding_files_the_bot_did_not_publish_is_refused_and_keeps_them(
 
 
 @pytest.mark.parametrize(
-    ("draft", "card", "named"), [(VICTIM, CARD_FP, f"its record names {VICTIM} and"), (None, "0" * 64, "card templates")]
+    ("draft", "card", "named"),
+    [(VICTIM, CARD_FP, f"its record names {VICTIM} and"), (None, "0" * 64, "card templates")],
 )
 def test_the_publisher_commits_a_record_only_as_written_for_the_repos_it_writes(hub, tmp_path, draft, card, named):
     """`publish --bundle` has no plan: the publisher's own gate holds the record to the repos it was handed."""
