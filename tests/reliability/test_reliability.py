@@ -87,17 +87,27 @@ def repo_state(hub, repo: str) -> tuple[str, bool]:
     )
 
 
-def publish_under_fault(hub, bundle, tmp_path, namespace: str, rules: list[dict]):
-    copy = tmp_path / "bundle"
-    shutil.copytree(bundle, copy)
-    recipe = recipe_for(namespace)
-    repos = Repos(
-        draft=draft_output_repo(recipe.publish, demo.DRAFT_REPO, "int4"),
-        target=target_output_repo(recipe.publish, demo.TARGET_REPO),
+def namespace_repos(namespace: str) -> Repos:
+    """The repos the demo pair is published to under `namespace`."""
+    publish = recipe_for(namespace).publish
+    return Repos(
+        draft=draft_output_repo(publish, demo.DRAFT_REPO, "int4"), target=target_output_repo(publish, demo.TARGET_REPO)
     )
-    # The record as a build planned under `namespace` writes it (the one build is shared by every scenario).
-    built = Bundle.read(copy).record
-    write(built.model_copy(update={"repos": repos}), copy)
+
+
+def bundle_for(bundle: Path, folder: Path, repos: Repos) -> Path:
+    """A copy of the shared build's bundle at `folder`, its record naming `repos` as a build planned to publish
+    there writes it: every scenario publishes the one build to repos of its own, and a publisher commits a record
+    only as written for the repos it writes to."""
+    shutil.copytree(bundle, folder)
+    write(Bundle.read(folder).record.model_copy(update={"repos": repos}), folder)
+    return folder
+
+
+def publish_under_fault(hub, bundle, tmp_path, namespace: str, rules: list[dict]):
+    recipe = recipe_for(namespace)
+    repos = namespace_repos(namespace)
+    copy = bundle_for(bundle, tmp_path / "bundle", repos)
     hub.clear_requests()
     hub.set_faults(rules)
     try:
@@ -539,8 +549,7 @@ def test_two_publishers_race_ten_times_one_publish_per_repo_and_two_reports(hub,
         recipe_file.write_text(yaml.safe_dump(json.loads(recipe_for(namespace).model_dump_json())))
         copies = []
         for i in range(2):
-            copies.append(tmp_path / f"bundle-{round_}-{i}")
-            shutil.copytree(bundle, copies[-1])
+            copies.append(bundle_for(bundle, tmp_path / f"bundle-{round_}-{i}", namespace_repos(namespace)))
         env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
         procs = [
             subprocess.Popen(
@@ -591,7 +600,7 @@ def test_a_publisher_killed_between_the_target_and_the_draft_leaves_no_dangling_
     recipe_file.write_text(yaml.safe_dump(json.loads(recipe.model_dump_json())))
     env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}
     command = [sys.executable, "-m", "bot.cli", "publish", "--recipe", str(recipe_file), "--bundle"]
-    shutil.copytree(bundle, tmp_path / "first")
+    bundle_for(bundle, tmp_path / "first", Repos(draft=draft_repo, target=target_repo))
     hub.clear_requests()
     hub.set_faults(
         [{"method": "POST", "path": f"^/api/models/{draft_repo}/(preupload|commit)/", "delay": 20, "times": 1}]
@@ -615,7 +624,7 @@ def test_a_publisher_killed_between_the_target_and_the_draft_leaves_no_dangling_
     assert draft_exists or draft_repo not in target_card  # no link to a draft that is not there
     state_after_kill = repo_state(hub, target_repo)
     assert state_after_kill[1], state_after_kill
-    shutil.copytree(bundle, tmp_path / "again")
+    bundle_for(bundle, tmp_path / "again", Repos(draft=draft_repo, target=target_repo))
     done = subprocess.run([*command, str(tmp_path / "again")], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     target_card = Hub(hub.url, TOKEN).read_file(target_repo, "README.md").decode()
@@ -689,7 +698,7 @@ def test_actions_handoffs_that_are_not_the_planned_build_are_failures_and_the_re
         if name == "missing":
             continue
         folder = bundles / artifact / artifact_name(demo.DRAFT_REPO)
-        shutil.copytree(bundle, folder)
+        bundle_for(bundle, folder, planned_job.repos)
         outcome = Outcome(demo.DRAFT_REPO, planned_job.revision, Status.BUILT, "", [])
         (folder / "build-outcome.json").write_text(BuildOutcomeFile(job=planned_job, outcome=outcome).model_dump_json())
         if name == "truncated":
