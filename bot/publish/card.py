@@ -102,7 +102,7 @@ def render_draft_card(
             commit it is part of); the snippet downloads the draft at its head without one.
     """
     if built.repos is None:
-        raise ValueError("a draft card needs the record's repos (BuildRecord.published_as)")
+        raise ValueError("a draft card needs the record's repos (set by the build of a planned job)")
     family = "dspark" if built.draft.kind == "dspark" else "dflash"
     metadata = _metadata(
         base_model=built.source.repo or "local",
