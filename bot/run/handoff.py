@@ -69,7 +69,7 @@ def read_built(
         formats: the draft weight formats the recipe builds (None: any the job names a repo for).
     """
     try:
-        return _checked_bundle(report, job, folder, formats)
+        return _checked_bundle(report, job, folder, formats, template_fingerprint())
     except _NotPublished:
         return None
 
@@ -83,12 +83,18 @@ def read_group(
     the group is: that bundle is refused with its reason and every other draft of the group with its name.
     Every job's outcome that is not handed on goes to `report`."""
     seen = RunReport()
+    card_fp = template_fingerprint()  # this checkout's card templates: the same for every bundle of the group
     ready: list[tuple[BuildJob, Bundle]] = []
     tampered: tuple[BuildJob, Outcome] | None = None
     for job in jobs:
         try:
             ready.append(
-                (job, _checked_bundle(seen, job, folder / artifact_name(job.source) if folder else None, formats))
+                (
+                    job,
+                    _checked_bundle(
+                        seen, job, folder / artifact_name(job.source) if folder else None, formats, card_fp
+                    ),
+                )
             )
         except _NotPublished as refused:
             if refused.tampered and tampered is None:
@@ -110,7 +116,9 @@ def read_group(
     return []
 
 
-def _checked_bundle(report: RunReport, job: BuildJob, folder: Path | None, formats: Collection[str] | None) -> Bundle:
+def _checked_bundle(
+    report: RunReport, job: BuildJob, folder: Path | None, formats: Collection[str] | None, card_fp: str
+) -> Bundle:
     def refuse(status: Status, reason: str, *, tampered: bool = False) -> _NotPublished:
         report.add(Outcome(job.source, job.revision, status, reason))
         return _NotPublished(tampered)
@@ -159,13 +167,13 @@ def _checked_bundle(report: RunReport, job: BuildJob, folder: Path | None, forma
         raise refuse(
             Status.FAILED, f"bundle is incomplete (missing {', '.join(missing) or 'target IR files'}): not published"
         )
-    unplanned = _not_planned(job, bundle, formats, f"bundle {folder.name}")
+    unplanned = _not_planned(job, bundle, formats, card_fp, f"bundle {folder.name}")
     if unplanned is not None:
         raise refuse(Status.FAILED, f"{unplanned}: not published", tampered=True)
     return bundle
 
 
-def _not_planned(job: BuildJob, bundle: Bundle, formats: Collection[str] | None, name: str) -> str | None:
+def _not_planned(job: BuildJob, bundle: Bundle, formats: Collection[str] | None, card_fp: str, name: str) -> str | None:
     """What of a bundle the plan did not make (None: nothing): its draft weight format (which picks its repo among
     the ones the plan named), the reused or official target it was built against, the repos and card templates its
     record names (it is published as written: they must be the job's, `BuildJob.publish_repos`, and this
@@ -184,7 +192,7 @@ def _not_planned(job: BuildJob, bundle: Bundle, formats: Collection[str] | None,
         return (
             f"{name} was built against the target {built.export.target_reused_from or 'exported by it'}, not the plan's"
         )
-    if (why := not_as_written(built, job.publish_repos(built), template_fingerprint())) is not None:
+    if (why := not_as_written(built, job.publish_repos(built), card_fp)) is not None:
         return f"{name}: {why}"
     if built.files is None:
         return f"{name} lists no file hashes"
