@@ -282,30 +282,30 @@ class Hub:
     # ---- reads ----
 
     def list_models(
-        self, *, author: str | None, search: str | None, filter_tags: Iterable[str], limit: int
+        self, *, author: str | None, search: str | None, filter_tags: Iterable[str], limit: int | None
     ) -> list[RepoListing]:
-        """One filtered listing, newest first (a page is one request). `Link` pages are followed up to `limit`
-        repos and at most `MAX_LISTING_PAGES` pages: a listing whose pages never end, or keep coming back empty
-        (a hostile mirror; `HfApi.list_models` follows those for ever), still stops."""
+        """One filtered listing, newest first (a page is one request). `Link` pages are followed up to `limit` repos
+        (None: every page) and at most `MAX_LISTING_PAGES` pages: a listing whose pages never end, or keep coming
+        back empty (a hostile mirror; `HfApi.list_models` follows those for ever), still stops."""
 
         def fetch() -> list[RepoListing]:
             headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
             url: str | None = f"{self.endpoint}/api/models"
-            first: dict = {"sort": "lastModified", "limit": limit, "expand": _LISTING_EXPAND}
-            first.update({k: v for k, v in (("author", author), ("search", search)) if v})
+            first: dict = {"sort": "lastModified", "expand": _LISTING_EXPAND}
+            first.update({k: v for k, v in (("author", author), ("search", search), ("limit", limit)) if v})
             if tags := list(filter_tags):
                 first["filter"] = tags
             params: dict | None = first  # the next pages' URLs carry their own query
             found: list[RepoListing] = []
             for _ in range(MAX_LISTING_PAGES):
-                if url is None or len(found) >= limit:
+                if url is None or (limit is not None and len(found) >= limit):
                     break
                 response = hf.utils.get_session().get(url, params=params, headers=headers)
                 hf.utils.hf_raise_for_status(response)
                 page = response.json()
                 found += [_listing(hf.ModelInfo(**item)) for item in page if isinstance(item, dict) and "id" in item]
                 url, params = response.links.get("next", {}).get("url"), None
-            return found[:limit]
+            return found if limit is None else found[:limit]
 
         return self.call(Stage.LIST, fetch, subject=f"listing author={author} search={search}")
 
