@@ -5,14 +5,14 @@
 A draft's quality shows up as acceptance, and int4 is not automatically best for a small draft: int8 may accept
 more tokens and be faster end to end. The build exports the draft in each of the recipe's
 `export.draft_weight_formats`, runs the lossless gate and the acceptance sweep for each against the same target,
-and publishes the format with the best measured speed-up at its own recommended `num_assistant_tokens`.
+and measures each one's speed-up at its own recommended `num_assistant_tokens`.
 
-Choices are made beyond the noise (docs/design.md §11): each speed-up is a median with a 95 % interval
-(`bot.builder.timing`), and formats whose intervals overlap are a tie, which the smaller file wins. The choice is also
-sticky: a draft already published in one format (its repo is named after it, `bot.core.naming`) moves to another
-only when that one's interval lies wholly above the published one's and its median is faster by more than the
-recipe's `publish.format_switch_margin`, so the run-to-run noise of a re-validation never moves a draft between
-repos.
+One format is held: the published one (its repo is named after it, `bot.core.naming`), or for a new draft the
+smaller file (int4). Another replaces it only when faster beyond the noise and by more than the recipe's
+`publish.format_switch_margin`: its 95 % interval's low end (`bot.builder.timing`) above the held one's high end
+raised by the margin (docs/design.md §11). One interval test used to decide a new draft's format, so near a tie
+two honest runs of one pair published int8 and int4 (issue 41.6); now both keep the held format, and only a gap
+wider than the noise and the margin moves either, on the first publication as on later ones.
 """
 
 from __future__ import annotations
@@ -70,6 +70,20 @@ class FormatResult:
             return mine.overlaps(theirs)
         return min(self.speedup, other.speedup) >= max(self.speedup, other.speedup) * (1 - TIE_TOLERANCE)
 
+    def gain_over(self, other: FormatResult) -> float:
+        """How much faster than `other` by the medians (0.1: 10 %)."""
+        return self.speedup / other.speedup - 1 if other.speedup > 0 else float("inf")
+
+    def beats(self, held: FormatResult, margin: float) -> bool:
+        """Replaces the `held` format: faster beyond the noise and by more than `margin` (`Interval.clears`); without
+        intervals, the median faster by more than the margin and the tie tolerance."""
+        if held.speedup <= 0:
+            return self.speedup > 0
+        mine, theirs = self.interval, held.interval
+        if mine is not None and theirs is not None:
+            return mine.clears(theirs, margin)
+        return self.speedup > held.speedup * (1 + max(margin, TIE_TOLERANCE))
+
     def figure(self) -> str:
         interval = self.interval
         if interval is None:
@@ -113,6 +127,7 @@ class FormatChoice:
     failed: tuple[FailedFormat, ...] = ()
     published: str | None = None  # the format the draft was published in before this build (None: new)
     margin: float = DEFAULT_SWITCH_MARGIN
+    held: str | None = None  # the format that stays unless beaten: `published`, or the smaller file (None: none)
 
     def as_provenance(self) -> dict:
         return {
@@ -122,6 +137,7 @@ class FormatChoice:
             "failed": [asdict(f) for f in self.failed],
             "published_before": self.published,
             "switch_margin": self.margin,
+            "held": self.held,
         }
 
 
@@ -132,91 +148,117 @@ def choose_draft_format(
     published: str | None = None,
     margin: float = DEFAULT_SWITCH_MARGIN,
 ) -> FormatChoice:
-    """The format to publish: the best speed-up at its recommended k among those that passed the lossless gate,
-    unless the draft is published in another format that still passes them and is not beaten by more than `margin`.
+    """The format to publish: the held one (the published format, or for a new draft the smaller file) unless another
+    is faster beyond the noise and by more than `margin` (`FormatResult.beats`).
 
-    Formats that also passed the acceptance gate come before those that did not; a format whose speed-up interval
-    overlaps the fastest one's is a tie (`FormatResult.ties`), which the smaller IR wins. `failed` formats are
-    listed, never chosen.
+    Formats that passed the acceptance gate come before those that did not, and only lossless ones are eligible; a
+    published format that fails a gate, or was not measured, is held no more (the smaller eligible file is).
+    `failed` formats are listed, never chosen. Two honest runs of one pair agree: near a tie both keep the held
+    format, and only a gap wider than their intervals and the margin moves either.
 
     Args:
         results: every measured format's figures.
         failed: the formats that could not be measured.
         published: the weight format the draft's published repo holds (its record's), or None for a new draft.
-        margin: how much faster (0.1: 10 %) another format's median must be to replace `published`, its interval
-            also wholly above the published one's.
+        margin: how much faster (0.1: 10 %) another format must be than the held one, its interval's low end above
+            the held one's high end raised by this share.
 
     Returns:
         The choice, its reason and every figure (`as_provenance` is the record's `draft_formats`).
     """
-    choice = replace(_choose(tuple(results)), published=published, margin=margin)
-    if published is not None:
-        choice = _sticky(choice, published, margin)
+    measured = tuple(results)
+    eligible = [r for r in measured if r.lossless]
+    if not eligible:
+        names = ", ".join(r.weight_format for r in measured) or "none measured"
+        choice = FormatChoice(None, f"no draft format passed the lossless gate ({names})", measured)
+    else:
+        accepted = [r for r in eligible if r.acceptance_passed]
+        held, note = _held(measured, accepted or eligible, published)
+        choice = _decide(held, accepted or eligible, measured, margin, as_published=held.weight_format == published)
+        if not accepted:
+            note += "; no format passed the acceptance gate"
+        choice = replace(choice, reason=choice.reason + note)
+    choice = replace(choice, published=published, margin=margin)
     if failed:
         names = ", ".join(f"{f.weight_format} (failed: {f.reason})" for f in failed)
         choice = replace(choice, reason=f"{choice.reason}; not measured: {names}", failed=tuple(failed))
     return choice
 
 
-def _choose(measured: tuple[FormatResult, ...]) -> FormatChoice:
-    eligible = [r for r in measured if r.lossless]
-    if not eligible:
-        failed = ", ".join(r.weight_format for r in measured) or "none measured"
-        return FormatChoice(None, f"no draft format passed the lossless gate ({failed})", measured)
-    accepted = [r for r in eligible if r.acceptance_passed]
-    pool = accepted or eligible
-    fastest = max(pool, key=lambda r: r.speedup)
-    tied = [r for r in pool if r is fastest or r.ties(fastest)]
-    chosen = min(tied, key=lambda r: (r.ir_bytes, -r.speedup))
-    others = [r for r in measured if r is not chosen]
-    reason = (
-        f"{chosen.weight_format}: speed-up {chosen.figure()} at num_assistant_tokens="
-        f"{chosen.num_assistant_tokens} (accept length {chosen.accept_length:.2f})"
-    )
-    if len(tied) > 1:
-        rivals = ", ".join(f"{r.weight_format} {r.figure()}" for r in tied if r is not chosen)
-        beside = "its interval overlaps" if chosen.interval and fastest.interval else f"within {TIE_TOLERANCE:.0%} of"
-        reason += f", {beside} {rivals}; the noise cannot tell them apart and the smaller file wins the tie"
-    elif others:
-        reason += ", ahead of " + ", ".join(_why_not(r, accepted) for r in others)
-    if not accepted:
-        reason += "; no format passed the acceptance gate"
-    return FormatChoice(chosen.weight_format, reason, measured)
-
-
-def _sticky(choice: FormatChoice, published: str, margin: float) -> FormatChoice:
-    """Keep the published format unless the fresh choice beats it by more than `margin`, or it no longer passes
-    the gates the choice was made by (or was not measured at all)."""
-    if choice.chosen is None or choice.chosen == published:
-        return choice
-    held = next((r for r in choice.results if r.weight_format == published), None)
+def _held(
+    measured: tuple[FormatResult, ...], pool: list[FormatResult], published: str | None
+) -> tuple[FormatResult, str]:
+    """The format that stays unless beaten, and why the published one does not: the published format while it is
+    measured and passes the gates the pool was drawn by, else the smallest file of the pool (int4 before int8 when
+    the files weigh the same)."""
+    smallest = min(pool, key=lambda r: (r.ir_bytes, r.weight_format))
+    if published is None:
+        return smallest, ""
+    held = next((r for r in measured if r.weight_format == published), None)
     if held is None:
-        return replace(choice, reason=f"{choice.reason}; the published {published} was not measured: replaced")
-    winner = next(r for r in choice.results if r.weight_format == choice.chosen)
-    if not held.lossless or (winner.acceptance_passed and not held.acceptance_passed):
+        return smallest, f"; the published {published} was not measured: replaced"
+    if held not in pool:
         gate = "lossless" if not held.lossless else "acceptance"
-        return replace(choice, reason=f"{choice.reason}; the published {published} failed the {gate} gate: replaced")
-    gain = winner.speedup / held.speedup - 1 if held.speedup > 0 else float("inf")
-    measured_spread = winner.interval is not None and held.interval is not None
-    beyond_noise = not winner.ties(held) if measured_spread else True
-    if held.speedup <= 0 or (beyond_noise and winner.speedup > held.speedup * (1 + margin)):
-        noise = ", its interval wholly above" if measured_spread else ""
+        return smallest, f"; the published {published} failed the {gate} gate: replaced"
+    return held, ""
+
+
+def _decide(
+    held: FormatResult,
+    pool: list[FormatResult],
+    measured: tuple[FormatResult, ...],
+    margin: float,
+    *,
+    as_published: bool,
+) -> FormatChoice:
+    role = "published" if as_published else "smaller"
+    beating = [r for r in pool if r is not held and r.beats(held, margin)]
+    if beating:
+        winner = max(beating, key=lambda r: r.speedup)
+        gain = winner.gain_over(held)
+        noise = ""
+        if winner.interval is not None and held.interval is not None:
+            noise = (
+                f" beyond the noise (its low end {winner.interval.low:.2f} > {held.interval.high * (1 + margin):.2f})"
+            )
         reason = (
-            f"{choice.reason}; {gain:.0%} faster than the published {published} {held.figure()}, more than the "
-            f"{margin:.0%} margin{noise}: replaced"
+            f"{_headline(winner)}; {gain:.0%} faster than the {role} {held.weight_format} {held.figure()}, more than "
+            f"the {margin:.0%} margin{noise}{': replaced' if as_published else ''}"
         )
-        return replace(choice, reason=reason)
-    why = (
-        f"within the {margin:.0%} margin a switch needs"
-        if beyond_noise
-        else "and the intervals overlap: the noise cannot tell them apart"
+        rest = [r for r in measured if r is not winner and r is not held]
+    else:
+        winner = held
+        rivals = [r for r in pool if r is not held]
+        reason = _headline(held)
+        if rivals or as_published:
+            stays = "kept as published" if as_published else "the smaller file stays"
+            reason = reason.replace(": ", f": {stays}, ", 1)
+        reason += "".join(f"; {_kept_over(r, held, margin, as_published)}" for r in rivals)
+        rest = [r for r in measured if r not in pool]
+    if rest:
+        reason += "; also measured: " + ", ".join(_why_not(r, pool) for r in rest)
+    return FormatChoice(winner.weight_format, reason, measured, held=held.weight_format)
+
+
+def _headline(result: FormatResult) -> str:
+    return (
+        f"{result.weight_format}: speed-up {result.figure()} at num_assistant_tokens={result.num_assistant_tokens} "
+        f"(accept length {result.accept_length:.2f})"
     )
-    reason = (
-        f"{published}: kept as published, speed-up {held.figure()} at num_assistant_tokens="
-        f"{held.num_assistant_tokens} (accept length {held.accept_length:.2f}); {winner.weight_format} "
-        f"{winner.figure()} is {gain:+.0%}, {why}"
-    )
-    return replace(choice, chosen=published, reason=reason)
+
+
+def _kept_over(rival: FormatResult, held: FormatResult, margin: float, as_published: bool) -> str:
+    """Why `rival` did not replace the held format."""
+    text = f"{rival.weight_format} {rival.figure()} is {rival.gain_over(held):+.0%}"
+    mine, theirs = rival.interval, held.interval
+    if rival.speedup <= held.speedup:
+        return text
+    tie = "" if as_published else " and the smaller file wins the tie"
+    if mine is not None and theirs is not None and mine.overlaps(theirs):
+        return f"{text}, the intervals overlap: the noise cannot tell them apart{tie}"
+    if (mine is None or theirs is None) and rival.ties(held):
+        return f"{text}, within {TIE_TOLERANCE:.0%}: the noise cannot tell them apart{tie}"
+    return f"{text}, within the {margin:.0%} margin a switch needs" + (" beyond the noise" if mine and theirs else "")
 
 
 def _why_not(result: FormatResult, accepted: list[FormatResult]) -> str:

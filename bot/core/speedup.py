@@ -92,6 +92,12 @@ class Interval:
         """Faster beyond the noise: this interval lies wholly above `other`."""
         return self.low > other.high
 
+    def clears(self, other: Interval, margin: float) -> bool:
+        """Faster beyond the noise and by more than `margin` (0.1: 10 %): this interval's low end lies above
+        `other`'s high end raised by the margin: a spread that stays inside both intervals cannot flip the
+        weight-format choice from one run to the next (docs/design.md §11)."""
+        return self.low > other.high * (1 + margin)
+
     def within(self, share: float) -> bool:
         """The interval lies within ±`share` of the median (0.05: ±5 %), from two pairs on."""
         return self.pairs >= 2 and self.low >= self.median * (1 - share) and self.high <= self.median * (1 + share)
