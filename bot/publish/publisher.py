@@ -8,7 +8,9 @@ a second publisher of the same build reports "up-to-date". Every commit carries 
 
 A draft is published to the repo named after its weight format (`bot.core.naming`). When a build moved it to
 another format, the repo it was in before keeps its files, and its card is rewritten in the same step to say
-which repo supersedes it; the target's card then lists the new repo in place of the old one.
+which repo supersedes it; the target's card then lists the new repo in place of the old one. Every format repo of
+the source is read, before the draft commit and after it, so overlapping runs that chose different formats leave
+one live repo (`bot.publish.one_repo`).
 
 A draft validated against an official target (`BuildRecord.official_target`, `bot.builder.official`) has no target
 repo of the bot's own: only the draft repo is committed, and its record names the official repo as the pair's target.
@@ -20,7 +22,7 @@ import hashlib
 import random
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +38,7 @@ from bot.plan.reuse import EXPORT_COMMIT, why_not_the_bots
 from bot.publish.card import render_draft_card, render_target_card, template_fingerprint
 from bot.publish.card_check import refused_card
 from bot.publish.charts import ACCEPTANCE_CHART, write_acceptance_chart
+from bot.publish.one_repo import held_elsewhere, settle
 
 _CARD_FILES = ("README.md", PROVENANCE_FILE)
 _DRAFT_RENDERED = (*_CARD_FILES, ACCEPTANCE_CHART)  # rendered from the record at publish, so not listed in it
@@ -51,20 +54,36 @@ class CardPins:
 
 
 @dataclass(frozen=True)
+class _Read:
+    """A repo as read at one moment (`head` None: it did not exist)."""
+
+    head: RepoFiles | None
+
+
+@dataclass(frozen=True)
 class PublishResult:
     status: Status  # PUBLISHED (something was committed) or UP_TO_DATE
     repos: Repos
     commits: list[tuple[str, str]] = field(default_factory=list)  # (repo, new commit id), in commit order
+    # The build `repos.draft` holds when another run published it there, in another weight format (None: this one's).
+    record: BuildRecord | None = None
 
 
-def publish_bundle(hub: Hub, bundle: Bundle, repos: Repos, *, private: bool) -> PublishResult:
+def publish_bundle(
+    hub: Hub, bundle: Bundle, repos: Repos, *, private: bool, family: Sequence[str] = ()
+) -> PublishResult:
     """Publish one bundle to the draft and target repos named by its build job (paired here, `pair_repos`).
+
+    Args:
+        family: every format repo of the bundle's source (`bot.core.naming.draft_output_repos`), read before and
+            after the draft commit so that the source keeps one live repo (`bot.publish.one_repo`).
 
     Raises:
         Failure: the bundle failed a validation gate (never published), or the Hub refused the commits.
         Skip: an output repo holds newer work, or another source's build.
     """
-    (result,) = publish_group(hub, [(bundle, pair_repos(bundle.record, repos))], private=private)
+    paired = pair_repos(bundle.record, repos)
+    (result,) = publish_group(hub, [(bundle, paired)], private=private, families={paired.draft: family})
     if isinstance(result, BaseException):
         raise result
     return result
@@ -77,6 +96,7 @@ def publish_group(
     private: bool,
     replaces: Mapping[str, str] | None = None,
     install: str | None = None,
+    families: Mapping[str, Sequence[str]] | None = None,
 ) -> list[PublishResult | BotError]:
     """Publish the drafts of one target: the target repo once (listing every draft built now), then each draft.
 
@@ -87,6 +107,8 @@ def publish_group(
             name): once the new repo is published, the old one's card is rewritten to point to it.
         install: the requirement the draft cards' install line gives (`bot.publish.install.install_line`; None:
             no install line).
+        families: draft repo -> every format repo of its source, in naming order (`BuildJob.draft_repos`): each is
+            read before and after the draft commit, so that the source keeps one live repo (`bot.publish.one_repo`).
 
     Returns:
         per member, in order, its result or the skip/failure that stopped it (one member's problem never stops
@@ -94,6 +116,14 @@ def publish_group(
     """
     card_fp = template_fingerprint()
     replaces = replaces or {}
+    families = {
+        repos.draft: (
+            *(families or {}).get(repos.draft, ()),
+            repos.draft,
+            *([replaces[repos.draft]] if repos.draft in replaces else []),
+        )
+        for _, repos in members
+    }
     refused = _refused_bundle(members, card_fp)
     if refused is not None:
         return [refused] * len(members)  # one tampered bundle: nothing of its group is committed
@@ -106,7 +136,7 @@ def publish_group(
         if not pending:
             break
         try:
-            _publish_once(hub, members, pending, results, card_fp, private, replaces, install)
+            _publish_once(hub, members, pending, results, card_fp, private, replaces, install, families)
         except PreconditionFailed as error:
             # Another writer committed first: re-read the Hub and decide again (it may hold this very build).
             log.step("%s: lost a commit race (412), re-reading the Hub", members[pending[0]][1].target)
@@ -127,12 +157,13 @@ def _publish_once(
     card_fp: str,
     private: bool,
     replaces: Mapping[str, str],
-    install: str | None = None,
+    install: str | None,
+    families: Mapping[str, Sequence[str]],
 ) -> None:
-    """Target weights first (its card listing only drafts already published), then each draft (and the card of the
-    repo it replaces), then the target's card listing the drafts now published: a run killed at any point leaves no
-    card linking a missing repo, and the next run finishes the work."""
-    ready, current, seen = _decide_drafts(hub, members, pending, results, card_fp, replaces)
+    """Target weights first (its card listing only drafts already published), then each draft (and the cards of
+    its source's other format repos, pointed to the live one), then the target's card listing the drafts now
+    published: a run killed at any point leaves no card linking a missing repo, and the next run finishes the work."""
+    ready, current, seen = _decide_drafts(hub, members, pending, results, card_fp, replaces, families)
     commits: dict[int, list[tuple[str, str]]] = {i: [] for i in ready + current}
     published: list[int] = []
     ready, target_commit = _publish_target_weights(hub, members, ready, results, commits, card_fp, private)
@@ -147,16 +178,26 @@ def _publish_once(
             results[i] = error
             continue
         published.append(i)
-    listed = published + current
-    for i in listed:
-        _, repos = members[i]
-        if repos.draft in replaces:
-            _supersede(hub, replaces[repos.draft], repos.draft, members[i][0].record, commits[i], private)
+    # The target is read before the source's repos are settled: a draft another run makes live after this read has
+    # its target-card commit after it too, so ours fails on its parent (412) and is decided again.
+    own_target = [members[i][1].target for i in published + current if not _official_target_used(members[i][0].record)]
+    target_seen = _Read(hub.files_or_none(own_target[0])) if own_target else None
+    listed = []
+    for i in published + current:
+        bundle, repos = members[i]
+        now = settle(hub, bundle.record.source.repo or "", families[repos.draft], commits[i], private)
+        if now is not None and now.repo != repos.draft:  # another run published a newer build since our decision
+            log.step("%s: %s holds the live build, its card points there", repos.draft, now.repo)
+            update = {"draft": now.repo}
+            results[i] = PublishResult(Status.UP_TO_DATE, repos.model_copy(update=update), commits[i], now.record)
+        else:
+            listed.append(i)
     listed_own = [i for i in listed if not _official_target_used(members[i][0].record)]
     if listed_own:
         # Every draft that is on the Hub now, current ones included (a run killed before this step left them
         # off the target's card): one card-only commit when the list changed.
-        _publish_target(hub, [members[i] for i in listed_own], card_fp, commits[listed_own[0]], private, list_new=True)
+        listing = [members[i] for i in listed_own]
+        _publish_target(hub, listing, card_fp, commits[listed_own[0]], private, list_new=True, seen=target_seen)
     for i in listed:
         # Nothing committed: another writer published this very build between our check and our commit.
         results[i] = PublishResult(Status.PUBLISHED if commits[i] else Status.UP_TO_DATE, members[i][1], commits[i])
@@ -169,9 +210,11 @@ def _decide_drafts(
     results: list[PublishResult | BotError | None],
     card_fp: str,
     replaces: Mapping[str, str],
+    families: Mapping[str, Sequence[str]],
 ) -> tuple[list[int], list[int], dict[int, tuple[RepoFiles | None, BuildRecord | None]]]:
     """(the pending members to publish, those the Hub already holds, the draft repo as each decision read it); a
-    member whose repo cannot be read gets its error in `results`."""
+    member whose repo cannot be read gets its error in `results`, and one whose build another format's repo holds
+    (another run published it) is up to date there."""
     ready: list[int] = []
     current: list[int] = []
     seen: dict[int, tuple[RepoFiles | None, BuildRecord | None]] = {}
@@ -181,8 +224,21 @@ def _decide_drafts(
             is_current, head, found = _draft_is_current(
                 hub, bundle.record, repos, card_fp, replacing=repos.draft in replaces
             )
+            there = held_elsewhere(
+                hub,
+                bundle.record,
+                repos.draft,
+                families[repos.draft],
+                (head, found),
+                replacing=replaces.get(repos.draft),
+            )
         except BotError as error:
             results[i] = error
+            continue
+        if there is not None:
+            results[i] = PublishResult(
+                Status.UP_TO_DATE, repos.model_copy(update={"draft": there.repo}), [], there.record
+            )
             continue
         seen[i] = (head, found)
         (current if is_current else ready).append(i)
@@ -346,19 +402,21 @@ def _publish_target(
     private: bool,
     *,
     list_new: bool,
+    seen: _Read | None = None,
 ) -> str | None:
     """One commit to the target repo, or none when it is current.
 
     Args:
         list_new: add these members' drafts to the target card's list (only once they are published); without it
             the card lists only the drafts already there.
+        seen: the target repo as read earlier, the commit's parent (None: read it now).
 
     Returns:
         the target repo's commit after this step (the one holding the IR, when weights were committed).
     """
     first, repos = members[0]
     built = first.record
-    head = hub.files_or_none(repos.target)
+    head = seen.head if seen is not None else hub.files_or_none(repos.target)
     published = hub.target_record(repos.target, revision=head.sha) if head is not None else None
     if published is not None and published.target.repo != built.target.repo:
         raise Skip(
@@ -462,37 +520,6 @@ def _listing(target: TargetRecord, summary: DraftSummary, card_fp: str) -> Targe
     behind)."""
     kept = [d for d in target.drafts if d.source != summary.source or d.repo == summary.repo]
     return target.model_copy(update={"drafts": kept}).with_draft(summary, card_fp)
-
-
-def _supersede(
-    hub: Hub, old_repo: str, new_repo: str, built: BuildRecord, commits: list[tuple[str, str]], private: bool
-) -> None:
-    """Rewrite the card of the repo a draft moved away from (another weight format's) to point to `new_repo` at its
-    top; its files and record stay, and the card is still rendered from that record, so its metadata stays valid.
-
-    A problem here is logged as a warning, never the new draft's failure: the new repo is published and the status
-    page and collection list it.
-    """
-    try:
-        head = hub.files_or_none(old_repo)
-        old = hub.draft_record(old_repo, revision=head.sha) if head is not None else None
-        if old is None or old.repos is None or old.source.repo != built.source.repo:
-            log.step("%s holds no published build of %s: no card to point to %s", old_repo, built.source.repo, new_repo)
-            return
-        with tempfile.TemporaryDirectory(prefix="dflash-bot-superseded-") as tmp:
-            folder = Path(tmp)
-            (folder / "README.md").write_text(render_draft_card(old, superseded_by=new_repo), encoding="utf-8")
-            result = hub.publish_folder(
-                old_repo, folder, message=f"Superseded by {new_repo}", private=private, only=("README.md",), seen=head
-            )
-    except PreconditionFailed:
-        raise  # another writer: the whole step is decided again
-    except BotError as error:
-        log.get().warning("%s: card not pointed to %s (%s)", old_repo, new_repo, error.one_line())
-        return
-    if result.commit:
-        commits.append((old_repo, result.commit))
-        log.step("%s: commit %s (card points to %s)", old_repo, result.commit[:7], new_repo)
 
 
 def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> PublishResult:

@@ -12,7 +12,7 @@ from pathlib import Path
 from bot.builder.bundle import Bundle
 from bot.core import log
 from bot.core.errors import Failure, Stage
-from bot.core.naming import draft_output_repo, target_output_repo
+from bot.core.naming import draft_output_repo, draft_output_repos, target_output_repo
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import RecordError, Repos
@@ -169,7 +169,8 @@ def publish_folder(writer: Hub, recipe: Recipe, folder: Path, *, report_file: Pa
             target=target_output_repo(recipe.publish, built.target.repo),
         )
         check_writer(writer, recipe)
-        result = publish_bundle(writer, one, repos, private=recipe.publish.private)
+        family = tuple(draft_output_repos(recipe.publish, built.source.repo).values())
+        result = publish_bundle(writer, one, repos, private=recipe.publish.private, family=family)
     except RecordError as exc:
         raise Failure(f"{folder}: {exc}", stage=Stage.PUBLISH) from None
     if report_file:

@@ -390,7 +390,13 @@ def publish_jobs(
         for (job, bundle), (_, repos) in zip(ready, members, strict=True)
         if (old := job.replaced_repo(bundle.record.draft_weight_format)) is not None
     }
-    results = publish_group(writer, members, private=recipe.publish.private, replaces=replaces, install=install)
+    # Every format repo of each source, read around its draft commit: one live repo whatever runs overlap.
+    families = {
+        repos.draft: tuple(job.draft_repos.values()) for (job, _), (_, repos) in zip(ready, members, strict=True)
+    }
+    results = publish_group(
+        writer, members, private=recipe.publish.private, replaces=replaces, install=install, families=families
+    )
     for (job, bundle), result in zip(ready, results, strict=True):
         if isinstance(result, BotError):
             report.add(Outcome.of_error(job.source, job.revision, result))
@@ -404,8 +410,10 @@ def publish_jobs(
                 notes.append(bundle.record.official_target.note())
             if (old := replaces.get(result.repos.draft)) is not None:
                 notes.append(f"now {bundle.record.draft_weight_format}: replaces {old}, whose card points here")
+            if result.record is not None:
+                notes.append(f"another run published this source as {result.repos.draft}: not published twice")
             report.add_published(job.source, job.revision, result, "; ".join((*job.reasons, *notes)))
-            state.published[job.source] = (bundle.record, result.repos)
+            state.published[job.source] = (result.record or bundle.record, result.repos)
 
 
 def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Recipe, options: RunOptions) -> None:
