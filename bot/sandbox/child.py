@@ -129,19 +129,39 @@ def _confine(reads: list[Path], writes: list[Path], *, landlock: bool, max_abi: 
     return f"sandbox: Landlock ABI {abi}: reads confined to {len(reads)} input and {len(writes)} work folder(s)", abi
 
 
-def guard_signals(landlock_abi: int) -> str:
-    """Keep this process and all it starts from signalling or tracing other processes where nothing else does:
-    no PID namespace of its own (it is not PID 1) and no Landlock signal scope (ABI below 6). The line says which
-    layer holds (for the log)."""
+def guard_signals(landlock_abi: int, *, landlock_asked: bool = False) -> tuple[str, bool]:
+    """Keep this process and all it starts from signalling or tracing other processes: without a PID namespace of its
+    own (it is not PID 1) the seccomp filter (`bot.sandbox.signals`), whatever Landlock's ABI (its signal scope leaves
+    `prlimit64`, `perf_event_open` and `setpgid` open). The parent refuses a mode in which a child could still do so
+    before it starts one (`Confinement.refusal`); this holds the same rule where the child found less than the parent
+    counted on: no seccomp, or Landlock asked for (`landlock_asked`) but not in force while this process can open
+    its parent's `/proc/<pid>/mem`.
+
+    Returns:
+        The line for the log, and False when the child must refuse to run (the line says why).
+    """
     if os.getpid() == 1:
-        return "sandbox: signals confined by its own PID namespace"
-    if landlock_abi >= SIGNAL_SCOPE_ABI:
-        return f"sandbox: signals confined by Landlock ABI {landlock_abi}'s signal scope"
+        return "sandbox: signals confined by its own PID namespace", True
     try:
         signals.guard()
     except OSError as exc:
-        return f"sandbox: no signal guard ({exc}): this process can signal others of its user"
-    return "sandbox: signals confined by seccomp: no signal or trace to a process but its own"
+        return f"sandbox: refusing to load checkpoints: no PID namespace and no seccomp signal guard ({exc})", False
+    if landlock_asked and not landlock_abi and _opens_parent_memory():
+        return (
+            "sandbox: refusing to load checkpoints: Landlock is not in force and there is no PID namespace, and this "
+            "process can open its parent's /proc/<pid>/mem (root, or Yama's ptrace_scope is 0)",
+            False,
+        )
+    scope = f" (and Landlock ABI {landlock_abi}'s signal scope)" if landlock_abi >= SIGNAL_SCOPE_ABI else ""
+    return f"sandbox: signals confined by seccomp{scope}: no signal or trace to a process but its own", True
+
+
+def _opens_parent_memory() -> bool:
+    try:
+        os.close(os.open(f"/proc/{os.getppid()}/mem", os.O_RDONLY))
+    except OSError:
+        return False
+    return True
 
 
 def prepare_home(env: Mapping[str, str]) -> None:
@@ -189,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sandbox: refusing to load checkpoints with credentials in reach: {', '.join(leaked)}", file=sys.stderr)
         return REFUSED
     print("sandbox: no Hub token in this process", flush=True)
-    landlock_abi = 0
+    landlock_abi, landlock_asked = 0, bool(options.read or options.write) and not options.no_landlock
     if options.read or options.write:
         for folder in options.write:
             folder.mkdir(parents=True, exist_ok=True)
@@ -200,8 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     else:
         print("sandbox: no folders given: files are not confined by the OS in this process", flush=True)
-    print(guard_signals(landlock_abi), flush=True)
-    return _run(options.tool, options.args)
+    line, guarded = guard_signals(landlock_abi, landlock_asked=landlock_asked)
+    print(line, file=sys.stdout if guarded else sys.stderr, flush=True)
+    return _run(options.tool, options.args) if guarded else REFUSED
 
 
 def _run(tool: str, args: list[str]) -> int:

@@ -8,10 +8,12 @@ Two layers, each probed on this machine and used when it works:
   turns them back on), so this layer is probed, not assumed.
 - **landlock**: applied by the child itself (`bot.sandbox.child`, `bot.sandbox.landlock`): files outside its folders
   and the Python environment cannot be opened, TCP is refused, other processes cannot be read through `/proc`.
-Whatever the layers, a child that has neither its own PID namespace nor Landlock's signal scope (ABI 6+) installs a
-seccomp filter that refuses signals and traces to other processes (`bot.sandbox.signals`); where seccomp is missing
-too, the build runs its exports one after the other (`Confinement.signal_guard`). Every child runs below a subreaper
-of its own (`bot.sandbox.reaper`) that adopts its orphans and kills its whole tree when it ends.
+Whatever the layers, a child without a PID namespace of its own installs a seccomp filter that refuses signals and
+traces to other processes, also the indirect ways Landlock's signal scope (ABI 6+) leaves open (`bot.sandbox.signals`).
+A mode in which a child could still signal or trace a process outside its own tree is refused with the reason
+(`Confinement.refusal`): no PID namespace and no seccomp; or no PID namespace, no Landlock, and a process that can open
+its parent's `/proc/<pid>/mem` (root, or Yama's ptrace_scope 0). Every child runs below a subreaper of its own
+(`bot.sandbox.reaper`) that adopts its orphans and kills its whole tree when it ends.
 With neither, the fallback is `none`: scrubbed environment, path sanitising, token scrubbing; it is logged.
 
 `DFLASH_BOT_SANDBOX` (`auto`, default; or a comma list of `namespaces`, `landlock`; or `none`) narrows the layers,
@@ -31,6 +33,7 @@ import functools
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,15 +89,37 @@ class Confinement:
         )
 
     def signal_guard(self) -> str | None:
-        """What keeps a child from signalling its siblings and the builder here (None: nothing, so two exports
-        must not run side by side): its own PID namespace, Landlock's signal scope (ABI 6+), or the seccomp
-        filter `bot.sandbox.child` installs where neither is in force (`bot.sandbox.signals`)."""
+        """What keeps a child from signalling or tracing its siblings and the builder here (None: nothing, and the
+        mode is refused): its own PID namespace, or the seccomp filter `bot.sandbox.child` installs in every child
+        without one (`bot.sandbox.signals`; Landlock's signal scope, ABI 6+, covers `kill` and SIGIO but not
+        `prlimit64`, `perf_event_open` nor `setpgid`)."""
         if self.namespaces:
             return "a PID namespace per child"
-        if self.landlock_abi >= SIGNAL_SCOPE_ABI:
-            return f"Landlock ABI {self.landlock_abi}'s signal scope"
         if signals.available():
-            return "a seccomp filter per child (no signal or trace to a process but its own)"
+            scope = (
+                f", besides Landlock ABI {self.landlock_abi}'s signal scope"
+                if self.landlock_abi >= SIGNAL_SCOPE_ABI
+                else ""
+            )
+            return f"a seccomp filter per child (no signal or trace to a process but its own{scope})"
+        return None
+
+    def refusal(self) -> str | None:
+        """Why no checkpoint child may start in this mode, and what to change (None: children may start)."""
+        enable = "give the children a PID namespace (user namespaces: `make sandbox-host`, and DFLASH_BOT_SANDBOX=auto)"
+        if self.signal_guard() is None:
+            return (
+                f"sandbox mode {self.name} refused: no PID namespace and no seccomp filter here "
+                f"({os.uname().sysname} {os.uname().machine}), so a child could signal or trace any process of its "
+                f"user; {enable}"
+            )
+        if not self.namespaces and not self.landlock_abi and traces_outside():
+            return (
+                f"sandbox mode {self.name} refused: without a PID namespace or Landlock a child here can open its "
+                "parent's /proc/<pid>/mem (this runs as root, or Yama's ptrace_scope is 0), so it could trace the "
+                f"builder and its siblings; {enable}, or allow Landlock, or run as a user without CAP_SYS_PTRACE "
+                "where kernel.yama.ptrace_scope is 1 or more"
+            )
         return None
 
     def as_provenance(self) -> dict:
@@ -118,6 +143,27 @@ def confinement(layers: Sequence[str] = SANDBOX_LAYERS) -> Confinement:
     if off:
         notes.append(f"{', '.join(off)} switched off by {SANDBOX_VARIABLE}")
     return Confinement(namespaces=namespaces, landlock_abi=landlock_abi, detail="; ".join(notes))
+
+
+# Run as a process of its own, as a child would: can it open its parent's memory (PTRACE_MODE_ATTACH)?
+_TRACE_PROBE = """
+import os
+try:
+    os.close(os.open(f"/proc/{os.getppid()}/mem", os.O_RDONLY))
+except OSError:
+    raise SystemExit(1)
+"""
+
+
+@functools.cache
+def traces_outside() -> bool:
+    """Whether a process started here can open its parent's `/proc/<pid>/mem` (as a child without Landlock could
+    its reaper's, the builder's and its siblings'); asked once per process, by trying it."""
+    try:
+        probe = subprocess.run([sys.executable, "-I", "-c", _TRACE_PROBE], capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return True  # unknown: assume the worst
+    return probe.returncode == 0
 
 
 @functools.cache

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from bot.core import log
-from bot.core.errors import Failure, InfrastructureFailure
+from bot.core.errors import Failure, InfrastructureFailure, Stage
 from bot.core.settings import SANDBOX_LAYERS
 from bot.sandbox import reaper
 from bot.sandbox.confinement import NAMESPACE_PREFIX, confinement, scrubbed_env
@@ -89,8 +89,16 @@ def sandboxed(
 
 def sandbox_prefix(python: str | None = None, layers: Sequence[str] = SANDBOX_LAYERS) -> list[str]:
     """What every `sandboxed` command starts with: the namespace wrapper when the machine and `layers` allow one,
-    then `python -m bot.sandbox.child`."""
+    then `python -m bot.sandbox.child`.
+
+    Raises:
+        InfrastructureFailure: a child could signal or trace processes outside its own tree in this mode
+            (`Confinement.refusal`, naming why and what to change): the runner's fault, never the source's.
+    """
     state = confinement(layers)
+    refused = state.refusal()
+    if refused is not None:
+        raise InfrastructureFailure(refused, stage=Stage.SANDBOX)
     _announce(state.describe())
     wrapper = list(NAMESPACE_PREFIX) if state.namespaces else []
     return [*wrapper, python or sys.executable, "-m", "bot.sandbox.child"]

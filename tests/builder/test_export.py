@@ -85,13 +85,17 @@ def test_export_command_confines_the_child_to_its_folders(tmp_path: Path, make) 
     assert env["HF_HUB_OFFLINE"] == "1" and env["TRANSFORMERS_OFFLINE"] == "1"
 
 
-def test_export_command_without_landlock_tells_the_child(tmp_path: Path) -> None:
+def test_export_command_without_landlock_tells_the_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The mode of a runner user under Yama 1 (accepted); as root it is refused (tests/sandbox/test_signal_paths.py).
+    monkeypatch.setattr("bot.sandbox.confinement.traces_outside", lambda: False)
     command, _ = export_command(_target(tmp_path), SETTINGS, home=tmp_path / "h", layers=())
     assert command[:4] == [sys.executable, "-m", "bot.sandbox.child", "--no-landlock"]
     assert "unshare" not in command
 
 
-def test_export_command_quantization_and_profile_python(tmp_path: Path) -> None:
+def test_export_command_quantization_and_profile_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The mode of a runner user under Yama 1 (accepted); as root it is refused (tests/sandbox/test_signal_paths.py).
+    monkeypatch.setattr("bot.sandbox.confinement.traces_outside", lambda: False)
     python = "/opt/profile/bin/python"
     command, env = export_command(
         _draft(tmp_path),
@@ -110,6 +114,8 @@ def test_export_env_has_no_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("HF_TOKEN", "hf_secret")
     monkeypatch.setenv("MY_API_KEY", "k")
     monkeypatch.setenv("DFLASH_TEST_PLAIN", "kept")
+    # The mode of a runner user under Yama 1 (accepted); as root it is refused (tests/sandbox/test_signal_paths.py).
+    monkeypatch.setattr("bot.sandbox.confinement.traces_outside", lambda: False)
     _, env = export_command(_target(tmp_path), SETTINGS, home=tmp_path / "h", layers=())
     assert "HF_TOKEN" not in env and "MY_API_KEY" not in env
     assert env["DFLASH_TEST_PLAIN"] == "kept"

@@ -329,7 +329,9 @@ _BUILDER = textwrap.dedent(r"""
     except OSError:
         view["holder_environ"] = False
     (work / "builder.json").write_text(json.dumps(view))
-    command = sandboxed("exec", reads=[], writes=[work / "probe"], layers=layers)
+    # The control runs the probe with no sandbox at all (a mode without OS layers may be refused here).
+    unconfined = os.environ.get("PROBE_UNSANDBOXED") == "1"
+    command = [] if unconfined else sandboxed("exec", reads=[], writes=[work / "probe"], layers=layers)
     env = untrusted_env(home=work / "probe" / "hf")
     probe = lambda: run_logged([*command, sys.executable, "-c", sys.argv[4], reversed_canary, top, *sys.argv[5:]],
                                log_path=work / "probe.log", timeout_s=120, env=env, what="probe")
@@ -381,11 +383,13 @@ def _layer_cases() -> list:
     return cases
 
 
-def _run_holder(tmp_path: Path, layers: str, *, with_sibling: bool = False) -> tuple[dict, dict, dict]:
+def _run_holder(
+    tmp_path: Path, layers: str, *, with_sibling: bool = False, unsandboxed: bool = False
+) -> tuple[dict, dict, dict]:
     if with_sibling:
         (tmp_path / "with-sibling").touch()
     canary = "hf_canary" + os.urandom(12).hex()
-    env = {**os.environ, "HF_TOKEN": canary, "DFLASH_BOT_SANDBOX": layers}
+    env = {**os.environ, "HF_TOKEN": canary, "DFLASH_BOT_SANDBOX": layers, "PROBE_UNSANDBOXED": str(int(unsandboxed))}
     result = subprocess.run(
         [sys.executable, "-c", _HOLDER, str(tmp_path), _BUILDER, _PROBE],
         env=env,
@@ -434,7 +438,7 @@ def test_a_child_beside_a_sibling_child_cannot_read_the_write_token_through_proc
 
 def test_without_confinement_the_probe_does_find_the_token(tmp_path):
     """Control: the same probe, unconfined, reads the sibling's environment; the probe is not blind."""
-    holder, builder, probe = _run_holder(tmp_path, "none")
+    holder, builder, probe = _run_holder(tmp_path, "none", unsandboxed=True)
     assert holder["scrubbed"] and not builder["env"]
     assert any(place.endswith("/environ") for place in probe["found"]), probe
 
