@@ -428,27 +428,27 @@ class Hub:
 
         return self.call(Stage.COMMITS, fetch, subject=repo_id)
 
-    def commit_ids(self, repo_id: str, *, limit: int) -> list[str]:
-        """The commits of a repo's main branch, newest first, at most `limit` of them and at most `limit` pages
-        (`dflash-bot try` looks back for the target files a draft was validated with)."""
+    def commit_ids(self, repo_id: str, *, limit: int, pages: int) -> list[str]:
+        """The commits of a repo's main branch, newest first, each once: at most `limit` of them from at most `pages`
+        requests, and a page with no id it has not seen (a listing that loops) ends it (`dflash-bot try`)."""
 
         def fetch() -> list[str]:
-            # Paged by hand, bounded before the first page: huggingface_hub's `list_repo_commits` reads every page
-            # first, and a mirror that links each page to another never lets it stop.
+            # Paged by hand: huggingface_hub's `list_repo_commits` reads every page before it returns one, and a
+            # mirror that links each page to another never lets it stop.
             headers = hf.utils.build_hf_headers(token=self.token or False, library_name="dflash-bot")
             url: str | None = f"{self.endpoint}/api/models/{repo_id}/commits/main"
-            ids: list[str] = []
-            for _ in range(max(limit, 1)):  # a page holds at least one commit, or the listing is over
+            ids: dict[str, None] = {}
+            for _ in range(pages):
                 if url is None or len(ids) >= limit:
                     break
                 response = hf.utils.get_session().get(url, headers=headers)
                 hf.utils.hf_raise_for_status(response)
                 page = [str(item.get("id")) for item in response.json() if isinstance(item, dict)]
-                if not page:
+                if not set(page) - ids.keys():
                     break
-                ids += page
+                ids.update(dict.fromkeys(page))
                 url = response.links.get("next", {}).get("url")
-            return ids[:limit]
+            return list(ids)[:limit]
 
         return self.call(Stage.COMMITS, fetch, subject=repo_id)
 

@@ -18,7 +18,8 @@ first either way.
 A mirror's answers are untrusted, as a checkpoint is (docs/design.md §11): a commit id must be 40 hex digits before it
 is joined to a path, every file name of the record must be a top-level name `try` downloads (`is_try_file`: the
 builder's allow-list and the IR files the bundle publishes) before anything is downloaded, the download goes only into
-the cache folder, and the target's commit history is read a bounded number of pages (`Hub.commit_ids`).
+the cache folder, and the target's commit history is read from a few pages, each commit once, under a deadline
+(`target_commit_of`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ from bot.discover.fetch import is_allowed
 from bot.hub import Hub
 
 MAX_TARGET_COMMITS = 50  # how far back the target repo's history is searched for the files the draft was validated with
+# The history's pages read for it: the Hub lists 50 commits a page, so one is the rule; a mirror that pages one commit
+# at a time gets its first few searched, never a request per commit.
+MAX_COMMIT_PAGES = 3
+# The whole search (head, history, each commit's file list) ends here, or at the Hub settings' plan deadline if that is
+# sooner: a mirror that answers every request just inside its timeouts still cannot keep `try` busy.
+SEARCH_DEADLINE_S = 300.0
 COMMIT_ID = re.compile(r"[0-9a-f]{40}")
 # Devices OpenVINO does not list in `available_devices` but accepts: they pick or combine the real ones.
 VIRTUAL_DEVICES = ("AUTO", "MULTI", "HETERO")
@@ -317,21 +324,25 @@ def refused_names(files: FileList) -> list[str]:
 
 def target_commit_of(hub: Hub, repo: str, files: FileList) -> str:
     """The newest commit of the target repo whose files are the recorded ones (its head, unless the target was
-    exported again since; then its history is searched, `MAX_TARGET_COMMITS` deep).
+    exported again since; then its history is searched, `MAX_TARGET_COMMITS` deep, from at most `MAX_COMMIT_PAGES`
+    pages), within `SEARCH_DEADLINE_S` (or the plan deadline of the Hub's settings, if sooner).
 
     Raises:
         Failure: no commit searched holds them (naming how the head differs).
+        HubError: the Hub kept failing, or the search ran past its deadline (naming it).
     """
-    head = checked_commit(hub.repo_files(repo).sha, repo)
-    why_not = _differs(hub.listed_hashes(repo, head), files)
-    if why_not is None:
-        return head
-    for commit in hub.commit_ids(repo, limit=MAX_TARGET_COMMITS)[1:]:  # paging bounded before it starts
-        if _differs(hub.listed_hashes(repo, checked_commit(commit, repo)), files) is None:
-            return commit
+    with hub.deadline(Stage.COMMITS, min(SEARCH_DEADLINE_S, hub.settings.plan_deadline_s)):
+        head = checked_commit(hub.repo_files(repo).sha, repo)
+        why_not = _differs(hub.listed_hashes(repo, head), files)
+        if why_not is None:
+            return head
+        history = hub.commit_ids(repo, limit=MAX_TARGET_COMMITS, pages=MAX_COMMIT_PAGES)  # each id once
+        for commit in history[1:]:
+            if _differs(hub.listed_hashes(repo, checked_commit(commit, repo)), files) is None:
+                return commit
     raise Failure(
         f"no commit of the target repo holds the files this draft was validated with (at its head {head[:7]}: "
-        f"{why_not}; {MAX_TARGET_COMMITS} commits searched)",
+        f"{why_not}; {max(len(history), 1)} commits searched, from at most {MAX_COMMIT_PAGES} pages of its history)",
         subject=repo,
         stage=Stage.VERIFY,
     )

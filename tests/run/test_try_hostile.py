@@ -21,10 +21,11 @@ import pytest
 from huggingface_hub import HfApi
 from rich.console import Console
 
-from bot.core.errors import Failure
+from bot.core.errors import Failure, HubError
+from bot.core.recipe import HubSettings
 from bot.core.record import PROVENANCE_FILE
 from bot.hub import Hub
-from bot.run.try_pair import MAX_TARGET_COMMITS, TryOptions, pin_pair, try_pair
+from bot.run.try_pair import MAX_COMMIT_PAGES, SEARCH_DEADLINE_S, TryOptions, pin_pair, try_pair
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.records import record_data
@@ -156,6 +157,8 @@ def test_a_lookalike_repo_gets_no_code_pickle_nested_or_hidden_file_downloaded(h
 
 
 def test_a_commit_history_that_pages_for_ever_is_read_a_bounded_number_of_pages(hub) -> None:
+    """Issue 41: the limit bounds the requests. Before, each page (the same two commits, linking to itself) was read
+    until 50 ids were collected: 17 pages here, and a request per id after."""
     hub.set_faults([{"path": f"^/api/models/{TARGET}/commits/", "endless_listing": True}])
     hub.clear_requests()
     found: dict = {}
@@ -164,18 +167,51 @@ def test_a_commit_history_that_pages_for_ever_is_read_a_bounded_number_of_pages(
     search.start()
     search.join(30)
     took = time.monotonic() - started
-    pages = [r for r in hub.requests() if "/commits/" in r["path"]]
-    hub.clear_faults()  # a search still paging (today's code) ends at the next page
+    target_requests = [r for r in hub.requests() if f"/{TARGET}/" in r["path"] or r["path"].endswith(f"/{TARGET}")]
+    pages = [r for r in target_requests if "/commits/" in r["path"]]
+    hub.clear_faults()  # a search still paging ends at the next page
     search.join(10)
     assert "pair" in found, f"still paging after {took:.0f} s ({len(pages)} pages)"
     history = HfApi(endpoint=hub.url).list_repo_commits(TARGET)
     assert found["pair"].target_commit == history[1].commit_id  # the validated commit, the one before the head
-    assert len(pages) <= MAX_TARGET_COMMITS, len(pages)
+    # The first page, and the second, which repeats it: nothing new, the listing loops.
+    assert len(pages) == 2 <= MAX_COMMIT_PAGES, [r["path"] for r in pages]
+    assert len(target_requests) <= MAX_COMMIT_PAGES + 4, [r["path"] for r in target_requests]
     row(
         "hostile",
         "a target repo's commit history whose every page links to another (`try` searching for the validated commit)",
-        f"stopped after {len(pages)} pages ({took:.1f} s; bounded at {MAX_TARGET_COMMITS} commits before the first "
-        "page), the validated commit pinned",
+        f"stopped after {len(pages)} pages, {len(target_requests)} requests to the target repo in all ({took:.1f} s; "
+        f"at most {MAX_COMMIT_PAGES} pages, each commit once; before: 17 pages), the validated commit pinned",
+        "unchanged",
+        True,
+    )
+
+
+def test_a_mirror_that_answers_slowly_keeps_try_busy_no_longer_than_its_deadline(hub) -> None:
+    """Issue 41: every answer about the target comes 0.6 s late (inside any timeout) and its history pages for ever;
+    the search ends at its deadline (here the Hub settings' plan deadline of 1.5 s), naming it. Before: no deadline,
+    and a request per page until 50 ids."""
+    hub.set_faults(
+        [
+            {"path": f"^/api/models/{TARGET}/commits/", "endless_listing": True},
+            {"path": f"^/api/models/{TARGET}", "delay": 0.6, "times": -1},
+        ]
+    )
+    hub.clear_requests()
+    started = time.monotonic()
+    try:
+        with pytest.raises(HubError) as caught:
+            pin_pair(Hub(hub.url, settings=HubSettings(plan_deadline_s=1.5)), DRAFT, None)
+    finally:
+        hub.clear_faults()
+    took = time.monotonic() - started
+    assert "the commits deadline of 1.5 s passed" in caught.value.message, caught.value.message
+    assert took < 1.5 + 2.0, took  # the deadline, and the draft's own reads before the search
+    row(
+        "hostile",
+        "a mirror that answers every request about the target 0.6 s late and pages its history for ever (`try`)",
+        f"stopped after {took:.1f} s at the search's deadline (1.5 s here; at most {SEARCH_DEADLINE_S:.0f} s): "
+        f"{caught.value.message[:120]}",
         "unchanged",
         True,
     )
