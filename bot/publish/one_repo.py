@@ -106,11 +106,13 @@ def settle(
     """Point the card of every format repo holding `source` that is not the live one to the live one.
 
     Returns:
-        the live repo and its build (None: no repo holds the source).
+        the live repo and its build (None: no repo holds the source, or `family` is one repo: nothing is read).
 
     Raises:
         PreconditionFailed: a repo moved while its card was rewritten (the publisher decides again).
     """
+    if len(set(family)) < 2:
+        return None
     found = holders(hub, source, family, {})
     current = live(found)
     for holder in found:

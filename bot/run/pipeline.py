@@ -410,8 +410,13 @@ def publish_jobs(
                 notes.append(bundle.record.official_target.note())
             if (old := replaces.get(result.repos.draft)) is not None:
                 notes.append(f"now {bundle.record.draft_weight_format}: replaces {old}, whose card points here")
-            if result.record is not None:
-                notes.append(f"another run published this source as {result.repos.draft}: not published twice")
+            if result.record is not None:  # another run's build is the live one (`bot.publish.one_repo`)
+                notes.append(
+                    f"another run published a newer build at the same time as {result.repos.draft}, where this "
+                    "one's card now points"
+                    if result.commits
+                    else f"another run published this build as {result.repos.draft}: not published twice"
+                )
             report.add_published(job.source, job.revision, result, "; ".join((*job.reasons, *notes)))
             state.published[job.source] = (result.record or bundle.record, result.repos)
 
