@@ -12,6 +12,7 @@ candidates that a closer look skips, and counts the second run's requests.
     .venv/bin/python bench/noop_run.py                 # 1 and 50 published drafts
     .venv/bin/python bench/noop_run.py --published 50  # one scenario
     .venv/bin/python bench/noop_run.py --extra 0       # the demo seed, with a real first run
+    .venv/bin/python bench/noop_run.py --radar 300 --radar 900   # strangers found by the whole-Hub searches
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -122,6 +124,64 @@ def published_scenario(count: int) -> dict:
     }
 
 
+RADAR_WORDS = ("DFlash", "DSpark", "speculator")
+
+
+def radar_scenario(strangers: int, published: int = 10, repeats: int = 5) -> dict:
+    """A realistic radar (issue 39): `published` drafts of a trusted author, published and remembered, and
+    `strangers` repos by other authors matching the recipe's words (split evenly between them, each newer than the
+    trusted drafts). A first run writes the status page with the strangers seen; then `repeats` no-op runs, each
+    counted and timed: their median and range are the figure."""
+    from bench.noop_seed import seed_published
+    from bot.core.recipe import load_recipe
+    from bot.hub import Hub, configure_client
+    from bot.run.pipeline import RunOptions, run
+    from hubserver import LocalHub
+    from tinymodels.hub_layouts import write_repo
+
+    recipe = load_recipe()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-radar-") as tmp,
+        LocalHub(Path(tmp) / "hub", user="bot", token="hf_w") as server,
+    ):
+        configure_client(server.url)
+        hub = Hub(server.url, "hf_w")
+        seed_published(hub, recipe, Path(tmp) / "seed", published)
+        config = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": 64}
+        folder = write_repo(Path(tmp) / "stranger", config, None)
+        for index in range(strangers):
+            word = RADAR_WORDS[index % len(RADAR_WORDS)]
+            server.seed_folder(f"stranger{index:04d}/Qwen3-8B-{word}-copy", folder)
+        first = run(recipe, hub, hub, RunOptions(work=Path(tmp) / "first"))
+        runs = []
+        for index in range(repeats):
+            server.clear_requests()
+            started = time.perf_counter()
+            report = run(recipe, hub, hub, RunOptions(work=Path(tmp) / f"noop{index}"))
+            seconds = time.perf_counter() - started
+            log = [r for r in _hub_requests(server.requests()) if r["path"] != "/api/whoami-v2"]
+            runs.append((len(log), seconds, len(report.commits), report.status_commit, Counter(_kind(r) for r in log)))
+    timings = sorted(run[1] for run in runs)
+    return {
+        "trusted_published": published,
+        "strangers_on_the_hub": strangers,
+        "seen_not_approved": sum(o.stage == "approve" for o in first.outcomes),
+        "first_run_status_commit": first.status_commit is not None,
+        "noop_runs": repeats,
+        "hub_requests": sorted({run[0] for run in runs}),
+        "by_kind": dict(runs[-1][4]),
+        "seconds_median": round(statistics.median(timings), 2),
+        "seconds_min_max": [round(timings[0], 2), round(timings[-1], 2)],
+        "commits": sum(run[2] for run in runs),
+        "status_commits": sum(run[3] is not None for run in runs),
+        "listing_queries": {
+            "trusted_author_x_word": len(recipe.watch.authored_queries()),
+            "radar_words": len(recipe.watch.radar_queries()),
+            "radar_limit_per_word": recipe.watch.max_candidates,
+        },
+    }
+
+
 def _hub_requests(log: list[dict]) -> list[dict]:
     return [r for r in log if not r["path"].startswith("/api/agent-harnesses")]
 
@@ -149,9 +209,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--published", type=int, action="append", help="hand-made published drafts (default: 1 and 50)")
     parser.add_argument("--extra", type=int, action="append", help="the demo seed with N generated candidates more")
+    parser.add_argument("--radar", type=int, action="append", help="N stranger repos the whole-Hub searches find")
     args = parser.parse_args()
     results: dict = {}
-    if args.published or not args.extra:
+    if args.radar:
+        results |= {f"radar-{n}": radar_scenario(n) for n in args.radar}
+    if args.published or not (args.extra or args.radar):
         results |= {f"published-{n}": published_scenario(n) for n in (args.published or [1, 50])}
     results |= {f"demo+{extra}": scenario(extra) for extra in (args.extra or [])}
     print_json(results)

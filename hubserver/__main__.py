@@ -23,6 +23,9 @@ def configure_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--page-size", type=int, default=1000, help="entries per listing page")
     parser.add_argument("--faults", type=Path, default=None, help="JSON file with fault rules")
+    parser.add_argument(
+        "--org", action="append", default=[], help="an organisation the main user is an admin of (repeatable)"
+    )
     return parser
 
 
@@ -38,7 +41,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot load fault rules from {args.faults}: {exc}", file=sys.stderr)
         return 2
     try:
-        serve(args.port, args.data, args.user, token, host=args.host, page_size=args.page_size, faults=faults)
+        serve(
+            args.port,
+            args.data,
+            args.user,
+            token,
+            host=args.host,
+            page_size=args.page_size,
+            faults=faults,
+            orgs=args.org,
+        )
     except (RuntimeError, OSError) as exc:  # data folder already served, port taken
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -199,13 +199,14 @@ def serve(
     page_size: int = 1000,
     *,
     faults: Iterable[FaultRule | Mapping[str, Any]] = (),
+    orgs: Iterable[str] = (),
 ) -> None:
     """Serve in the foreground until SIGINT or SIGTERM (the `dflash-bot hub serve` command).
 
     Prints one line, `Local hub listening on http://HOST:PORT`, once requests are accepted; with port 0 it is
-    the only way to learn the port.
+    the only way to learn the port. `orgs`: the organisations the main user is an admin of (whoami lists them).
     """
-    hub = LocalHub(data_dir, user, token, port=port, page_size=page_size, faults=faults, host=host).start()
+    hub = LocalHub(data_dir, user, token, port=port, page_size=page_size, faults=faults, host=host, orgs=orgs).start()
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):

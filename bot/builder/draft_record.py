@@ -109,6 +109,7 @@ def build_record(finished: FinishedDraft, ctx: GroupContext, group_cost: StageRe
         # and its own templates, and never stamps it again).
         repos=planned.repos_of(chosen.weight_format, official) if planned is not None else None,
         card=CardInfo(template_fingerprint=template_fingerprint()) if planned is not None else None,
+        approved_by=planned.candidate.approved_by if planned is not None else None,
     )
 
 

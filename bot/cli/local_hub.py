@@ -19,10 +19,21 @@ def hub_serve(
     user: Annotated[str, typer.Option(help="the user the token belongs to")] = "bot",
     token: Annotated[str, typer.Option(help="write token (may write to any namespace)", envvar="HUB_TOKEN")] = "",
     faults: Annotated[Optional[Path], typer.Option(help="JSON file of fault rules", exists=True)] = None,
+    org: Annotated[
+        Optional[list[str]],
+        typer.Option(help="an organisation the user is an admin of (repeat for more), e.g. the recipe's namespace"),
+    ] = None,
 ) -> None:
     """Serve a Hub-compatible API on loopback until interrupted."""
     from hubserver import load_rules, serve
 
     if not token:
         raise UsageError("--token (or HUB_TOKEN) is required")
-    serve(port=port, data_dir=data, user=user, token=token, faults=load_rules(faults) if faults else ())
+    serve(
+        port=port,
+        data_dir=data,
+        user=user,
+        token=token,
+        faults=load_rules(faults) if faults else (),
+        orgs=tuple(org or ()),
+    )

@@ -26,6 +26,9 @@ class Fault(Enum):
     ENVIRONMENT = "environment"
     # About the bot's own output repos (no write token, a lost commit race): nothing is remembered.
     OUTPUT = "output"
+    # The recipe's or a maintainer's decision, not the source's (who is trusted, docs/design.md §14): nothing is
+    # remembered, so a source becomes buildable on the first run after its author is trusted.
+    DECISION = "decision"
 
 
 class Stage(StrEnum):
@@ -63,6 +66,7 @@ class Stage(StrEnum):
     # Discovery and planning.
     PLAN = "plan", Fault.ENVIRONMENT  # the plan deadline (`hub.plan_deadline_s`)
     DISCOVER = "discover", Fault.SOURCE
+    APPROVE = "approve", Fault.DECISION  # seen, not approved: no trusted author, no dispatch (`bot.discover.trust`)
     CLASSIFY = "classify", Fault.SOURCE
     CROSS_CHECK = "cross-check", Fault.SOURCE
     FETCH = "fetch", Fault.ENVIRONMENT  # the working copy and its disk space

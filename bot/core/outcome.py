@@ -15,6 +15,8 @@ from pydantic import ConfigDict, TypeAdapter
 from bot.core.errors import BotError, InfrastructureFailure, Skip
 from bot.core.safe_text import clean
 
+MAX_REASON_CHARS = 4000  # longer reasons (quoting a stranger's config or a whole error page) are cut
+
 
 class Status(StrEnum):
     PUBLISHED = "published"  # a commit was made (the build, or the card alone)
@@ -46,7 +48,11 @@ class Outcome:
     def __post_init__(self) -> None:
         # A reason quotes source-controlled text (file names, card values): the table, the step summary, the
         # annotations and the status page show it without controls, bidi or zero-width characters.
-        object.__setattr__(self, "reason", clean(self.reason))
+        # A stranger's config may hold a megabyte-long string: the reason keeps the first MAX_REASON_CHARS of it.
+        reason = clean(self.reason)
+        object.__setattr__(
+            self, "reason", reason if len(reason) <= MAX_REASON_CHARS else reason[:MAX_REASON_CHARS] + "…"
+        )
 
     @classmethod
     def of_error(cls, source: str, revision: str | None, error: BotError) -> Outcome:

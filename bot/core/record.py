@@ -37,6 +37,7 @@ SCHEMA_FILE = package_data.folder(package_data.SCHEMAS) / "openvino_export.schem
 SCHEMA_VERSION = 3
 BuildStatus = Literal["validated", "failed"]
 DraftFormat = Literal["stateful", "per-row"]
+Approval = Literal["recipe", "dispatch"]  # who approved a build (`bot.discover.trust`)
 
 
 class _Record(BaseModel):
@@ -450,6 +451,12 @@ class BuildRecord(_Record):
     official_target: OfficialTarget | None = Field(
         None, description="the official target repo the build tried (publish.official_targets), used or not and why"
     )
+    approved_by: Approval | None = Field(
+        None,
+        description="who approved the build (docs/design.md §14): 'recipe' (its authors are the recipe's trusted "
+        "ones, built on schedule) or 'dispatch' (a maintainer's manual dispatch of the repo); None: a local build, "
+        "or a record older than the rule",
+    )
 
     @property
     def passed(self) -> bool:
@@ -520,6 +527,9 @@ class TargetRecord(_Record):
     quality: _Open | None = None
     files: FileList | None = Field(None, description="the built files of the target repo (sha256 and size)")
     source_files: FileList | None = Field(None, description="the target checkpoint's files it was built from")
+    approved_by: Approval | None = Field(
+        None, description="who approved the build that exported it (`BuildRecord.approved_by`)"
+    )
 
     @classmethod
     def from_build(cls, build: BuildRecord, drafts: list[DraftSummary], card_fingerprint: str) -> TargetRecord:
@@ -537,6 +547,7 @@ class TargetRecord(_Record):
             quality=build.quality,
             files=build.files.target if build.files else None,
             source_files=build.files.target_source if build.files else None,
+            approved_by=build.approved_by,
         )
 
     def target_inputs(self) -> tuple:

@@ -16,12 +16,13 @@ from pydantic import ConfigDict
 
 from bot.core import draft_formats, log, naming, profiles
 from bot.core.errors import Skip, Stage
-from bot.core.recipe import Recipe
+from bot.core.recipe import Recipe, SourceQuery
 from bot.core.toolchain import Toolchain
 from bot.discover.checkpoints import (
     DSPARK_ARCHITECTURES,
     LFM2_DSPARK_ARCHITECTURE,
     DraftSpec,
+    TargetSpec,
     check_weights,
     classify_draft,
     cross_check,
@@ -33,7 +34,8 @@ from bot.discover.checkpoints import (
 )
 from bot.discover.fetch import is_allowed
 from bot.discover.source_card import SourceCard, read_source_card
-from bot.hub import Hub, RepoListing
+from bot.discover.trust import Approval, Trust, excluded_by
+from bot.hub import Hub, RepoFiles, RepoListing
 
 _CARD_TARGET = re.compile(r"in conjunction with the target model\s*[\[`*]*([\w.-]+/[\w.-]+)", re.IGNORECASE)
 _DFLASH_NAME = re.compile(r"^(?P<target>.+?)-DFlash2?(?:-b\d+)?(?:-.*)?$", re.IGNORECASE)
@@ -48,6 +50,8 @@ class SkipRecord:
     revision: str | None
     reason: str
     stage: Stage
+    kind: str | None = None  # what the listing's config shows (`kind_from_listing`), for the radar's page
+    listing: RepoListing | None = None  # a not-approved source's listing: examined if something of it is published
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ class Candidate:
     target_files: tuple[str, ...] = ()
     download_bytes: int = 0  # every file downloaded, weights or not: the size cap and the disk check
     card_notes: tuple[str, ...] = ()  # what was dropped from the draft's card and why (bot.discover.source_card)
+    # Who approved the build (`bot.discover.trust`): the recipe's trusted authors, or a maintainer's dispatch.
+    approved_by: Approval = "recipe"
 
     @property
     def weight_bytes(self) -> int:
@@ -95,40 +101,57 @@ def kind_from_listing(listing: RepoListing) -> str | None:
     return "unknown"
 
 
-def list_sources(hub: Hub, recipe: Recipe, toolchain: Toolchain) -> tuple[list[RepoListing], list[SkipRecord]]:
+def list_sources(
+    hub: Hub, recipe: Recipe, toolchain: Toolchain, trust: Trust | None = None
+) -> tuple[list[RepoListing], list[SkipRecord]]:
     """Every listed repo worth a closer look, and skip records for the ones the listing already rules out.
 
-    The listing rules out only what the recipe itself excludes: its `watch.exclude` ids and kinds, and the bot's
-    own kind of output (`excluded`). A draft's exportability is not judged from the listing's architecture: a
-    speculators-format draft borrows the architecture names of the layouts it repackages, so only its
-    `config.json` names its layout (`resolve`, one read, remembered by the status memory). `toolchain` is kept for
-    callers that still ask `unexportable_reason`.
+    Trusted authors are listed whole (`WatchRules.authored_queries`: every page), so no number of other repos can
+    push their drafts out; the radar (`WatchRules.radar_queries`, the whole Hub) lists the newest `max_candidates`
+    of each search apart, so one search's flood never starves another. The listing rules out what the recipe
+    excludes (`watch.exclude`, matched as the Hub matches ids; its kinds), the bot's own kind of output
+    (`excluded`), and what nobody approved (`bot.discover.trust`: seen, not approved, with its listed kind). A
+    draft's exportability is not judged from the listing's architecture: a speculators-format draft borrows the
+    architecture names of the layouts it repackages, so only its `config.json` names its layout (`resolve`, one
+    read, remembered by the status memory). `toolchain` is kept for callers that still ask `unexportable_reason`.
+
+    Args:
+        trust: this run's approvals (default: the recipe's, no dispatch).
     """
     del toolchain  # the layout, not the listing's architecture, decides (resolve)
+    trust = trust or Trust.of(recipe)
     seen: dict[str, RepoListing] = {}
-    for query in recipe.watch.sources:
+    watch = recipe.watch
+    queries: list[tuple[SourceQuery, int | None]] = [(query, None) for query in watch.authored_queries()]
+    queries += [(query, watch.max_candidates) for query in watch.radar_queries()]
+    for query, limit in queries:
         for listing in hub.list_models(
-            author=query.author, search=query.search, filter_tags=query.filter_tags, limit=recipe.watch.max_candidates
+            author=query.author, search=query.search, filter_tags=query.filter_tags, limit=limit
         ):
             if excluded(listing.repo_id, recipe) is None:
-                seen.setdefault(listing.repo_id, listing)
+                seen.setdefault(listing.repo_id.lower(), listing)
     keep, skips = [], []
-    for listing in list(seen.values())[: recipe.watch.max_candidates]:
-        kind = kind_from_listing(listing)
-        if listing.repo_id in recipe.watch.exclude:
-            skips.append(SkipRecord(listing.repo_id, listing.sha, "excluded by the recipe", Stage.DISCOVER))
-        elif kind is not None and kind not in recipe.watch.kinds:
-            skips.append(
-                SkipRecord(
-                    listing.repo_id,
-                    listing.sha,
-                    f"{kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}",
-                    Stage.DISCOVER,
-                )
-            )
-        else:
+    for listing in seen.values():
+        skip = _ruled_out(listing, recipe, trust)
+        if skip is None:
             keep.append(listing)
+        else:
+            skips.append(skip)
     return keep, skips
+
+
+def _ruled_out(listing: RepoListing, recipe: Recipe, trust: Trust) -> SkipRecord | None:
+    """Why the listing alone rules a repo out (None: examine it): excluded, not approved, or a kind not watched."""
+    repo, kind = listing.repo_id, kind_from_listing(listing)
+    if pattern := excluded_by(repo, recipe.watch.exclude):
+        reason = f"excluded by the recipe's watch.exclude entry '{pattern}'"
+        return SkipRecord(repo, listing.sha, reason, Stage.DISCOVER)
+    if trust.approval(repo) is None:
+        return SkipRecord(repo, listing.sha, trust.draft_reason(repo), Stage.APPROVE, kind=kind, listing=listing)
+    if kind is not None and kind not in recipe.watch.kinds:
+        reason = f"{kind} drafts are not in the recipe's watch.kinds {recipe.watch.kinds}"
+        return SkipRecord(repo, listing.sha, reason, Stage.DISCOVER)
+    return None
 
 
 OUTPUT_SUFFIX = "-ov"  # every OpenVINO export on the Hub (the bot's own, OpenVINO's, anyone's) ends so
@@ -208,20 +231,30 @@ def _namespace_for(target_name: str, recipe: Recipe) -> str:
     return recipe.targets.default_namespace
 
 
-def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, *, profiles_dir: Path | None = None) -> Candidate:
+def resolve(
+    hub: Hub, listing: RepoListing, recipe: Recipe, *, profiles_dir: Path | None = None, trust: Trust | None = None
+) -> Candidate:
     """Read the draft's config and card, find and cross-check its target, and check sizes: no weights downloaded.
 
     A draft whose layout no toolchain can export yet is skipped right after its config and card are read (two
     requests), naming its layout, the field that decided it, the capability it waits for and its target
     (`bot.core.draft_formats.skip_reason`), before any target lookup.
 
-    `profiles_dir` is where profile environments live (`Settings.profiles_dir`, for `planned_toolchain`).
+    The draft must be approved (`bot.discover.trust`: a trusted author, or this run's dispatch) before anything is
+    read, and its target's author trusted before the target is looked up (a dispatch approves the pair).
+
+    `profiles_dir` is where profile environments live (`Settings.profiles_dir`, for `planned_toolchain`); `trust`
+    this run's approvals (default: the recipe's, no dispatch).
 
     Raises:
+        Skip: at `Stage.APPROVE` (seen, not approved), the draft's or the target's author is not trusted and the
+            draft was not dispatched.
         Skip: unsupported, broken, gated or oversized source, or a target that does not fit; a reason about the
             target names the target repo.
     """
     repo, revision = listing.repo_id, listing.sha
+    trust = trust or Trust.of(recipe)
+    approved_by = trust.require_draft(repo)
     if revision is None:
         revision = hub.repo_files(repo).sha
     config_bytes = hub.read_file(repo, "config.json", revision)
@@ -245,18 +278,11 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, *, profiles_dir: Pat
             stage=Stage.DISCOVER,
         )
     target_repo, _how = resolve_target_name(repo, card, recipe)
+    trust.require_target(repo, target_repo)
 
     draft_files = hub.repo_files(repo, revision)
     _check_file_names(repo, draft_files.sizes)
-    try:
-        target_files = hub.repo_files(target_repo)
-        _check_file_names(target_repo, target_files.sizes)
-        target_bytes = hub.read_file(target_repo, "config.json", target_files.sha)
-        if target_bytes is None:
-            raise Skip("no config.json in the repo", subject=target_repo, stage=Stage.DISCOVER)
-        target = read_target(parse_config_text(target_bytes, subject=target_repo), subject=target_repo)
-    except Skip as skip:
-        raise Skip(f"target {target_repo}: {skip.message}", subject=repo, stage=skip.stage) from None
+    target_files, target = _read_target(hub, repo, target_repo)
     try:
         families = {family for profile in profiles.load_profiles().profiles for family in profile.model_types}
         if target.model_type not in families:
@@ -293,7 +319,25 @@ def resolve(hub: Hub, listing: RepoListing, recipe: Recipe, *, profiles_dir: Pat
         target_files=tuple(sorted(target_fetch)),
         download_bytes=total,
         card_notes=card.notes,
+        approved_by=approved_by,
     )
+
+
+def _read_target(hub: Hub, repo: str, target_repo: str) -> tuple[RepoFiles, TargetSpec]:
+    """The target's file list at its head and its config (two requests).
+
+    Raises:
+        Skip: for the draft `repo`, naming the target and what is wrong with it.
+    """
+    try:
+        target_files = hub.repo_files(target_repo)
+        _check_file_names(target_repo, target_files.sizes)
+        target_bytes = hub.read_file(target_repo, "config.json", target_files.sha)
+        if target_bytes is None:
+            raise Skip("no config.json in the repo", subject=target_repo, stage=Stage.DISCOVER)
+        return target_files, read_target(parse_config_text(target_bytes, subject=target_repo), subject=target_repo)
+    except Skip as skip:
+        raise Skip(f"target {target_repo}: {skip.message}", subject=repo, stage=skip.stage) from None
 
 
 def _named_target(repo: str, draft: DraftSpec, card: SourceCard, recipe: Recipe) -> str | None:
@@ -404,13 +448,15 @@ def _check_transformers(model_type: str, toolchain: Toolchain, *, subject: str) 
 
 
 def check_size(draft_bytes: int, target_bytes: int, recipe: Recipe, *, subject: str, stage: Stage) -> tuple[int, int]:
-    """The recipe's cap on draft + target safetensors bytes (the one definition of the size check).
+    """The recipe's own cap on draft + target bytes, when it sets one (the one definition of the size check).
+    Unset, the runner classes decide: a pair no class takes is skipped at planning naming the class it needs
+    (`bot.plan.sizing`), and a build checks its free disk before downloading (`bot.discover.fetch`).
 
     Raises:
         Skip: over `watch.max_checkpoint_bytes`.
     """
     total = draft_bytes + target_bytes
-    if total > recipe.watch.max_checkpoint_bytes:
+    if recipe.watch.max_checkpoint_bytes is not None and total > recipe.watch.max_checkpoint_bytes:
         raise Skip(
             f"draft + target weights are {total} bytes, over the recipe's max_checkpoint_bytes "
             f"{recipe.watch.max_checkpoint_bytes}",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bot.core import log, naming, profiles
-from bot.core.errors import BotError, Skip
+from bot.core.errors import BotError, Skip, Stage
 from bot.core.exporter import target_task
 from bot.core.fingerprints import template_fingerprint
 from bot.core.outcome import Outcome, Status
@@ -28,6 +28,7 @@ from bot.core.record import BuildInputs, BuildRecord, Repos
 from bot.core.toolchain import Toolchain
 from bot.discover import candidates as discover
 from bot.discover.checkpoints import DraftSpec, require_exportable
+from bot.discover.trust import Trust, dispatch_hint, excluded_by, not_approved
 from bot.hub import Hub, RepoListing
 from bot.plan.job import BuildJob, planned_repos
 from bot.plan.official import OfficialRepo, find_official
@@ -162,12 +163,22 @@ class Planner:
         force: `--force`: build every source examined, exporting every target.
         bot_user: the Hub user the bot publishes as, for reuse checks (default: the recipe's `publish.bot_user`).
         profiles_dir: where the toolchain profiles' environments are (their recorded capabilities).
+        dispatched: the repo a maintainer dispatched (`--only`): approved, with its target, for this run
+            (`bot.discover.trust`).
     """
 
     def __init__(
-        self, reader: Hub, recipe: Recipe, *, force: bool = False, bot_user: str | None = None, profiles_dir: Path
+        self,
+        reader: Hub,
+        recipe: Recipe,
+        *,
+        force: bool = False,
+        bot_user: str | None = None,
+        profiles_dir: Path,
+        dispatched: str | None = None,
     ) -> None:
         self.reader, self.recipe, self.force, self.profiles_dir = reader, recipe, force, profiles_dir
+        self.trust = Trust.of(recipe, dispatched)
         self.bot_user = bot_user or recipe.publish.bot_user
         self.toolchain = profiles.planning_toolchain()
         self.card_fp = template_fingerprint()
@@ -182,7 +193,7 @@ class Planner:
 
     def discover(self) -> tuple[list[RepoListing], list[discover.SkipRecord]]:
         """The recipe's listing: the sources to examine, and those the listing itself rules out."""
-        return discover.list_sources(self.reader, self.recipe, self.toolchain)
+        return discover.list_sources(self.reader, self.recipe, self.toolchain, self.trust)
 
     def plan(self, listing: RepoListing) -> tuple[Decision, BuildJob | None]:
         """One examined source's decision, and its build job when it is to be built.
@@ -193,8 +204,35 @@ class Planner:
         published_repo, published = self._published_draft(listing.repo_id)
         target_revision = self._target_head(published) if published and not self.force else None
         decision = self._decide(listing, published, target_revision=target_revision, published_repo=published_repo)
+        decision = self._approved(decision)
         log.step("%s: %s %s", listing.repo_id, decision.action, "; ".join(decision.reasons))
         return decision, self._job(listing, decision) if decision.action == Action.BUILD else None
+
+    def _approved(self, decision: Decision) -> Decision:
+        """A build only with an approval (`bot.discover.trust`): a trusted draft (its target's author is checked
+        when it is resolved) or this run's dispatch. A pair published on a maintainer's request stays as it is,
+        current, until the maintainer dispatches it again (or trusts its authors); anything else unapproved is
+        seen, not approved.
+
+        Raises:
+            Skip: at `Stage.APPROVE`, nothing of the source is published and nobody approved building it.
+        """
+        source = decision.listing.repo_id
+        if decision.action != Action.BUILD or self.trust.is_dispatched(source):
+            return decision
+        own = decision.published if decision.published is not None and _published_as(decision) else None
+        if self.trust.draft_trusted(source) and (
+            own is None or own.approved_by != "dispatch" or self.trust.target_trusted(own.target.repo or "")
+        ):
+            return decision
+        if own is None:
+            raise not_approved(self.trust.draft_reason(source), source)
+        kept = (
+            f"published on a maintainer's request (rev {(own.source.revision or '')[:7]}), kept as it is: it would "
+            f"be built again ({'; '.join(decision.reasons)}), and only another dispatch approves that "
+            f"({dispatch_hint(source)})"
+        )
+        return Decision(decision.listing, Action.UP_TO_DATE, (kept,), decision.draft_repo, own)
 
     def current(self, listing: RepoListing, record: BuildRecord) -> bool:
         """Whether a published record is up to date for this listing, its target's head not looked up (what a
@@ -208,7 +246,16 @@ class Planner:
         return self._records[draft_repo]
 
     def listing_for(self, repo_id: str) -> RepoListing:
-        """A listing for a repo `--only` names that the recipe's listing did not return."""
+        """A listing for a repo `--only` names (or the status memory holds published) that the recipe's listing did
+        not return.
+
+        Raises:
+            Skip: the recipe's `watch.exclude` names it (excluded repos are never built, whoever dispatches them).
+        """
+        if pattern := excluded_by(repo_id, self.recipe.watch.exclude):
+            raise Skip(
+                f"excluded by the recipe's watch.exclude entry '{pattern}'", subject=repo_id, stage=Stage.DISCOVER
+            )
         files = self.reader.repo_files(repo_id)
         return RepoListing(
             repo_id=repo_id,
@@ -248,7 +295,9 @@ class Planner:
         """Resolve the candidate (config, card, target, sizes) and plan its build: the official target IR to try
         first (`bot.plan.official`, forced builds too), and the published target IR to reuse when that is provably
         the build this one would export (`bot.plan.reuse`; a forced build exports all)."""
-        candidate = discover.resolve(self.reader, listing, self.recipe, profiles_dir=self.profiles_dir)
+        candidate = discover.resolve(
+            self.reader, listing, self.recipe, profiles_dir=self.profiles_dir, trust=self.trust
+        )
         job = BuildJob.from_candidate(
             candidate,
             decision.reasons,

@@ -30,7 +30,7 @@ from bot.plan.planner import Action, Decision, Planner
 
 @dataclass(frozen=True)
 class RunOptions:
-    only: str | None = None
+    only: str | None = None  # a maintainer's dispatch of one repo: this run builds it whoever its author is
     force: bool = False
     dry_run: bool = False
     work: Path | None = None
@@ -88,7 +88,12 @@ def plan_run(reader: Hub, recipe: Recipe, options: RunOptions, side: RunSide) ->
         The plan; a source that failed or was skipped in planning has neither a decision nor a job.
     """
     planner = Planner(
-        reader, recipe, force=options.force, bot_user=options.bot_user, profiles_dir=options.settings.profiles_dir
+        reader,
+        recipe,
+        force=options.force,
+        bot_user=options.bot_user,
+        profiles_dir=options.settings.profiles_dir,
+        dispatched=options.only,
     )
     plan = Plan()
     with reader.deadline(Stage.PLAN, recipe.hub.plan_deadline_s):
@@ -121,9 +126,8 @@ def _plan_one(planner: Planner, listing: RepoListing, side: RunSide, plan: Plan)
     decision, job = planner.plan(listing)
     if decision.action == Action.UP_TO_DATE:
         repos = decision.repos()
-        side.add(
-            Outcome(listing.repo_id, listing.sha, Status.UP_TO_DATE, "", [repos.draft, repos.target] if repos else [])
-        )
+        where = [repos.draft, repos.target] if repos else []
+        side.add(Outcome(listing.repo_id, listing.sha, Status.UP_TO_DATE, "; ".join(decision.reasons), where))
         if decision.published is not None and repos is not None:
             plan.published[listing.repo_id] = (decision.published, repos)
     elif job is not None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 
 import github_action_utils as gha
 
+from bot.core.errors import Stage
 from bot.core.outcome import Status
 from bot.core.settings import Settings
 from bot.run.report import RunReport
@@ -78,12 +79,20 @@ class Actions:
         """
         if not self.enabled:
             return
+        seen = 0
         for outcome in report.outcomes:
             where = f"{outcome.source}@{(outcome.revision or '')[:7]}"
             if outcome.status == Status.FAILED:
                 self.error(f"{where}: {outcome.reason}", title=f"dflash-bot: {outcome.source} failed")
+            elif outcome.stage == Stage.APPROVE:
+                seen += 1  # the radar may see hundreds: one notice for all of them
             elif outcome.status == Status.SKIPPED:
                 self.notice(f"{where}: {outcome.reason}", title=f"dflash-bot: {outcome.source} skipped")
+        if seen:
+            self.notice(
+                f"{seen} draft(s) seen, not approved: the status page lists each with the dispatch that would build it",
+                title="dflash-bot: seen, not approved",
+            )
         published = sorted({repo for o in report.outcomes if o.status == Status.PUBLISHED for repo in o.repos})
         self.set_output("published", published)
         self.set_output("failed", sorted({o.source for o in report.outcomes if o.status == Status.FAILED}))

@@ -177,9 +177,9 @@ def _not_planned(job: BuildJob, bundle: Bundle, formats: Collection[str] | None,
     """What of a bundle the plan did not make (None: nothing): its draft weight format (which picks its repo among
     the ones the plan named), the reused or official target it was built against, the repos and card templates its
     record names (it is published as written: they must be the job's, `BuildJob.publish_repos`, and this
-    checkout's), and its file set (names and kinds its format publishes, `bot.builder.bundle.check_publishable`; a
-    reused or official target's files among the ones the plan pinned). Its record comes with it, so only the plan
-    is asked."""
+    checkout's), who approved it (`approved_by`: the card says so), and its file set (names and kinds its format
+    publishes, `bot.builder.bundle.check_publishable`; a reused or official target's files among the ones the plan
+    pinned). Its record comes with it, so only the plan is asked."""
     built = bundle.record
     weight_format = built.draft_weight_format
     allowed = {*formats, job.published_format} if formats is not None else None
@@ -194,6 +194,8 @@ def _not_planned(job: BuildJob, bundle: Bundle, formats: Collection[str] | None,
         )
     if (why := not_as_written(built, job.publish_repos(built), card_fp)) is not None:
         return f"{name}: {why}"
+    if built.approved_by != job.candidate.approved_by:
+        return f"{name}'s record says it was approved by {built.approved_by}, the plan by {job.candidate.approved_by}"
     if built.files is None:
         return f"{name} lists no file hashes"
     served = built.official_target is not None and built.official_target.used

@@ -11,11 +11,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bot.core.errors import Stage
 from bot.core.outcome import Outcome, Status
 
 if TYPE_CHECKING:
     from bot.core.record import StageResources
     from bot.publish.publisher import PublishResult
+
+
+# The step summary's bounds (GitHub drops a summary over 1 MiB): the outcome table's bytes, one reason cell's
+# characters, and the not-approved drafts listed (the status page has its own list of them).
+MAX_TABLE_BYTES = 512 * 1024
+MAX_CELL_CHARS = 600
+MAX_SEEN_ROWS = 25
 
 
 @dataclass
@@ -80,11 +88,25 @@ class RunReport:
         partial.replace(path)
 
     def markdown(self, endpoint: str = "https://huggingface.co") -> str:
-        """The outcome table for a GitHub step summary."""
+        """The outcome table for a GitHub step summary, bounded whatever the radar saw (GitHub drops a summary over
+        1 MiB): at most `MAX_SEEN_ROWS` not-approved drafts (the status page lists them), each reason cut at
+        `MAX_CELL_CHARS`, and no row past `MAX_TABLE_BYTES`; what is left out is counted, the JSON report has it."""
         lines = ["| source | revision | outcome | reason | repos |", "|---|---|---|---|---|"]
+        size, left_out, seen = 0, 0, 0
         for o in self.outcomes:
+            seen += o.stage == Stage.APPROVE
             repos = ", ".join(f"[{_cell(r)}]({endpoint}/{r})" for r in o.repos)
-            lines.append(f"| {_cell(o.source)} | {(o.revision or '')[:7]} | {o.status} | {_cell(o.reason)} | {repos} |")
+            line = f"| {_cell(o.source)} | {(o.revision or '')[:7]} | {o.status} | {_cell(o.reason)} | {repos} |"
+            if (o.stage == Stage.APPROVE and seen > MAX_SEEN_ROWS) or size + len(line) > MAX_TABLE_BYTES:
+                left_out += 1
+                continue
+            size += len(line.encode()) + 1
+            lines.append(line)
+        if left_out:
+            lines.append(
+                f"| … | | | {left_out} more outcome(s), {seen} seen, not approved in all: the run report "
+                "and the status page list them | |"
+            )
         lines.append("")
         lines.append(f"Hub requests: {self.hub_requests}; commits: {len(self.commits)}")
         if self.status_page:
@@ -134,7 +156,10 @@ def _gb(n: int) -> str:
 
 
 def _cell(text: str) -> str:
-    """Markdown table cell: no pipe, newline or HTML from a source reaches the summary as markup."""
+    """Markdown table cell: no pipe, newline or HTML from a source reaches the summary as markup, and at most
+    `MAX_CELL_CHARS` of it."""
+    if len(text) > MAX_CELL_CHARS:
+        text = text[: MAX_CELL_CHARS - 1] + "…"
     return (
         text.replace("&", "&amp;")
         .replace("<", "&lt;")

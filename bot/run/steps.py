@@ -8,16 +8,18 @@ plan layer.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from bot.core import log
-from bot.core.errors import BotError
+from bot.core.errors import BotError, Stage
 from bot.core.fingerprints import Fingerprints, current_toolchain_fingerprint
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord, Repos
 from bot.discover.candidates import SkipRecord
+from bot.discover.trust import excluded_by
 from bot.hub import Hub, RepoListing
 from bot.plan.job import BuildJob
 from bot.plan.planner import Decision, Planner, planned_outcomes
@@ -123,6 +125,7 @@ class _RunSide:
         self.state.memory = planner.memory = memory
         if memory is None:
             return listings, skips
+        listings, skips = self._keep_published(planner, memory, listings, skips)
         split = status_step.partition(memory, listings, skips)
         examine, remembered = list(split.examine), list(split.remembered)
         for entry, listing in split.verify:
@@ -135,6 +138,33 @@ class _RunSide:
             self.report.add(status_step.remembered_outcome(entry))
         log.step("%d source(s) unchanged since last examined, reported from the status repo", len(remembered))
         return examine, [skip for skip in skips if skip.repo_id not in self.state.remembered]
+
+    def _keep_published(
+        self, planner: Planner, memory: status_step.Memory, listings: list[RepoListing], skips: list[SkipRecord]
+    ) -> tuple[list[RepoListing], list[SkipRecord]]:
+        """Published pairs stay watched whoever approved them (docs/design.md §14): a not-approved source the memory
+        holds a published pair of is examined like a listed one (the planner keeps the pair as it is until a new
+        dispatch), and a published source no listing returned (a dispatched repo no search finds) is looked up, one
+        request each, unless the recipe now excludes it or this run is another repo's dispatch."""
+        kept = status_step.published_sources(memory)
+        listings = list(listings)
+        left = []
+        for skip in skips:
+            if skip.stage == Stage.APPROVE and skip.listing is not None and skip.repo_id.lower() in kept:
+                listings.append(skip.listing)
+            else:
+                left.append(skip)
+        seen = {listing.repo_id.lower() for listing in listings} | {skip.repo_id.lower() for skip in left}
+        only = self.options.only
+        for key, source in kept.items():
+            if key in seen or (only and only.lower() != key) or excluded_by(source, planner.recipe.watch.exclude):
+                continue
+            self.guard(source, None, functools.partial(_append_listing, planner, source, listings))
+        return listings, left
+
+
+def _append_listing(planner: Planner, source: str, listings: list[RepoListing]) -> None:
+    listings.append(planner.listing_for(source))
 
 
 def _believed(planner: Planner, memory: status_step.Memory, entry: StatusEntry, listing: RepoListing) -> bool:

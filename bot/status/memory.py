@@ -228,14 +228,15 @@ def source_fault(entry: StatusEntry) -> bool:
     the runner is retried next run. A failure without a stage, or at one this bot does not know, is a bug or our
     side's (`InfrastructureFailure` is recorded without one): never the source's; nor is one whose reason shows
     the runner's fault (`bot.core.errors.runner_fault_in`), whatever its stage. A skip is the source's (the
-    Hub's answer that it is gated counts) except at the publish stage, where the source itself was fine.
+    Hub's answer that it is gated counts) except at the publish stage, where the source itself was fine, and a
+    "seen, not approved" (`Fault.DECISION`), which the recipe's trust decides afresh every run.
     """
     stage = Stage.named(entry.stage)
     if entry.status == FAILED:
         # A failure its reason shows to be the runner's (a full disk, an OOM kill, a child killed from outside, a
         # missing tool) is not the source's at any stage, also when an older bot remembered it with one.
         return stage is not None and stage.fault is Fault.SOURCE and runner_fault_in(entry.reason) is None
-    return stage is None or stage.fault is not Fault.OUTPUT
+    return stage is None or stage.fault not in (Fault.OUTPUT, Fault.DECISION)
 
 
 def stale_published(
@@ -303,14 +304,16 @@ def merged(
         updates: entries for the sources this run examined (published, skipped or failed); sources the run
             reused from memory need no update.
         watched: every source this run's listing returned; previous entries of sources no longer listed are
-            dropped. None (a run limited with `--only`) keeps them all.
+            dropped, unless they hold a published pair (the repos stay, and so does their line: a search that
+            stops finding a source, a flood of other repos, never unlists what was published). None (a run
+            limited with `--only`) keeps them all.
         collection_url: the collection's URL when this run synced it; default: the previous one.
         schedule, last_run: the recipe's `publish.schedule` and what `run_stamp` gave for this run.
     """
     by_source = {entry.source: entry for entry in (previous.entries if previous else ())}
     if watched is not None:
         keep = set(watched)
-        by_source = {source: entry for source, entry in by_source.items() if source in keep}
+        by_source = {source: entry for source, entry in by_source.items() if source in keep or entry.repos}
     for entry in updates:
         by_source[entry.source] = entry
     return StatusFile(

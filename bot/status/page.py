@@ -27,6 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bot.core import draft_formats, package_data, schedule
+from bot.core.errors import Stage
 from bot.core.fingerprints import PLOTTING, files_fingerprint
 from bot.core.safe_text import clean
 from bot.hub import Hub
@@ -48,6 +49,9 @@ TEMPLATES = package_data.folder(package_data.TEMPLATES)
 STATUS_TEMPLATE = "status_card.md.j2"
 # The code that renders the page besides its template: this module and the chart code (`speedups.png`).
 PAGE_CODE = (("bot.status", "page.py"), ("bot.publish", "charts.py"))
+# The page lists this many not-approved drafts at most (the radar may see hundreds); status.json holds them all.
+MAX_SEEN_ROWS = 100
+NOT_APPROVED_PREFIX = "seen, not approved: "
 # Inline Markdown punctuation. HTML's specials are entity-escaped first; entities use none of these characters.
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~])")
 
@@ -153,11 +157,45 @@ class _Group:
     rows: list[_Row]
 
 
+def not_approved(entry: StatusEntry) -> bool:
+    """Whether an entry is a draft the radar saw and nobody approved (`bot.discover.trust`), with nothing published:
+    it gets the page's own bounded section, never the map's tables."""
+    return entry.stage == Stage.APPROVE and entry.status == SKIPPED and not entry.repos
+
+
+@dataclass(frozen=True)
+class _Seen:
+    source: str
+    author: str
+    kind: str
+    why: str
+    dispatch: str
+
+
+def _seen(status: StatusFile, endpoint: str) -> tuple[list[_Seen], int]:
+    """The first `MAX_SEEN_ROWS` not-approved drafts as rows (their ids are checked repo ids, so they sit in code
+    spans as they are), and how many more `status.json` holds."""
+    entries = [entry for entry in status.entries if not_approved(entry)]
+    rows = [
+        _Seen(
+            source=md_link(entry.source, endpoint),
+            author=md_text(entry.source.split("/")[0]),
+            kind=md_text(entry.kind or "not in the listing"),
+            why=md_text(
+                entry.reason.split("; ")[0].removeprefix(f"{Stage.APPROVE}: ").removeprefix(NOT_APPROVED_PREFIX)
+            ),
+            dispatch=f"`dflash-bot run --only {entry.source}`",
+        )
+        for entry in entries[:MAX_SEEN_ROWS]
+    ]
+    return rows, len(entries) - len(rows)
+
+
 def _groups(status: StatusFile, endpoint: str) -> list[_Group]:
     """The entries by format group, in `draft_formats.GROUPS` order; a group without entries is left out."""
     groups = []
     for name in draft_formats.GROUPS:
-        entries = [entry for entry in status.entries if on_map(entry).group == name]
+        entries = [entry for entry in status.entries if on_map(entry).group == name and not not_approved(entry)]
         if entries:
             counts = {state: sum(e.status == state for e in entries) for state in (PUBLISHED, SKIPPED, FAILED)}
             groups.append(_Group(name, counts, [_row(entry, endpoint) for entry in entries]))
@@ -210,7 +248,9 @@ def render_readme(status: StatusFile, *, endpoint: str) -> str:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    counts = {state: sum(entry.status == state for entry in status.entries) for state in (PUBLISHED, SKIPPED, FAILED)}
+    mapped = [entry for entry in status.entries if not not_approved(entry)]
+    counts = {state: sum(entry.status == state for entry in mapped) for state in (PUBLISHED, SKIPPED, FAILED)}
+    seen, seen_more = _seen(status, endpoint)
     collection = None
     if status.collection_url:
         title = md_text(status.collection_title or "collection")
@@ -221,8 +261,10 @@ def render_readme(status: StatusFile, *, endpoint: str) -> str:
         namespace=md_text(status.namespace),
         counts=counts,
         collection=collection,
-        rows=[_row(entry, endpoint) for entry in status.entries],
+        rows=[_row(entry, endpoint) for entry in mapped],
         groups=_groups(status, endpoint),
+        seen=seen,
+        seen_more=seen_more,
         last_run=last_run(status),
         schema_version=status.schema_version,
     )

@@ -21,11 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bot.core import log
-from bot.core.errors import Failure, PreconditionFailed
+from bot.core.errors import Failure, PreconditionFailed, Stage
 from bot.core.fingerprints import Fingerprints
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord, Repos
+from bot.discover.candidates import SkipRecord
 from bot.hub import Hub, RepoListing
 from bot.publish.collection import CollectionResult, sync_collection
 from bot.status.memory import (
@@ -160,7 +161,7 @@ def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) 
     """
     remembered, examine, listing_skips, verify = [], [], [], []
     for skip in skips:
-        entry = memory.remembered(skip.repo_id, skip.revision)
+        entry = memory.remembered(skip.repo_id, skip.revision) or _same_listing_skip(memory, skip)
         if entry is not None and entry.status == "skipped" and entry.reason == reason_text(skip.reason):
             remembered.append(entry)
         else:
@@ -171,6 +172,7 @@ def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) 
                     "skipped",
                     skip.reason,
                     stage=skip.stage,
+                    kind=skip.kind,
                     fingerprints=memory.fingerprints,
                     now=memory.now,
                 )
@@ -184,6 +186,25 @@ def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) 
         else:
             remembered.append(entry)
     return MemoryPlan(tuple(remembered), tuple(examine), tuple(listing_skips), tuple(verify))
+
+
+def _same_listing_skip(memory: Memory, skip: SkipRecord) -> StatusEntry | None:
+    """The previous entry of a source the listing rules out exactly as before (same revision, stage and reason):
+    kept as it is, so a radar that sees the same strangers commits nothing. A "seen, not approved" is never
+    remembered for planning (`Fault.DECISION`), but the listing alone decides it, so its line need not change."""
+    if skip.stage != Stage.APPROVE:
+        return None
+    entry = memory.status.entry(skip.repo_id) if memory.status is not None else None
+    if entry is None or entry.revision != skip.revision or entry.stage != skip.stage:
+        return None
+    return entry
+
+
+def published_sources(memory: Memory) -> dict[str, str]:
+    """Every source the memory holds a published pair of (lower-cased id -> id): watched whatever the listings
+    return, so a pair never leaves the page or the update cycle because a search stopped finding it."""
+    entries = memory.status.entries if memory.status is not None else ()
+    return {entry.source.lower(): entry.source for entry in entries if entry.repos}
 
 
 def head_unchanged(memory: Memory, entry: StatusEntry) -> bool:

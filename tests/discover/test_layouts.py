@@ -12,6 +12,7 @@ from bot.core.toolchain import CAPABILITY_DFLASH, CAPABILITY_DSPARK, CAPABILITY_
 from bot.discover.checkpoints import classify_draft, require_exportable
 from tinymodels.hub_layouts import LAYOUT_REPOS, NOT_SOURCES, TARGET_REPOS, seed_layouts
 
+STRANGER = "community/Qwen3-8B-DSpark-SpecForge"  # the one layout repo by an author the shipped recipe does not trust
 LAYOUT_SKIPS = [repo for repo in LAYOUT_REPOS if repo.repo_id not in ("z-lab/gpt-oss-20b-DFlash",)]
 
 
@@ -63,8 +64,14 @@ def test_a_dry_run_of_the_shipped_recipe_names_every_layout(tmp_path):
         seed_layouts(server.url, "hf_write", tmp_path / "seed")
         hub = Hub(server.url, "hf_write")
         report = run(load_recipe(), hub, hub, RunOptions(dry_run=True, work=tmp_path / "w"))
+        # SpecForge's community upload is by an author the recipe does not trust: seen, not approved (issue 39); a
+        # maintainer's dispatch of it gets its layout named like any other.
+        dispatched = run(load_recipe(), hub, hub, RunOptions(dry_run=True, only=STRANGER, work=tmp_path / "d"))
     outcomes = {outcome.source: outcome for outcome in report.outcomes}
     assert not set(NOT_SOURCES) & set(outcomes) and not set(TARGET_REPOS) & set(outcomes)
+    stranger = outcomes.pop(STRANGER)
+    assert (stranger.status, stranger.stage) == ("skipped", "approve") and "author 'community'" in stranger.reason
+    outcomes[STRANGER] = next(outcome for outcome in dispatched.outcomes if outcome.source == STRANGER)
     for repo in LAYOUT_REPOS:
         outcome = outcomes[repo.repo_id]
         facts = draft_formats.describe_reason(outcome.reason)

@@ -500,7 +500,8 @@ def test_endless_listing_terminates(hub, tmp_path):
     record(
         "hostile",
         "a listing page that never ends",
-        f"stopped at the recipe's max_candidates; {len(set(listed))} distinct candidates",
+        f"stopped at the radar's max_candidates and each trusted author's MAX_LISTING_PAGES; "
+        f"{len(set(listed))} distinct candidates",
         "unchanged (read-only)",
     )
 

@@ -155,3 +155,36 @@ def test_the_page_is_the_map_drafts_by_format_with_targets_and_what_each_skip_wa
     (entry,) = [e for e in data["entries"] if e["source"] == "RedHatAI/Qwen3-8B-speculator.dspark"]
     assert (entry["layout"], entry["group"], entry["target"]) == ("speculators-dspark", "speculators", "Qwen/Qwen3-8B")
     assert entry["waits_for"] == draft_formats.SPECULATORS_NEED and data["schema_version"] == 3
+
+
+def test_drafts_seen_not_approved_get_a_bounded_section_and_never_push_a_published_pair_off_the_page():
+    """Issue 39: hundreds of strangers the radar saw are listed apart (at most MAX_SEEN_ROWS, the rest counted), each
+    with the dispatch that would build it; the published pair keeps its line and the counts leave them out."""
+    seen = tuple(
+        StatusEntry(
+            source=f"spam{index:03d}/Qwen3-Spam-DFlash-b16",
+            revision="d" * 40,
+            status="skipped",
+            reason=f"seen, not approved: author 'spam{index:03d}' is not among the recipe's trusted draft authors "
+            "(watch.trust.draft_authors); to build it, add it there, or dispatch this repo once (...)",
+            stage="approve",
+            kind="dflash",
+            toolchain_fingerprint="tc",
+            recipe_fingerprint="rc",
+            last_checked=NOW,
+        )
+        for index in range(page.MAX_SEEN_ROWS + 50)
+    )
+    flooded = status().model_copy(update={"entries": (*status().entries, *seen)})
+    readme = page.render_readme(flooded, endpoint="https://hub")
+    assert "**1 published · 0 skipped · 1 failed**" in readme and f"**{len(seen)} seen, not approved**" in readme
+    assert "[z-lab/Qwen3-Tiny-DFlash-b16](https://hub/z-lab/Qwen3-Tiny-DFlash-b16)" in readme
+    assert readme.count("`dflash-bot run --only spam") == page.MAX_SEEN_ROWS
+    assert "… and 50 more in [status.json](status.json)." in readme
+    section = readme.split("## Seen, not approved")[1]
+    assert (
+        "| [spam000/Qwen3-Spam-DFlash-b16](https://hub/spam000/Qwen3-Spam-DFlash-b16) | spam000 | dflash |" in section
+    )
+    assert "author &#x27;spam000&#x27; is not among the recipe&#x27;s trusted draft authors \\(watch" in section
+    # The strangers are not rows of the map's format tables.
+    assert "spam000" not in readme.split("## Seen, not approved")[0]
