@@ -101,9 +101,7 @@ def kind_from_listing(listing: RepoListing) -> str | None:
     return "unknown"
 
 
-def list_sources(
-    hub: Hub, recipe: Recipe, toolchain: Toolchain, trust: Trust | None = None
-) -> tuple[list[RepoListing], list[SkipRecord]]:
+def list_sources(hub: Hub, recipe: Recipe, trust: Trust | None = None) -> tuple[list[RepoListing], list[SkipRecord]]:
     """Every listed repo worth a closer look, and skip records for the ones the listing already rules out.
 
     Trusted authors are listed whole (`WatchRules.authored_queries`: every page), so no number of other repos can
@@ -113,12 +111,11 @@ def list_sources(
     (`excluded`), and what nobody approved (`bot.discover.trust`: seen, not approved, with its listed kind). A
     draft's exportability is not judged from the listing's architecture: a speculators-format draft borrows the
     architecture names of the layouts it repackages, so only its `config.json` names its layout (`resolve`, one
-    read, remembered by the status memory). `toolchain` is kept for callers that still ask `unexportable_reason`.
+    read, remembered by the status memory).
 
     Args:
         trust: this run's approvals (default: the recipe's, no dispatch).
     """
-    del toolchain  # the layout, not the listing's architecture, decides (resolve)
     trust = trust or Trust.of(recipe)
     seen: dict[str, RepoListing] = {}
     watch = recipe.watch
@@ -165,16 +162,6 @@ def excluded(repo_id: str, recipe: Recipe) -> str | None:
         return f"in the bot's own output namespace {recipe.publish.namespace}"
     if name.lower().endswith(OUTPUT_SUFFIX):
         return f"an OpenVINO export (*{OUTPUT_SUFFIX}), not a source checkpoint"
-    return None
-
-
-def unexportable_reason(kind: str, listing: RepoListing, toolchain: Toolchain) -> str | None:
-    """Why the toolchain cannot export this listed kind at all (None: it can, or the listing cannot tell)."""
-    spec = DraftSpec.of_kind(kind, listing.architectures[0], listing.model_type or "")
-    try:
-        require_exportable(spec, toolchain, subject=listing.repo_id)
-    except Skip as skip:
-        return skip.message
     return None
 
 

@@ -193,7 +193,7 @@ class Planner:
 
     def discover(self) -> tuple[list[RepoListing], list[discover.SkipRecord]]:
         """The recipe's listing: the sources to examine, and those the listing itself rules out."""
-        return discover.list_sources(self.reader, self.recipe, self.toolchain, self.trust)
+        return discover.list_sources(self.reader, self.recipe, self.trust)
 
     def plan(self, listing: RepoListing) -> tuple[Decision, BuildJob | None]:
         """One examined source's decision, and its build job when it is to be built.

@@ -119,8 +119,7 @@ def test_a_probe_with_the_per_row_and_dspark_capabilities_plans_reexports_and_ds
     """What a toolchain bump that ships PR #2096 does to the next scheduled run (issue 15.5)."""
     from bot.core.errors import Skip
     from bot.core.toolchain import CAPABILITY_DSPARK
-    from bot.discover.candidates import unexportable_reason
-    from bot.discover.checkpoints import classify_draft, require_exportable
+    from bot.discover.checkpoints import DraftSpec, classify_draft, require_exportable
 
     richer = Toolchain(
         versions=dict(TOOLCHAIN), capabilities=frozenset({CAPABILITY_DFLASH, CAPABILITY_PER_ROW, CAPABILITY_DSPARK})
@@ -139,8 +138,10 @@ def test_a_probe_with_the_per_row_and_dspark_capabilities_plans_reexports_and_ds
         architectures=("Qwen3DSparkModel",),
         model_type="qwen3",
     )
-    assert "DSpark drafts need the per-row DFlash export" in unexportable_reason("dspark", dspark, TOOLS)
-    assert unexportable_reason("dspark", dspark, richer) is None
+    spec = DraftSpec.of_kind("dspark", dspark.architectures[0], dspark.model_type or "")
+    with pytest.raises(Skip, match="DSpark drafts need the per-row DFlash export"):
+        require_exportable(spec, TOOLS)
+    require_exportable(spec, richer)  # exportable: no skip
     config = {
         "architectures": ["Qwen3DSparkModel"],
         "model_type": "qwen3",
