@@ -22,14 +22,21 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import cast
 
-from tinymodels import layouts, qwen3_5
+from tinymodels import layouts, moe, qwen3_5
 from tinymodels.tokenizer import FOLLOWER_WORD, PREDICTED_WORD, build_tokenizer, vocab_of
 from tinymodels.weights import DEEP_TARGET_DIMS, TARGET_DIMS, WIDE_DRAFT_DIMS, Dims, TargetBehaviour, generator
 
 __all__ = ["DEFAULT_TARGET_REPO", "FOLLOWER_WORD", "PREDICTED_WORD", "TINY_KINDS", "TinyPair", "make_tiny"]
 
 DEFAULT_TARGET_REPO = "Qwen/Qwen3-Tiny"
-DEFAULT_TARGET_REPOS = MappingProxyType({"qwen3": DEFAULT_TARGET_REPO, "qwen3_5": "Qwen/Qwen3.5-Tiny"})
+DEFAULT_TARGET_REPOS = MappingProxyType(
+    {
+        "qwen3": DEFAULT_TARGET_REPO,
+        "qwen3_5": "Qwen/Qwen3.5-Tiny",
+        "qwen3_moe": "Qwen/Qwen3-MoE-Tiny",
+        "qwen3_5_moe": "Qwen/Qwen3.5-MoE-Tiny",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +62,9 @@ class _Kind:
     target: TargetBehaviour | qwen3_5.Qwen3_5Behaviour
     draft: layouts.DraftBuilder
     damage: Callable[[Path], None] | None = None
-    family: str = "qwen3"  # the target's family: "qwen3" (Qwen3ForCausalLM) or "qwen3_5" (VLM, hybrid attention)
+    # The target's family (its model_type): "qwen3" (Qwen3ForCausalLM), "qwen3_5" (VLM, hybrid attention), or their
+    # mixture-of-experts kin "qwen3_moe" and "qwen3_5_moe" (`tinymodels.moe`).
+    family: str = "qwen3"
     target_dims: Dims = TARGET_DIMS  # Qwen3 targets only
 
 
@@ -171,6 +180,18 @@ _KINDS: dict[str, _Kind] = {
         draft=qwen3_5.dflash_draft,
         family="qwen3_5",
     ),
+    "oracle-qwen3_moe": _Kind(
+        "Qwen3-MoE target (4 experts, 2 routed per token) and a DFlash draft that is always right",
+        target="constant",
+        draft=layouts.dflash_draft,
+        family="qwen3_moe",
+    ),
+    "oracle-qwen3_5_moe": _Kind(
+        "Qwen3.5-MoE VLM target (hybrid attention, routed and shared experts) and a DFlash draft that is always right",
+        target="constant",
+        draft=qwen3_5.dflash_draft,
+        family="qwen3_5_moe",
+    ),
 }
 
 TINY_KINDS: Mapping[str, str] = MappingProxyType({name: kind.description for name, kind in _KINDS.items()})
@@ -189,7 +210,7 @@ def make_tiny(kind: str, out: Path, *, target_repo: str | None = None, seed: int
         kind: One of `TINY_KINDS`.
         out: Parent directory; created if missing.
         target_repo: Repo id the draft card names as its target (default: `DEFAULT_TARGET_REPOS` for the
-            kind's family, ``Qwen/Qwen3-Tiny`` or ``Qwen/Qwen3.5-Tiny``).
+            kind's family, e.g. ``Qwen/Qwen3-Tiny`` or ``Qwen/Qwen3.5-Tiny``).
         seed: Seed for every random weight.
 
     Returns:
@@ -215,12 +236,24 @@ def make_tiny(kind: str, out: Path, *, target_repo: str | None = None, seed: int
 
     import transformers  # deferred: importing it takes seconds, and only building needs it
 
-    if spec.family == "qwen3_5":
+    if spec.family in ("qwen3_5", "qwen3_5_moe"):
         tokenizer = qwen3_5.tokenizer()
         vocab = vocab_of(tokenizer)
         target = qwen3_5.target_checkpoint(
             cast("qwen3_5.Qwen3_5Behaviour", spec.target),  # the family says which behaviours apply
             tokenizer,
+            vocab,
+            target_repo=target_repo,
+            seed=seed,
+            rng=generator(seed, stream=0),
+            transformers_version=transformers.__version__,
+            moe=spec.family == "qwen3_5_moe",
+        )
+    elif spec.family == "qwen3_moe":
+        tokenizer = build_tokenizer()
+        vocab = vocab_of(tokenizer)
+        target = moe.qwen3_moe_target(
+            cast(TargetBehaviour, spec.target),
             vocab,
             target_repo=target_repo,
             seed=seed,

@@ -25,10 +25,10 @@ from typing import Literal
 import torch
 
 from tinymodels import layouts
+from tinymodels import moe as moe_sizes
 from tinymodels.layouts import BuildContext, Checkpoint, _card, _repo_name
 from tinymodels.tokenizer import Vocab, build_tokenizer
 from tinymodels.weights import (
-    _QUIET_STD,
     INIT_STD,
     VOCAB_SIZE,
     bigram_tables,
@@ -89,8 +89,9 @@ def tokenizer():
     return build_tokenizer(SPECIAL_TOKENS, additional_special_tokens=SPECIAL_TOKENS[1:], chat_template=CHAT_TEMPLATE)
 
 
-def _model_config(ids: dict[str, int], vocab: Vocab):
+def _model_config(ids: dict[str, int], vocab: Vocab, *, moe: bool = False):
     from transformers.models.qwen3_5 import Qwen3_5Config
+    from transformers.models.qwen3_5_moe import Qwen3_5MoeConfig
 
     text = {
         "vocab_size": VOCAB_SIZE, "hidden_size": _HIDDEN, "intermediate_size": 256,
@@ -109,7 +110,12 @@ def _model_config(ids: dict[str, int], vocab: Vocab):
         "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": _HIDDEN,
         "num_position_embeddings": 2304,
     }  # fmt: skip
-    config = Qwen3_5Config(
+    if moe:  # Qwen3.5-MoE: every layer's MLP is routed experts beside a shared one (tinymodels.moe's sizes)
+        text |= {
+            "moe_intermediate_size": moe_sizes.EXPERT_WIDTH, "shared_expert_intermediate_size": moe_sizes.EXPERT_WIDTH,
+            "num_experts": moe_sizes.EXPERTS, "num_experts_per_tok": moe_sizes.EXPERTS_PER_TOKEN,
+        }  # fmt: skip
+    config = (Qwen3_5MoeConfig if moe else Qwen3_5Config)(
         text_config=text,
         vision_config=vision,
         image_token_id=ids["<|image_pad|>"],
@@ -118,7 +124,7 @@ def _model_config(ids: dict[str, int], vocab: Vocab):
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=False,
     )
-    config.architectures = ["Qwen3_5ForConditionalGeneration"]
+    config.architectures = ["Qwen3_5MoeForConditionalGeneration" if moe else "Qwen3_5ForConditionalGeneration"]
     return config
 
 
@@ -135,16 +141,20 @@ def target_checkpoint(
     seed: int,
     rng: torch.Generator,
     transformers_version: str,
+    moe: bool = False,
 ) -> Checkpoint:
-    """A Qwen3.5 checkout as the Qwen org ships it: config with text/vision sub-configs, processor configs."""
+    """A Qwen3.5 checkout as the Qwen org ships it: config with text/vision sub-configs, processor configs; with
+    `moe`, a Qwen3.5-MoE one (experts stored one tensor each, `tinymodels.moe.split_experts`)."""
     from transformers.models.qwen3_5 import Qwen3_5ForConditionalGeneration
+    from transformers.models.qwen3_5_moe import Qwen3_5MoeForConditionalGeneration
 
     ids = special_ids(tok)
-    model_config = _model_config(ids, vocab)
+    model_config = _model_config(ids, vocab, moe=moe)
+    model_class = Qwen3_5MoeForConditionalGeneration if moe else Qwen3_5ForConditionalGeneration
     # The module initialisers draw from the global generator; fork it so the caller's stream is untouched.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=rng)))
-        model = Qwen3_5ForConditionalGeneration(model_config).float().eval()
+        model = model_class(model_config).float().eval()
     weights = {name: tensor.detach().clone().float() for name, tensor in model.state_dict().items()}
     probes = [
         tok.encode(
@@ -168,7 +178,11 @@ def target_checkpoint(
         "transformers_version": transformers_version,
     }  # fmt: skip
     return Checkpoint(
-        config=config, weights=weights, readme=readme, generation_config=generation_config, files=_processor_files()
+        config=config,
+        weights=moe_sizes.split_experts(weights) if moe else weights,
+        readme=readme,
+        generation_config=generation_config,
+        files=_processor_files(),
     )
 
 
@@ -180,11 +194,7 @@ def _text_weights(
     weights = model.state_dict()
     out: dict[str, torch.Tensor] = {}
     if behaviour in ("bigram", "constant"):
-        for name, tensor in weights.items():
-            if name.startswith(prefix + "layers.") and name.endswith(
-                ("linear_attn.out_proj.weight", "self_attn.o_proj.weight", "mlp.down_proj.weight")
-            ):
-                out[name] = normal(rng, *tensor.shape, std=_QUIET_STD)
+        out |= moe_sizes.quiet_writers(weights, rng, prefix + "layers.")
         embed, head = bigram_tables(vocab, rng, bigram=behaviour == "bigram")
     else:
         # Live layers: a random model whose final hidden states have a mean direction m. The predicted word's

@@ -12,6 +12,10 @@ z-lab/Qwen3-8B-DFlash-b16, whose 2,097,259,104 bytes this layout reproduces for 
 
 The tokenizer is the tiny pairs' 490-token one: the embedding keeps the real vocabulary (151,936 rows), as real
 Qwen checkpoints pad their embedding past the tokenizer.
+
+A shape named ``NAME@N`` (`shape_named`) is NAME with its target cut to N decoder layers and every width kept: what
+bench/scale.py measures per target family when the whole model does not fit the machine (docs/scale.md). Mixture-of-
+experts targets are written as their Hub repos store them, one tensor per expert (transformers fuses them at load).
 """
 
 from __future__ import annotations
@@ -40,15 +44,30 @@ SHARD_BYTES = 2 * 10**9  # largest shard written; bounds the writer's memory
 
 
 @dataclasses.dataclass(frozen=True)
+class Experts:
+    """A sparse mixture-of-experts block: `count` experts `intermediate` wide, `per_token` of them routed to each
+    token, and a shared expert `shared` wide (0: none)."""
+
+    count: int
+    per_token: int
+    intermediate: int
+    shared: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class Shape:
     """One real model shape: the target's decoder sizes and its family.
 
     Attributes:
         name: Short name (``qwen3-4b``) for `make_shape` and ``make-tiny --shape``.
         target_repo: The real repo this shape copies (named in the draft's card).
-        family: ``qwen3`` (Qwen3ForCausalLM) or ``qwen3_5`` (VLM with hybrid linear/full attention).
-        dims: Decoder sizes of the target's text model.
+        family: The target's model_type: ``qwen3`` (Qwen3ForCausalLM), ``qwen3_moe`` (Qwen3MoeForCausalLM),
+            ``qwen3_5`` or ``qwen3_5_moe`` (VLMs with hybrid linear/full attention).
+        dims: Decoder sizes of the target's text model (`intermediate` is the dense MLP's; unused by MoE layers).
         tied: Whether the target ties its lm_head to its embedding (then no lm_head tensor is written).
+        experts: The MoE block of every layer (MoE families only).
+        linear_heads: Qwen3.5's GatedDeltaNet key and value head counts (128 wide each).
+        vision: Qwen3.5's vision tower as (depth, hidden, intermediate, heads).
     """
 
     name: str
@@ -56,13 +75,31 @@ class Shape:
     family: str
     dims: Dims
     tied: bool
+    experts: Experts | None = None
+    linear_heads: tuple[int, int] = (16, 16)
+    vision: tuple[int, int, int, int] = (12, 768, 3072, 12)
 
     @property
     def target_layer_ids(self) -> tuple[int, ...]:
-        """z-lab's taps: DRAFT_TAPS layers evenly spread from 1 to layers - 3."""
+        """z-lab's taps: DRAFT_TAPS layers evenly spread from 1 to layers - 3 (every layer of a target cut to
+        fewer than 8 layers, up to DRAFT_TAPS)."""
+        if self.dims.layers < DRAFT_TAPS + 3:
+            return tuple(range(min(DRAFT_TAPS, self.dims.layers)))
         last = self.dims.layers - 3
         step = (last - 1) // (DRAFT_TAPS - 1)
         return tuple(1 + i * step for i in range(DRAFT_TAPS))
+
+    @property
+    def is_vlm(self) -> bool:
+        return self.family in ("qwen3_5", "qwen3_5_moe")
+
+    def at_depth(self, layers: int) -> Shape:
+        """This shape with its target cut to `layers` decoder layers (`NAME@N`), every width kept."""
+        if not 1 <= layers <= self.dims.layers:
+            raise ValueError(f"{self.name} has {self.dims.layers} layers; a depth of {layers} is not 1..that")
+        return dataclasses.replace(
+            self, name=f"{self.name}@{layers}", dims=dataclasses.replace(self.dims, layers=layers)
+        )
 
 
 SHAPES: Mapping[str, Shape] = MappingProxyType(
@@ -104,16 +141,66 @@ SHAPES: Mapping[str, Shape] = MappingProxyType(
             Dims(hidden=1024, layers=24, heads=8, kv_heads=2, head_dim=256, intermediate=3584),
             True,
         ),
+        # The catalogue's large targets, from their published config.json: Qwen3-Coder-30B-A3B (qwen3_moe, 48 layers,
+        # 128 experts of 768, 8 routed), Qwen3.5-35B-A3B (qwen3_5_moe, 40 layers, 256 experts of 512, 8 routed and a
+        # shared one, 32/16 linear heads) and Qwen3.5-27B (qwen3_5, 64 layers, MLP 17408, 48/16 linear heads), each
+        # with the real 27-block vision tower. Whole, they are for sizing (sparse); bench/scale.py builds them cut to
+        # a few layers (`NAME@N`).
+        "qwen3-coder-30b-a3b": Shape(
+            "qwen3-coder-30b-a3b",
+            "Qwen/Qwen3-Coder-30B-A3B-Instruct",
+            "qwen3_moe",
+            Dims(hidden=2048, layers=48, heads=32, kv_heads=4, head_dim=128, intermediate=6144),
+            False,
+            experts=Experts(count=128, per_token=8, intermediate=768),
+        ),
+        "qwen3.5-35b-a3b": Shape(
+            "qwen3.5-35b-a3b",
+            "Qwen/Qwen3.5-35B-A3B",
+            "qwen3_5_moe",
+            Dims(hidden=2048, layers=40, heads=16, kv_heads=2, head_dim=256, intermediate=512),
+            False,
+            experts=Experts(count=256, per_token=8, intermediate=512, shared=512),
+            linear_heads=(16, 32),
+            vision=(27, 1152, 4304, 16),
+        ),
+        "qwen3.5-27b": Shape(
+            "qwen3.5-27b",
+            "Qwen/Qwen3.5-27B",
+            "qwen3_5",
+            Dims(hidden=5120, layers=64, heads=24, kv_heads=4, head_dim=256, intermediate=17408),
+            False,
+            linear_heads=(16, 48),
+            vision=(27, 1152, 4304, 16),
+        ),
     }
 )
-"""Every shape `make_shape` writes; the 8B shape is for sizing (16 GB of weights), not for this machine."""
+"""Every shape `make_shape` writes; the 8B and larger shapes are for sizing (16 GB of weights and more), not for this
+machine, except cut to a few layers (`shape_named`)."""
+
+
+def shape_named(name: str) -> Shape:
+    """`SHAPES[name]`, or for ``NAME@N`` that shape cut to N decoder layers (`Shape.at_depth`).
+
+    Raises:
+        ValueError: Unknown shape (listing the known ones), or a depth that is not a whole number in range.
+    """
+    base, _, depth = name.partition("@")
+    shape = SHAPES.get(base)
+    if shape is None:
+        raise ValueError(f"Unknown shape {name!r}; choose one of {', '.join(SHAPES)} (NAME@N: cut to N layers).")
+    if not depth:
+        return shape
+    if not depth.isdigit():
+        raise ValueError(f"{name!r}: the depth after '@' must be a number of layers, e.g. {base}@2")
+    return shape.at_depth(int(depth))
 
 
 def make_shape(name: str | Shape, out: Path, *, seed: int = 0, sparse: bool = False) -> TinyPair:
     """Write a random-weight target checkout to ``out/target`` and its DFlash draft to ``out/draft``.
 
     Args:
-        name: One of `SHAPES` (or a `Shape`).
+        name: One of `SHAPES`, ``NAME@N`` (cut to N layers), or a `Shape`.
         out: Parent directory; created if missing.
         seed: Seed for every random weight.
         sparse: Write all-zero weights as sparse files instead (`write_sparse_weights`): the real files, bytes and
@@ -126,9 +213,7 @@ def make_shape(name: str | Shape, out: Path, *, seed: int = 0, sparse: bool = Fa
         ValueError: Unknown shape (listing the known ones).
         FileExistsError: ``out/target`` or ``out/draft`` exists and is not empty.
     """
-    shape = name if isinstance(name, Shape) else SHAPES.get(name)
-    if shape is None:
-        raise ValueError(f"Unknown shape {name!r}; choose one of {', '.join(SHAPES)}.")
+    shape = name if isinstance(name, Shape) else shape_named(name)
     dirs = TinyPair(kind=shape.name, target=Path(out) / "target", draft=Path(out) / "draft")
     for directory in (dirs.target, dirs.draft):
         if directory.exists() and any(directory.iterdir()):
@@ -136,7 +221,7 @@ def make_shape(name: str | Shape, out: Path, *, seed: int = 0, sparse: bool = Fa
     import transformers  # deferred: seconds to import
 
     version = transformers.__version__
-    if shape.family == "qwen3_5":
+    if shape.is_vlm:
         tokenizer = qwen3_5.tokenizer()
         target_config, model_class = _qwen3_5_target(shape, tokenizer, version)
         mask_token, vocab_size = QWEN3_5_MASK_TOKEN, QWEN3_5_VOCAB
@@ -167,17 +252,17 @@ def make_shape(name: str | Shape, out: Path, *, seed: int = 0, sparse: bool = Fa
             {
                 "license": "apache-2.0",
                 "library_name": "transformers",
-                "pipeline_tag": "image-text-to-text" if shape.family == "qwen3_5" else "text-generation",
+                "pipeline_tag": "image-text-to-text" if shape.is_vlm else "text-generation",
             },
             title=layouts._repo_name(shape.target_repo),
             body=f"Random-weight checkpoint with the shape of {shape.target_repo} (seed {seed}), for scale benchmarks.",
         )
     )
-    if shape.family == "qwen3_5":
+    if shape.is_vlm:
         for file_name, text in qwen3_5._processor_files().items():
             (dirs.target / file_name).write_text(text)
     tokenizer.save_pretrained(dirs.target)
-    target_shapes = _state_shapes(model_class, target_config, tied=shape.tied)
+    target_shapes = per_expert(_state_shapes(model_class, target_config, tied=shape.tied))
     write_weights = write_sparse_weights if sparse else functools.partial(write_random_weights, seed=seed)
     write_weights(dirs.target, target_shapes, stream=0)
 
@@ -243,7 +328,7 @@ def draft_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
             f"{p}.post_attention_layernorm.weight": (dims.hidden,),
         }
     out["norm.weight"] = (dims.hidden,)
-    out["fc.weight"] = (dims.hidden, DRAFT_TAPS * dims.hidden)
+    out["fc.weight"] = (dims.hidden, len(shape.target_layer_ids) * dims.hidden)
     out["hidden_norm.weight"] = (dims.hidden,)
     return out
 
@@ -263,11 +348,33 @@ def target_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
     """Tensor names and shapes of the target, as transformers would save them."""
     import transformers
 
-    if shape.family == "qwen3_5":
+    if shape.is_vlm:
         config, model_class = _qwen3_5_target(shape, qwen3_5.tokenizer(), transformers.__version__)
     else:
         config, model_class = _qwen3_target(shape, transformers.__version__)
-    return _state_shapes(model_class, config, tied=shape.tied)
+    return per_expert(_state_shapes(model_class, config, tied=shape.tied))
+
+
+def per_expert(tensor_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """transformers' fused expert tensors (``experts.gate_up_proj`` [E, 2I, H], ``experts.down_proj`` [E, H, I]) as
+    the Hub repos store them: ``experts.{e}.{gate,up,down}_proj.weight``, one per expert, which transformers fuses
+    again when it loads them (a copy at load: what the MoE rows of docs/scale.md measure)."""
+    out: dict[str, tuple[int, ...]] = {}
+    for name, dims in tensor_shapes.items():
+        if name.endswith("experts.gate_up_proj"):
+            count, double, hidden = dims
+            stem = name.removesuffix("gate_up_proj")
+            for e in range(count):
+                out[f"{stem}{e}.gate_proj.weight"] = (double // 2, hidden)
+                out[f"{stem}{e}.up_proj.weight"] = (double // 2, hidden)
+        elif name.endswith("experts.down_proj"):
+            count, hidden, width = dims
+            stem = name.removesuffix("down_proj")
+            for e in range(count):
+                out[f"{stem}{e}.down_proj.weight"] = (hidden, width)
+        else:
+            out[name] = dims
+    return out
 
 
 def write_random_weights(
@@ -369,7 +476,7 @@ def _state_shapes(model_class, config, *, tied: bool) -> dict[str, tuple[int, ..
 
 
 def _qwen3_target(shape: Shape, version: str):
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
     vocab = vocab_of(build_tokenizer())
     raw = layouts._qwen3_config(shape.dims, vocab, version) | {
@@ -379,33 +486,69 @@ def _qwen3_target(shape: Shape, version: str):
         "torch_dtype": "bfloat16",
         "vocab_size": QWEN3_VOCAB,
     }
-    config = Qwen3Config(**{k: v for k, v in raw.items() if k not in ("architectures", "transformers_version")})
-    return raw, lambda _: Qwen3ForCausalLM(config)
+    fields = {k: v for k, v in raw.items() if k not in ("architectures", "transformers_version", "model_type")}
+    if shape.experts is None:
+        config = Qwen3Config(**fields)
+        return raw, lambda _: Qwen3ForCausalLM(config)
+    raw |= {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "moe_intermediate_size": shape.experts.intermediate,
+        "norm_topk_prob": True,
+        "num_experts": shape.experts.count,
+        "num_experts_per_tok": shape.experts.per_token,
+        "output_router_logits": False,
+        "router_aux_loss_coef": 0.001,
+    }
+    moe = Qwen3MoeConfig(**{k: v for k, v in raw.items() if k not in ("architectures", "transformers_version")})
+    return raw, lambda _: Qwen3MoeForCausalLM(moe)
+
+
+def layer_types(layers: int) -> list[str]:
+    """Qwen3.5's hybrid pattern, full attention every 4th layer; a target cut below 4 layers keeps one full-attention
+    layer, its last, so every cut depth has both kinds."""
+    types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers)]
+    if layers < 4:
+        types[-1] = "full_attention"
+    return types
 
 
 def _qwen3_5_target(shape: Shape, tokenizer, version: str):
     from transformers.models.qwen3_5 import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+    from transformers.models.qwen3_5_moe import Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration
 
     dims, ids = shape.dims, qwen3_5.special_ids(tokenizer)
     vocab = vocab_of(tokenizer)
-    layer_types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(dims.layers)]
     text = {
         "vocab_size": QWEN3_5_VOCAB, "hidden_size": dims.hidden, "intermediate_size": dims.intermediate,
-        "num_hidden_layers": dims.layers, "layer_types": layer_types, "full_attention_interval": 4,
+        "num_hidden_layers": dims.layers, "layer_types": layer_types(dims.layers), "full_attention_interval": 4,
         "num_attention_heads": dims.heads, "num_key_value_heads": dims.kv_heads, "head_dim": dims.head_dim,
-        "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": 16,
-        "linear_num_value_heads": 16, "linear_conv_kernel_dim": 4, "max_position_embeddings": 262144,
+        "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": shape.linear_heads[0],
+        "linear_num_value_heads": shape.linear_heads[1], "linear_conv_kernel_dim": 4, "max_position_embeddings": 262144,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
                             "mrope_section": [11, 11, 10], "mrope_interleaved": True},
         "tie_word_embeddings": shape.tied, "bos_token_id": None, "eos_token_id": vocab.im_end,
         "pad_token_id": vocab.endoftext, "dtype": "bfloat16",
     }  # fmt: skip
+    depth, width, mlp, heads = shape.vision
     vision = {
-        "depth": 12, "hidden_size": 768, "intermediate_size": 3072, "num_heads": 12, "patch_size": 16,
+        "depth": depth, "hidden_size": width, "intermediate_size": mlp, "num_heads": heads, "patch_size": 16,
         "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": dims.hidden,
         "num_position_embeddings": 2304,
     }  # fmt: skip
-    config = Qwen3_5Config(
+    config_class: type = Qwen3_5Config
+    model_class: type = Qwen3_5ForConditionalGeneration
+    if shape.experts is not None:
+        config_class, model_class = Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration
+        text |= {
+            "moe_intermediate_size": shape.experts.intermediate,
+            "shared_expert_intermediate_size": shape.experts.shared,
+            "num_experts": shape.experts.count,
+            "num_experts_per_tok": shape.experts.per_token,
+        }
+    config = config_class(
         text_config=text,
         vision_config=vision,
         image_token_id=ids["<|image_pad|>"],
@@ -414,11 +557,11 @@ def _qwen3_5_target(shape: Shape, tokenizer, version: str):
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=shape.tied,
     )
-    config.architectures = ["Qwen3_5ForConditionalGeneration"]
+    config.architectures = [model_class.__name__]
     config.dtype = torch.bfloat16
     raw = json.loads(config.to_json_string(use_diff=False))
     raw["transformers_version"] = version
-    return raw, lambda _: Qwen3_5ForConditionalGeneration(config)
+    return raw, lambda _: model_class(config)
 
 
 def _write_json(path: Path, value: dict) -> None:

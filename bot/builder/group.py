@@ -39,7 +39,7 @@ from bot.discover.candidates import Candidate, classify_folders
 from bot.discover.checkpoints import check_weights, classify_draft, load_config, read_target
 from bot.discover.fetch import safe_copy
 from bot.plan.reuse import ReusedTarget, check_reused
-from bot.plan.sizing import BuildEstimate, estimate_build, gb, local_runner
+from bot.plan.sizing import BuildEstimate, BuildTime, estimate_for, gb, local_runner, pair_of
 from bot.sandbox.confinement import Confinement, confinement
 from bot.sandbox.resources import measure
 
@@ -223,14 +223,10 @@ def exports_side_by_side(state: Confinement) -> bool:
 def estimate_group(
     drafts: list[Candidate], recipe: Recipe, runner: RunnerClass, *, target_reused: bool
 ) -> BuildEstimate:
-    """The fitted model's schedule and peaks for one target group on `runner` (`bot.plan.sizing.estimate_build`)."""
-    return estimate_build(
-        sum(draft.draft_bytes for draft in drafts),
-        drafts[0].target_bytes,
-        runner,
-        recipe.runners.sizing,
-        target_reused=target_reused,
-    )
+    """The fitted model's schedule and peaks for one target group on `runner` (`bot.plan.sizing.estimate_for`: the
+    target family's lines, the bytes its export loads, the recipe's headroom)."""
+    pair = pair_of(drafts, target_reused=target_reused)
+    return estimate_for(pair, runner, recipe.runners, BuildTime.of(recipe))
 
 
 def _build_drafts(

@@ -100,7 +100,8 @@ def make_tiny_command(
         Optional[str],
         typer.Option(
             help="instead of a tiny kind, a random-weight pair of a real shape (qwen3-0.6b, qwen3-1.7b, qwen3-4b, "
-            "qwen3-8b, qwen3.5-0.8b): real sizes, for scale benchmarks; then the only argument is OUT"
+            "qwen3-8b, qwen3.5-0.8b, qwen3-coder-30b-a3b, qwen3.5-35b-a3b, qwen3.5-27b; NAME@N: cut to N layers): "
+            "real sizes, for scale benchmarks; then the only argument is OUT"
         ),
     ] = None,
     sparse: Annotated[
@@ -127,9 +128,13 @@ def make_tiny_command(
 
 
 def _make_shape(shape: str, out: Path | None, seed: int, sparse: bool) -> None:
-    from tinymodels.shapes import SHAPES, make_shape  # imports torch
+    from tinymodels.shapes import SHAPES, make_shape, shape_named  # imports torch
 
-    if shape not in SHAPES or out is None:
-        raise UsageError(f"make-tiny --shape NAME OUT, NAME one of: {', '.join(SHAPES)}")
+    if out is None:
+        raise UsageError(f"make-tiny --shape NAME OUT, NAME one of: {', '.join(SHAPES)} (NAME@N: cut to N layers)")
+    try:
+        shape_named(shape)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     pair = make_shape(shape, out, seed=seed, sparse=sparse)
     typer.echo(f"{shape}: target {pair.target}, draft {pair.draft}")

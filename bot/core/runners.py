@@ -24,8 +24,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # as `bot.core.recipe`'s sections
 
 
+# The build job's `timeout-minutes` in .github/workflows/watch.yml (330), in seconds: what a class's build must finish
+# within unless the class states its own limit (tests/test_workflows.py holds the two equal).
+BUILD_JOB_SECONDS = 330 * 60
+
+
 class RunnerClass(_Strict):
-    """One kind of GitHub Actions runner a build can be sent to, by the memory and disk it has."""
+    """One kind of GitHub Actions runner a build can be sent to, by the memory, disk, cores and time it has."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     max_memory_bytes: int = Field(
@@ -34,6 +39,12 @@ class RunnerClass(_Strict):
     )
     max_disk_bytes: int = Field(ge=1, description="largest estimated peak disk use (sources, IRs, bundle)")
     runs_on: str | list[str] = Field(description="the job's `runs-on`: a label or a list of labels")
+    cores: int = Field(4, ge=1, description="CPU cores: the parallel stages' measured seconds scale by them")
+    max_seconds: int | None = Field(
+        BUILD_JOB_SECONDS,
+        ge=1,
+        description="the build job's time limit on this class (None: none); a build estimated past it is refused",
+    )
 
 
 class LinearFit(_Strict):
@@ -52,28 +63,53 @@ SizedStage = Literal["draft_export", "target_export", "validate", "inspect", "qu
 SIZED_STAGES: tuple[SizedStage, ...] = get_args(SizedStage)
 LineKind = Literal["memory", "file"]
 LINE_KINDS: tuple[LineKind, ...] = get_args(LineKind)
+# A recipe's line names: `<stage>_<kind>` for these kinds (seconds beside the two memory kinds).
+RECIPE_KINDS = (*LINE_KINDS, "seconds")
+# The family whose lines stand for a target family measured on none of its own (and for every draft: a DFlash draft
+# is a Qwen3 trunk whatever its target).
+BASE_FAMILY = "qwen3"
 
 
 class StageLines(_Strict):
-    """One stage's two lines: its anonymous peak (`memory`) and its file-backed working set (`file`)."""
+    """One stage's lines: its anonymous peak (`memory`), its file-backed working set (`file`) and its wall seconds on
+    the measuring machine's cores (`seconds`; None: not measured, so the stage adds no time to an estimate)."""
 
     memory: LinearFit
     file: LinearFit
+    seconds: LinearFit | None = None
 
 
 # Fitted by bench/scale.py on Qwen3 0.6B, 1.7B and 4B shapes; the measurements are in docs/scale.md (2-core AMD
 # EPYC, 24 GiB, optimum-intel 2.2.0, NNCF 3.4.0, OpenVINO 2026.4.1). Rerun the benchmark to refit.
 _FITTED: dict[SizedStage, StageLines] = {
-    "draft_export": StageLines(memory=LinearFit(a=0.3708, b=492_713_759), file=LinearFit(a=1.0288, b=199_183_326)),
-    "target_export": StageLines(memory=LinearFit(a=0.3071, b=1_977_722_951), file=LinearFit(a=1.0033, b=205_766_234)),
-    "validate": StageLines(memory=LinearFit(a=0.3924, b=1_042_456_856), file=LinearFit(a=0.2682, b=217_871_387)),
-    "inspect": StageLines(memory=LinearFit(a=0.0017, b=83_410_319), file=LinearFit(a=0.0, b=44_264_106)),
-    "quality": StageLines(memory=LinearFit(a=0.379, b=327_449_335), file=LinearFit(a=1.0347, b=-56_538_059)),
+    "draft_export": StageLines(
+        memory=LinearFit(a=0.3708, b=492_713_759),
+        file=LinearFit(a=1.0288, b=199_183_326),
+        seconds=LinearFit(a=8.759e-09, b=14),
+    ),
+    "target_export": StageLines(
+        memory=LinearFit(a=0.3071, b=1_977_722_951),
+        file=LinearFit(a=1.0033, b=205_766_234),
+        seconds=LinearFit(a=7.86e-09, b=34),
+    ),
+    "validate": StageLines(
+        memory=LinearFit(a=0.3924, b=1_042_456_856),
+        file=LinearFit(a=0.2682, b=217_871_387),
+        seconds=LinearFit(a=1.927e-08, b=16),
+    ),
+    "inspect": StageLines(
+        memory=LinearFit(a=0.0017, b=83_410_319), file=LinearFit(a=0.0, b=44_264_106), seconds=LinearFit(a=0.0, b=1)
+    ),
+    "quality": StageLines(
+        memory=LinearFit(a=0.379, b=327_449_335),
+        file=LinearFit(a=1.0347, b=-56_538_059),
+        seconds=LinearFit(a=4.779e-09, b=15),
+    ),
 }
 
 
 class SizingModel(_Strict):
-    """Peaks per stage, fitted by bench/scale.py on real-shape random-weight builds; see docs/scale.md.
+    """Peaks and seconds per stage, fitted by bench/scale.py on real-shape random-weight builds; see docs/scale.md.
 
     `bytes` is the safetensors (bf16) size of what the stage reads: one model for an export and its IR, the target
     for inspect and the quality step, draft + target for validate (a small original's f32 copy in the quality step,
@@ -82,9 +118,15 @@ class SizingModel(_Strict):
     class's memory and what the memory guard compares with it. The
     `file` lines are the file-backed working set beside it (mapped checkpoints and IR weights): the kernel drops
     and rereads those pages under pressure, so it is reported (room for it keeps a stage fast) and never refuses a
-    build. Disk is bytes allocated under the work folder. Draft and target exports have lines of their own: a
-    draft export carries optimum-intel's DFlash export path on top of its weights, a target's is the plain
-    causal-LM export.
+    build. Disk is bytes allocated under the work folder. The `seconds` lines are wall seconds on `cores` cores
+    (the validation line with the benchmark's short sweep: `bot.plan.sizing.BuildTime` adds the recipe's timing
+    budget). Draft and target exports have lines of their own: a draft export carries optimum-intel's DFlash export
+    path on top of its weights, a target's is the plain causal-LM export.
+
+    The top-level lines are the Qwen3 (dense) family's, `BASE_FAMILY`. `families` holds the lines of each target
+    family measured at its own width (`bench/scale.py --shapes NAME@1 NAME@2 NAME@3`: a fixed part and a per-layer
+    part, which at one width is a line in bytes); a target of a family not listed there is sized by the Qwen3 lines,
+    and the plan says so (`for_family`).
 
     A recipe names each stage's line `<stage>_<kind>` (`validate_memory: {a: ..., b: ...}`), as bench/scale.py
     writes them; a line it leaves out keeps its fitted default. The model is written back the same way.
@@ -93,6 +135,8 @@ class SizingModel(_Strict):
     stages: dict[SizedStage, StageLines] = Field(default_factory=lambda: dict(_FITTED))
     ir_bytes: LinearFit = LinearFit(a=0.2845, b=14_212_313)
     export_scratch_disk: LinearFit = LinearFit(a=1.0093, b=-63_083_564)
+    cores: int = Field(2, ge=1, description="the cores the seconds lines were measured on")
+    families: dict[str, SizingModel] = Field(default_factory=dict)
 
     @field_validator("stages")
     @classmethod
@@ -102,11 +146,30 @@ class SizingModel(_Strict):
             raise ValueError(f"no lines for {', '.join(missing)}")
         return {stage: stages[stage] for stage in SIZED_STAGES}
 
+    @field_validator("families")
+    @classmethod
+    def _flat_families(cls, families: dict[str, SizingModel]) -> dict[str, SizingModel]:
+        nested = [name for name, lines in families.items() if lines.families]
+        if nested:
+            raise ValueError(f"a family's lines hold no families of their own: {', '.join(nested)}")
+        if BASE_FAMILY in families:
+            raise ValueError(f"the top-level lines are {BASE_FAMILY}'s: list it there, not under families")
+        return families
+
+    def for_family(self, model_type: str) -> tuple[SizingModel, bool]:
+        """The lines that size a target of `model_type`, and whether they were measured on that family (False: the
+        Qwen3 lines stand in, an extrapolation the plan names)."""
+        if model_type == BASE_FAMILY:
+            return self, True
+        if model_type in self.families:
+            return self.families[model_type], True
+        return self, False
+
     @classmethod
     def line_names(cls) -> list[str]:
         """Every line as a recipe names it."""
         return [
-            *(f"{stage}_{kind}" for stage in SIZED_STAGES for kind in LINE_KINDS),
+            *(f"{stage}_{kind}" for stage in SIZED_STAGES for kind in RECIPE_KINDS),
             "ir_bytes",
             "export_scratch_disk",
         ]
@@ -121,22 +184,31 @@ class SizingModel(_Strict):
         stages = {}
         for stage in SIZED_STAGES:
             fitted = _FITTED[stage]
-            stages[stage] = {kind: rest.pop(f"{stage}_{kind}", getattr(fitted, kind)) for kind in LINE_KINDS}
+            stages[stage] = {kind: rest.pop(f"{stage}_{kind}", getattr(fitted, kind)) for kind in RECIPE_KINDS}
         return {**rest, "stages": stages}
 
     @model_serializer(mode="wrap")
     def _as_recipe_lines(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
         dumped = handler(self)
-        stages = dumped.pop("stages")
-        lines = {f"{stage}_{kind}": stages[stage][kind] for stage in SIZED_STAGES for kind in LINE_KINDS}
+        stages = dumped.pop("stages", {})  # left out by an `exclude_defaults` dump
+        lines = {
+            f"{stage}_{kind}": figures[kind]
+            for stage, figures in stages.items()
+            for kind in RECIPE_KINDS
+            if figures.get(kind) is not None
+        }
+        if not dumped.get("families", True):
+            dumped.pop("families")
         return {**lines, **dumped}
 
 
 class RunnerSettings(_Strict):
     """Runner classes for the GitHub Actions fan-out (`plan --matrix`); not part of the recipe fingerprint.
 
-    A build goes to the smallest class whose memory and disk take its estimated peaks (`bot.plan.sizing.choose_runner`,
-    from the fitted `sizing` model); a build no class covers is skipped with a reason naming the class to add.
+    A build goes to the smallest class whose memory, disk and time limit take its estimates with `headroom` to spare
+    (`bot.plan.sizing.choose_runner`, from the fitted `sizing` model and the target family's lines); a build no class
+    covers is skipped with a reason naming the class to add. 0.15 is the largest error the depth extrapolation may
+    have and still pass its check (docs/scale.md: fit on two depths, predict a third within 15 %).
     """
 
     classes: list[RunnerClass] = Field(
@@ -148,6 +220,13 @@ class RunnerSettings(_Strict):
         min_length=1,
     )
     sizing: SizingModel = Field(default_factory=SizingModel)
+    headroom: float = Field(
+        0.15,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="a class takes a build when each estimate (memory, disk, seconds) times 1 + headroom fits it",
+    )
     max_entries: int = Field(256, ge=1, le=256, description="matrix entries per run (GitHub allows 256)")
 
     @field_validator("classes")

@@ -81,6 +81,7 @@ class Candidate:
     card_notes: tuple[str, ...] = ()  # what was dropped from the draft's card and why (bot.discover.source_card)
     # Who approved the build (`bot.discover.trust`): the recipe's trusted authors, or a maintainer's dispatch.
     approved_by: Approval = "recipe"
+    target_quantization: str | None = None  # a pre-quantised target's method: sizing dequantises its bytes
 
     @property
     def weight_bytes(self) -> int:
@@ -307,6 +308,7 @@ def resolve(
         download_bytes=total,
         card_notes=card.notes,
         approved_by=approved_by,
+        target_quantization=target.quantization,
     )
 
 
@@ -408,6 +410,7 @@ def classify_folders(
         draft_bytes=sizes[0],
         target_bytes=sizes[1],
         profile=toolchain.profile,
+        target_quantization=target.quantization,
     )
 
 

@@ -65,6 +65,21 @@ _SPECULATORS = {
 }
 VLM_MODEL_TYPES = {"qwen3_5", "qwen3_5_moe"}
 
+# Pre-quantised targets (`quantization_config.quant_method` in config.json) the export can take, with what it loads
+# per byte of their safetensors. optimum-intel 2.2.0 loads an MXFP4 checkpoint dequantised to bf16
+# (`Mxfp4Config(dequantize=True)` in its __main__): 4.25 bits a parameter on disk (4-bit values, an 8-bit scale per
+# 32), 16 in memory; counting every byte as MXFP4 over-counts the bf16 tensors beside them (an upper bound).
+PREQUANTISED_LOADS = {"mxfp4": 16 / 4.25}
+# What it cannot take, and why: GPTQ and AWQ need gptqmodel (or AutoAWQ) in the export's environment, which no
+# toolchain profile installs; FP8 and compressed-tensors checkpoints are loaded without a dequantising config (the
+# exporter dequantises only MXFP4; not tried on this CPU-only toolchain). Any other method is unknown to the bot.
+PREQUANTISED_REFUSED = {
+    "gptq": "GPTQ weights need gptqmodel in the export's environment, and no toolchain profile installs it",
+    "awq": "AWQ weights need gptqmodel or AutoAWQ in the export's environment, and no toolchain profile installs them",
+    "fp8": "optimum-intel 2.2.0 passes no dequantising config for FP8 weights (it dequantises only MXFP4)",
+    "compressed-tensors": "optimum-intel 2.2.0 passes no dequantising config for compressed-tensors weights",
+}
+
 
 @dataclass(frozen=True)
 class DraftSpec:
@@ -114,6 +129,38 @@ class TargetSpec:
     vocab_size: int
     is_vlm: bool
     full_attention_layers: int
+    quantization: str | None = None  # a pre-quantised target's `quantization_config.quant_method`
+
+
+def target_quantization(config: Mapping[str, Any], *, subject: str | None = None) -> str | None:
+    """The quantisation method of a pre-quantised target (its own `quantization_config`, or its language model's in
+    `text_config`), or None for plain weights.
+
+    Raises:
+        Skip: a method the export cannot take, naming it and why (`PREQUANTISED_REFUSED`), or an unknown one.
+    """
+    text = config.get("text_config")
+    found = config.get("quantization_config") or (text.get("quantization_config") if isinstance(text, dict) else None)
+    if found is None:
+        return None
+    method = found.get("quant_method") if isinstance(found, dict) else None
+    if not isinstance(method, str) or not method:
+        raise Skip(
+            "target config has a quantization_config without a quant_method", subject=subject, stage=Stage.CLASSIFY
+        )
+    method = method.lower()
+    if method in PREQUANTISED_LOADS:
+        return method
+    why = PREQUANTISED_REFUSED.get(method, f"the bot knows no export for it (it takes {', '.join(PREQUANTISED_LOADS)})")
+    raise Skip(f"pre-quantised target ({method}): {why}", subject=subject, stage=Stage.CLASSIFY)
+
+
+def export_load_bytes(quantization: str | None, file_bytes: int) -> int:
+    """The bytes an export loads for a target of `file_bytes` of safetensors: the same for plain weights, dequantised
+    ones for a pre-quantised target (`PREQUANTISED_LOADS`); what sizing goes by."""
+    if quantization is None:
+        return file_bytes
+    return math.ceil(file_bytes * PREQUANTISED_LOADS[quantization])
 
 
 def load_config(folder: Path, *, subject: str | None = None) -> dict:
@@ -376,7 +423,8 @@ def read_target(config: dict, *, subject: str | None = None) -> TargetSpec:
     """Target dimensions; VLM targets keep their language model's in `text_config`.
 
     Raises:
-        Skip: the config lacks the dimensions a draft is checked against.
+        Skip: the config lacks the dimensions a draft is checked against, or it is pre-quantised in a way the export
+            cannot take (`target_quantization`).
     """
     model_type = str(config.get("model_type", ""))
     nested = isinstance(config.get("text_config"), dict)
@@ -407,6 +455,7 @@ def read_target(config: dict, *, subject: str | None = None) -> TargetSpec:
         vocab_size=vocab_size,
         is_vlm=model_type in VLM_MODEL_TYPES or "text_config" in config,
         full_attention_layers=full_attention,
+        quantization=target_quantization(config, subject=subject),
     )
 
 

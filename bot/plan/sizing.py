@@ -1,7 +1,12 @@
-"""How much memory and disk a build needs, from a model fitted on measured builds (docs/scale.md).
+"""How much memory, disk and time a build needs, from a model fitted on measured builds (docs/scale.md).
 
 Each stage's peak is a straight line in the bytes it reads, ``a × bytes + b``, fitted by `bench/scale.py` on
-random-weight checkpoints of real Qwen3 shapes; the constants live in the recipe (`bot.core.runners.SizingModel`).
+random-weight checkpoints of real shapes; the constants live in the recipe (`bot.core.runners.SizingModel`), the
+Qwen3 lines at the top and each target family measured at its own width beside them (`SizingModel.for_family`).
+The bytes are what the export loads: a pre-quantised target's file bytes dequantised
+(`bot.discover.checkpoints.export_load_bytes`). Seconds are lines too, measured on the benchmark's cores and
+scaled to a class's (`estimate_seconds`); a class takes a build only when every estimate with the recipe's
+`runners.headroom` fits it, time included (`RunnerClass.max_seconds`, less the download's deadline).
 Memory is the anonymous peak (plus swap): the pages the kernel cannot drop, so what a runner class must hold and
 what the memory guard (`bot.sandbox.isolation`) compares with its budget. The file-backed working set (mapped
 checkpoints and IR weights) is estimated beside it and reported: the kernel rereads those pages under pressure, so a
@@ -23,12 +28,25 @@ removed once both IRs are written (`BuildEstimate.remove_sources`), which `bot.b
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bot.core.runners import SIZED_STAGES, LineKind, RunnerClass, RunnerSettings, SizedStage, SizingModel
+from bot.core.recipe import Recipe
+from bot.core.runners import (
+    BASE_FAMILY,
+    BUILD_JOB_SECONDS,
+    SIZED_STAGES,
+    LineKind,
+    RunnerClass,
+    RunnerSettings,
+    SizedStage,
+    SizingModel,
+)
+from bot.discover.candidates import Candidate
+from bot.discover.checkpoints import export_load_bytes
 
 # The reference runs in f32 when its f32 weights fit this many bytes (about 1.5B parameters), else in the
 # checkpoint's dtype: a 4B target in f32 (16 GB) would not fit the 16 GB runner class.
@@ -60,6 +78,9 @@ class BuildEstimate:
         remove_sources: Whether the downloaded source weights must be removed once both IRs are written.
         peak_file_bytes: Estimated file-backed working set of the stage that maps the most (mapped weights): room
             for it keeps the build fast; it never decides whether a build fits.
+        seconds: Estimated wall seconds of the build's stages on the class it was estimated for (0: not timed).
+        download_s: The most its download may take (the recipe's `hub.download_deadline_s`), counted against the
+            class's time limit beside `seconds`.
     """
 
     peak_memory_bytes: int
@@ -67,16 +88,59 @@ class BuildEstimate:
     parallel_exports: bool
     remove_sources: bool
     peak_file_bytes: int = 0
+    seconds: int = 0
+    download_s: int = 0
 
-    def fits(self, runner: RunnerClass) -> bool:
-        return self.peak_memory_bytes <= runner.max_memory_bytes and self.peak_disk_bytes <= runner.max_disk_bytes
+    def fits(self, runner: RunnerClass, headroom: float = 0.0) -> bool:
+        """Whether `runner` takes every estimate with `headroom` (a share) to spare."""
+        return not self.short_of(runner, headroom)
+
+    def short_of(self, runner: RunnerClass, headroom: float = 0.0) -> list[str]:
+        """What `runner` lacks for this build with `headroom` to spare: "memory", "disk", "time" (empty: it fits)."""
+        spare = 1 + headroom
+        short = []
+        if self.peak_memory_bytes * spare > runner.max_memory_bytes:
+            short.append("memory")
+        if self.peak_disk_bytes * spare > runner.max_disk_bytes:
+            short.append("disk")
+        if runner.max_seconds is not None and self.seconds * spare + self.download_s > runner.max_seconds:
+            short.append("time")
+        return short
 
     def describe(self) -> str:
         schedule = "exports in parallel" if self.parallel_exports else "exports one after the other"
         removal = ", source weights removed after export" if self.remove_sources else ""
+        time = f", about {minutes(self.seconds)} of stages" if self.seconds else ""
         return (
-            f"memory {gb(self.peak_memory_bytes)}, disk {gb(self.peak_disk_bytes)} ({schedule}{removal}; "
+            f"memory {gb(self.peak_memory_bytes)}, disk {gb(self.peak_disk_bytes)}{time} ({schedule}{removal}; "
             f"+{gb(self.peak_file_bytes)} file-backed)"
+        )
+
+
+@dataclass(frozen=True)
+class BuildTime:
+    """What a build's time depends on beyond its bytes and its class, from the recipe.
+
+    Attributes:
+        download_s: `hub.download_deadline_s`: a download that takes longer fails, so it bounds the download's share.
+        timing_budget_s: `validation.timing_budget_s`: the speed timer adds pairs until it is spent (per validation,
+            on top of the fitted line, which the benchmark measured with one short pair).
+        validation_timeout_s: `validation.timeout_s`: no validation runs longer.
+        formats: draft weight formats validated per draft (`export.draft_weight_formats`).
+    """
+
+    download_s: int = 0
+    timing_budget_s: float = 0.0
+    validation_timeout_s: float | None = None
+    formats: int = 1
+
+    @classmethod
+    def of(cls, recipe: Recipe) -> BuildTime:
+        return cls(
+            download_s=int(recipe.hub.download_deadline_s),
+            timing_budget_s=recipe.validation.timing_budget_s,
+            validation_timeout_s=recipe.validation.timeout_s,
+            formats=len(recipe.export.draft_weight_formats),
         )
 
 
@@ -111,9 +175,18 @@ EXPORTS: tuple[SizedStage, ...] = ("draft_export", "target_export")
 AFTER_EXPORT: tuple[SizedStage, ...] = ("validate", "inspect", "quality")  # each a process of its own, one at a time
 
 
-def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel, *, target_reused: bool = False) -> StagePeaks:
-    """Evaluate every fitted line of `model` for a draft and a target of these safetensors sizes (a reused target
-    is downloaded as its int4 IR, never exported: `bot.plan.reuse`)."""
+def stage_peaks(
+    draft_bytes: int,
+    target_bytes: int,
+    model: SizingModel,
+    *,
+    target_reused: bool = False,
+    draft_model: SizingModel | None = None,
+) -> StagePeaks:
+    """Evaluate every fitted line of `model` (the target family's) for a draft and a target of these sizes (a reused
+    target is downloaded as its int4 IR, never exported: `bot.plan.reuse`); the draft's export and IR by
+    `draft_model`'s lines (default: `model`'s), a DFlash draft being a Qwen3 trunk whatever its target."""
+    drafts = draft_model or model
     reads: dict[SizedStage, int] = {
         "draft_export": draft_bytes,
         "target_export": target_bytes,
@@ -124,6 +197,7 @@ def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel, *, targ
     # A reused target brings its quality figures with it: no target export and no quality step (bot.plan.reuse).
     skipped = {"target_export", "quality"} if target_reused else set()
     runs = {stage: lines for stage, lines in model.stages.items() if stage not in skipped}
+    runs["draft_export"] = drafts.stages["draft_export"]
     memory: dict[str, int] = {
         stage: runs[stage].memory.at(reads[stage]) if stage in runs else 0 for stage in SIZED_STAGES
     }
@@ -133,9 +207,9 @@ def stage_peaks(draft_bytes: int, target_bytes: int, model: SizingModel, *, targ
     return StagePeaks(
         memory=memory,
         file=file,
-        draft_ir_bytes=model.ir_bytes.at(draft_bytes),
+        draft_ir_bytes=drafts.ir_bytes.at(draft_bytes),
         target_ir_bytes=model.ir_bytes.at(target_bytes),
-        draft_export_scratch=model.export_scratch_disk.at(draft_bytes),
+        draft_export_scratch=drafts.export_scratch_disk.at(draft_bytes),
         target_export_scratch=0 if target_reused else model.export_scratch_disk.at(target_bytes),
     )
 
@@ -148,17 +222,19 @@ def estimate_schedule(
     parallel_exports: bool,
     remove_sources: bool,
     target_reused: bool = False,
+    draft_model: SizingModel | None = None,
 ) -> BuildEstimate:
     """Peak memory and disk of one build for a given schedule (what `estimate_build` chooses between).
 
     Args:
-        draft_bytes, target_bytes: safetensors bytes of the draft and of the target (bf16 weights).
-        model: the fitted sizing constants.
+        draft_bytes, target_bytes: bytes the exports load of the draft and of the target (bf16 weights).
+        model: the fitted sizing constants (the target family's lines).
         parallel_exports: the draft and target exports run side by side.
         remove_sources: the downloaded sources are removed once both IRs are written.
         target_reused: the target's published int4 IR is downloaded instead of its weights (no target export).
+        draft_model: the lines the draft is sized by (default: `model`).
     """
-    peaks = stage_peaks(draft_bytes, target_bytes, model, target_reused=target_reused)
+    peaks = stage_peaks(draft_bytes, target_bytes, model, target_reused=target_reused, draft_model=draft_model)
     exports = peaks.total if parallel_exports else peaks.largest  # side by side: both at once
     peak_memory = max(exports("memory", EXPORTS), peaks.largest("memory", AFTER_EXPORT))
     peak_file = max(exports("file", EXPORTS), peaks.largest("file", AFTER_EXPORT))
@@ -179,83 +255,212 @@ def estimate_schedule(
     )
 
 
+@dataclass(frozen=True)
+class Pair:
+    """What sizing needs of one build: the bytes its exports load, the target's family and the group's drafts.
+
+    Attributes:
+        draft_bytes: every draft of the group together (`bot.discover.checkpoints.export_load_bytes` of each).
+        target_bytes: the target as the export loads it.
+        family: the target's model_type: whose lines size it (`SizingModel.for_family`).
+        drafts: how many drafts the group builds (each is exported and validated on its own).
+        target_reused: the target's published int4 IR is downloaded instead of exported (`bot.plan.reuse`).
+    """
+
+    draft_bytes: int
+    target_bytes: int
+    family: str = BASE_FAMILY
+    drafts: int = 1
+    target_reused: bool = False
+
+
+def pair_of(candidates: Sequence[Candidate], *, target_reused: bool = False) -> Pair:
+    """One build runner's pair: every draft of the group and their target once, each by the bytes its export loads
+    (a pre-quantised target dequantised: `bot.discover.checkpoints.export_load_bytes`)."""
+    first = candidates[0]
+    return Pair(
+        draft_bytes=sum(candidate.draft_bytes for candidate in candidates),
+        target_bytes=export_load_bytes(first.target_quantization, first.target_bytes),
+        family=first.target_model_type,
+        drafts=len(candidates),
+        target_reused=target_reused,
+    )
+
+
+def estimate_seconds(pair: Pair, runner: RunnerClass, model: SizingModel, time: BuildTime, *, parallel: bool) -> int:
+    """Wall seconds of the build's stages on `runner`: each fitted seconds line (measured on `model.cores` cores)
+    scaled by `model.cores / runner.cores` (every stage spreads over all cores), plus each validation's timing
+    budget (wall time, not scaled; each validation capped by its timeout). The download is not in it (its deadline
+    is `BuildEstimate.download_s`), nor the bundle and the copy (seconds at every measured size)."""
+    lines, _ = model.for_family(pair.family)
+    scale = model.cores / runner.cores
+
+    def at(owner: SizingModel, stage: SizedStage, n_bytes: int) -> float:
+        line = owner.stages[stage].seconds
+        return 0.0 if line is None else line.at(n_bytes) * scale
+
+    per_draft = pair.draft_bytes // max(1, pair.drafts)
+    draft_line = model.stages["draft_export"].seconds
+    draft_export = at(model, "draft_export", pair.draft_bytes)
+    if draft_line is not None:  # each export starts its own process: the fixed part once per draft
+        draft_export += (pair.drafts - 1) * draft_line.b * scale
+    target_export = 0.0 if pair.target_reused else at(lines, "target_export", pair.target_bytes)
+    exports = max(draft_export, target_export) if parallel else draft_export + target_export
+    one_validation = at(lines, "validate", per_draft + pair.target_bytes) + time.timing_budget_s
+    if time.validation_timeout_s is not None:
+        one_validation = min(one_validation, time.validation_timeout_s)
+    validations = one_validation * pair.drafts * time.formats
+    quality = 0.0 if pair.target_reused else at(lines, "quality", pair.target_bytes)
+    return round(exports + at(lines, "inspect", pair.target_bytes) + quality + validations)
+
+
 def estimate_build(
-    draft_bytes: int, target_bytes: int, runner: RunnerClass, model: SizingModel, *, target_reused: bool = False
+    draft_bytes: int,
+    target_bytes: int,
+    runner: RunnerClass,
+    model: SizingModel,
+    *,
+    target_reused: bool = False,
+    family: str = BASE_FAMILY,
+    drafts: int = 1,
+    time: BuildTime | None = None,
+    headroom: float = 0.0,
 ) -> BuildEstimate:
-    """The schedule a build will use on `runner`, and its peak memory and disk.
+    """The schedule a build will use on `runner`, and its peak memory and disk and its seconds.
 
     Exports run side by side only when both fit the runner's memory together and their temporary IRs its disk;
-    sources are removed after export only when keeping them would not fit its disk.
+    sources are removed after export only when keeping them would not fit its disk (each with `headroom` to spare).
 
     Args:
-        draft_bytes, target_bytes: safetensors bytes of the draft and of the target (bf16 weights).
+        draft_bytes, target_bytes: bytes the exports load of the draft(s) and of the target (bf16 weights).
         runner: the runner class the build would run on.
-        model: the fitted sizing constants (the recipe's `runners.sizing`).
+        model: the fitted sizing constants (the recipe's `runners.sizing`); the target is sized by its family's.
         target_reused: the target's published int4 IR is downloaded instead of exported (`bot.plan.reuse`).
+        family: the target's model_type.
+        drafts: how many drafts `draft_bytes` holds.
+        time: the recipe's time terms (default: none beyond the fitted lines).
+        headroom: the share each estimate must leave spare on `runner`.
 
     Returns:
         The estimate; it may exceed the runner's limits (`BuildEstimate.fits` says), `choose_runner` picks a class.
     """
+    time = time or BuildTime()
+    pair = Pair(draft_bytes, target_bytes, family, drafts, target_reused)
+    lines, _ = model.for_family(family)
+    spare = 1 + headroom
 
     def schedule(parallel_exports: bool, remove_sources: bool) -> BuildEstimate:
         return estimate_schedule(
             draft_bytes,
             target_bytes,
-            model,
+            lines,
             parallel_exports=parallel_exports,
             remove_sources=remove_sources,
             target_reused=target_reused,
+            draft_model=model,
         )
 
     def fits_disk(estimate: BuildEstimate) -> bool:
-        return estimate.peak_disk_bytes <= runner.max_disk_bytes
+        return estimate.peak_disk_bytes * spare <= runner.max_disk_bytes
 
     # Side by side, both exports' temporary IRs are on disk at once: only when memory and disk both take that.
     parallel = schedule(True, False)
-    in_parallel = parallel.peak_memory_bytes <= runner.max_memory_bytes and (
+    in_parallel = parallel.peak_memory_bytes * spare <= runner.max_memory_bytes and (
         fits_disk(parallel) or fits_disk(schedule(True, True))
     )
     kept = schedule(in_parallel, False)
-    if fits_disk(kept):
-        return kept
-    return schedule(in_parallel, True)
+    chosen = kept if fits_disk(kept) else schedule(in_parallel, True)
+    seconds = estimate_seconds(pair, runner, model, time, parallel=in_parallel)
+    return replace(chosen, seconds=seconds, download_s=time.download_s)
 
 
 def choose_runner(
-    draft_bytes: int, target_bytes: int, runners: RunnerSettings, *, target_reused: bool = False
+    pair: Pair, runners: RunnerSettings, time: BuildTime | None = None
 ) -> tuple[RunnerClass | None, BuildEstimate, str]:
-    """The smallest runner class (by memory) whose memory and disk take the build's estimated peaks.
+    """The smallest runner class (by memory) whose memory, disk and time limit take the build's estimates with the
+    recipe's headroom to spare.
 
     Args:
-        draft_bytes, target_bytes: safetensors bytes of the draft and of the target.
-        runners: the recipe's runner classes and sizing constants.
-        target_reused: the target's published IR is downloaded instead of exported (`bot.plan.reuse`).
+        pair: the build's bytes, target family and drafts.
+        runners: the recipe's runner classes, sizing constants and headroom.
+        time: the recipe's time terms (`BuildTime.of`).
 
     Returns:
         (class, estimate on it, reason). When no class fits: (None, the estimate on the largest class, a reason
-        that states the estimated peak memory and disk and the class to add).
+        that states the estimates, what the largest class lacks and the class to add).
     """
+    time = time or BuildTime()
     estimate = None
     for runner in runners.classes:
-        estimate = estimate_build(draft_bytes, target_bytes, runner, runners.sizing, target_reused=target_reused)
-        if estimate.fits(runner):
-            return runner, estimate, f"runner class '{runner.name}': {estimate.describe()}"
+        estimate = estimate_for(pair, runner, runners, time)
+        if estimate.fits(runner, runners.headroom):
+            return runner, estimate, f"runner class '{runner.name}': {estimate.describe()}{lines_note(pair, runners)}"
     assert estimate is not None  # classes has at least one entry
-    largest = runners.classes[-1]
-    needed = estimate
-    return (
-        None,
-        needed,
-        (
-            f"estimated peak memory {gb(needed.peak_memory_bytes)} and disk {gb(needed.peak_disk_bytes)} "
-            f"({needed.describe().split('(', 1)[1].split(';')[0]}) do not fit the largest runner class "
-            f"'{largest.name}' ({gb(largest.max_memory_bytes)} memory, {gb(largest.max_disk_bytes)} disk): add a class "
-            f"to the recipe's runners.classes with max_memory_bytes >= {round_up(needed.peak_memory_bytes)} and "
-            f"max_disk_bytes >= {round_up(needed.peak_disk_bytes)}, e.g. {{name: large, max_memory_bytes: "
-            f"{round_up(needed.peak_memory_bytes)}, max_disk_bytes: {round_up(needed.peak_disk_bytes)}, "
-            f"runs_on: [self-hosted, linux, x64, dflash-large]}}"
-        ),
+    return None, estimate, no_class_reason(pair, runners, estimate)
+
+
+def estimate_for(pair: Pair, runner: RunnerClass, runners: RunnerSettings, time: BuildTime) -> BuildEstimate:
+    """`estimate_build` of `pair` on `runner` with the recipe's sizing and headroom."""
+    return estimate_build(
+        pair.draft_bytes,
+        pair.target_bytes,
+        runner,
+        runners.sizing,
+        target_reused=pair.target_reused,
+        family=pair.family,
+        drafts=pair.drafts,
+        time=time,
+        headroom=runners.headroom,
     )
+
+
+def lines_note(pair: Pair, runners: RunnerSettings) -> str:
+    """Nothing when the target's family has lines of its own, else a note that the Qwen3 lines stood in."""
+    if runners.sizing.for_family(pair.family)[1]:
+        return ""
+    return f" (sized by the {BASE_FAMILY} lines: none measured for {pair.family} targets, docs/scale.md)"
+
+
+def no_class_reason(pair: Pair, runners: RunnerSettings, needed: BuildEstimate) -> str:
+    """Why no class takes the build, and the class that would: its memory and disk (the estimates with the
+    headroom, in whole GB) and the cores it needs to finish inside the build job's time limit."""
+    largest = runners.classes[-1]
+    spare = 1 + runners.headroom
+    memory, disk = round_up(int(needed.peak_memory_bytes * spare)), round_up(int(needed.peak_disk_bytes * spare))
+    short = needed.short_of(largest, runners.headroom)
+    cores = cores_needed(needed, largest, runners.headroom)
+    time_note = ""
+    if "time" in short and cores is None:
+        limit = largest.max_seconds or BUILD_JOB_SECONDS
+        time_note = (
+            f"; no number of cores finishes its stages inside the job's {minutes(limit)} after the download's "
+            f"{minutes(needed.download_s)}: raise the class's max_seconds with the build job's timeout-minutes"
+        )
+    return (
+        f"estimated peak memory {gb(needed.peak_memory_bytes)}, disk {gb(needed.peak_disk_bytes)} and about "
+        f"{minutes(needed.seconds)} of stages on {largest.cores} cores "
+        f"({needed.describe().split('(', 1)[1].split(';')[0]}) do not fit the largest runner class "
+        f"'{largest.name}' ({gb(largest.max_memory_bytes)} memory, {gb(largest.max_disk_bytes)} disk, {largest.cores} "
+        f"cores; short of {', '.join(short)} with {runners.headroom:.0%} headroom){time_note}: add a class to the "
+        f"recipe's runners.classes with max_memory_bytes >= {memory} and max_disk_bytes >= {disk}, e.g. {{name: "
+        f"large, max_memory_bytes: {memory}, max_disk_bytes: {disk}, cores: {cores or largest.cores}, runs_on: "
+        f"[self-hosted, linux, x64, dflash-large]}}{lines_note(pair, runners)}"
+    )
+
+
+def cores_needed(estimate: BuildEstimate, runner: RunnerClass, headroom: float) -> int | None:
+    """The fewest cores (at least `runner.cores`) on which the build's stages finish inside the job's time limit
+    with `headroom`, the download's deadline counted; None when no number of cores does (the validations' timing
+    budget alone is past it)."""
+    limit = (runner.max_seconds or BUILD_JOB_SECONDS) - estimate.download_s
+    if limit <= 0:
+        return None
+    core_seconds = estimate.seconds * runner.cores * (1 + headroom)  # what the stages take on one core's share
+    cores = max(runner.cores, -(-int(core_seconds) // int(limit)))
+    return cores if cores <= MAX_CORES else None
+
+
+MAX_CORES = 192  # the largest Linux runner GitHub offers has 96; beyond twice that, time is not a matter of cores
 
 
 def local_runner(
@@ -278,6 +483,8 @@ def local_runner(
         max_memory_bytes=min(available, limit) if limit else available,
         max_disk_bytes=shutil.disk_usage(work).free,
         runs_on="local",
+        cores=os.cpu_count() or 1,
+        max_seconds=None,  # no job around it: a build here takes the time it takes
     )
 
 
@@ -310,6 +517,10 @@ def cgroup_memory_limit(proc_cgroup: Path, cgroup_root: Path) -> int | None:
 
 def gb(n: int) -> str:
     return f"{n / 1e9:.1f} GB"
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min"
 
 
 def round_up(n: int, step: int = 10**9) -> int:

@@ -40,11 +40,11 @@ from bot.core.fingerprints import Fingerprints, template_fingerprint
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
-from bot.core.runners import RunnerClass, RunnerSettings
+from bot.core.runners import RunnerClass
 from bot.hub import REQUESTS, Hub
 from bot.plan.job import BuildJob, group_jobs
 from bot.plan.planner import card_refreshes
-from bot.plan.sizing import BuildEstimate, choose_runner
+from bot.plan.sizing import BuildEstimate, BuildTime, choose_runner, gb, minutes, pair_of
 from bot.plan.step import RunOptions
 from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name, read_group
 from bot.run.pipeline import finish_status, publish_step
@@ -86,6 +86,14 @@ class MatrixEntry(_Handoff):
     peak_bytes: int  # estimated peak memory (bot.plan.sizing, fitted in docs/scale.md)
     peak_disk_bytes: int = 0
     parallel_exports: bool = True  # whether the draft and target exports fit the class's memory side by side
+    seconds: int = 0  # estimated seconds of the build's stages on the class (the download's deadline beside them)
+
+    def where(self) -> str:
+        """The class and its estimates, as the plan table names where a build runs."""
+        return (
+            f"{self.runner} (memory {gb(self.peak_bytes)}, disk {gb(self.peak_disk_bytes)}, "
+            f"about {minutes(self.seconds)} of stages)"
+        )
 
 
 class PlanReport(_Handoff):
@@ -140,7 +148,7 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
     state = RunMemory()
     decisions, jobs = plan_step(reader, recipe, options, report, state)
     card_refresh = card_refreshes(decisions)
-    entries = _entries(report, group_jobs(jobs).values(), recipe.runners)
+    entries = _entries(report, group_jobs(jobs).values(), recipe)
     limit = recipe.runners.max_entries
     for entry in entries[limit:]:
         for job in entry.jobs:
@@ -149,7 +157,7 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
             report.add(Outcome(job.source, job.revision, Status.DEFERRED, reason))
     entries = entries[:limit]
     if options.dry_run:
-        report_planned(report, [(job, entry.runner) for entry in entries for job in entry.jobs], card_refresh)
+        report_planned(report, [(job, entry.where()) for entry in entries for job in entry.jobs], card_refresh)
     return MatrixPlan(
         recipe=recipe.name,
         recipe_fingerprint=recipe.fingerprint(),
@@ -170,13 +178,13 @@ def plan_matrix(reader: Hub, recipe: Recipe, options: RunOptions) -> MatrixPlan:
     )
 
 
-def _entries(report: RunReport, groups: Iterable[list[BuildJob]], runners: RunnerSettings) -> list[MatrixEntry]:
+def _entries(report: RunReport, groups: Iterable[list[BuildJob]], recipe: Recipe) -> list[MatrixEntry]:
     """One matrix entry per target group (or per draft, when no runner class takes the group whole); a build no
     class takes is skipped with the class to add."""
     entries: list[MatrixEntry] = []
     for members in groups:
         target = members[0].target
-        for part, (group, (runner, estimate, why)) in enumerate(_fit(members, runners)):
+        for part, (group, (runner, estimate, why)) in enumerate(_fit(members, recipe)):
             if runner is None:
                 for job in group:
                     report.add(Outcome(job.source, job.revision, Status.SKIPPED, why))
@@ -192,6 +200,7 @@ def _entries(report: RunReport, groups: Iterable[list[BuildJob]], runners: Runne
                     peak_bytes=estimate.peak_memory_bytes,
                     peak_disk_bytes=estimate.peak_disk_bytes,
                     parallel_exports=estimate.parallel_exports,
+                    seconds=estimate.seconds,
                 )
             )
     return entries
@@ -422,20 +431,16 @@ def _not_the_recipes(job: BuildJob, recipe: Recipe) -> str | None:
 RunnerChoice = tuple[RunnerClass | None, BuildEstimate, str]  # `choose_runner`'s answer
 
 
-def _group_bytes(jobs: list[BuildJob]) -> tuple[int, int]:
-    """(draft bytes, target bytes) one build runner holds: every draft of the group, and the target once."""
-    return sum(job.candidate.draft_bytes for job in jobs), jobs[0].candidate.target_bytes
-
-
-def _runner_for(jobs: list[BuildJob], runners: RunnerSettings) -> RunnerChoice:
+def _runner_for(jobs: list[BuildJob], recipe: Recipe) -> RunnerChoice:
     """`choose_runner` for one entry (a target reused from the Hub is downloaded as its IR, not exported)."""
-    return choose_runner(*_group_bytes(jobs), runners, target_reused=jobs[0].reuse_target is not None)
+    pair = pair_of([job.candidate for job in jobs], target_reused=jobs[0].reuse_target is not None)
+    return choose_runner(pair, recipe.runners, BuildTime.of(recipe))
 
 
-def _fit(jobs: list[BuildJob], runners: RunnerSettings) -> list[tuple[list[BuildJob], RunnerChoice]]:
+def _fit(jobs: list[BuildJob], recipe: Recipe) -> list[tuple[list[BuildJob], RunnerChoice]]:
     """The group as one entry when a runner class takes it whole, else one entry per draft; each with its runner
     choice (estimated once per entry)."""
-    whole = _runner_for(jobs, runners)
+    whole = _runner_for(jobs, recipe)
     if len(jobs) == 1 or whole[0] is not None:
         return [(jobs, whole)]
-    return [([job], _runner_for([job], runners)) for job in jobs]
+    return [([job], _runner_for([job], recipe)) for job in jobs]

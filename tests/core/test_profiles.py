@@ -83,7 +83,13 @@ def test_bounds_compare_release_numbers():
 
 @pytest.mark.parametrize(
     ("model_type", "profile"),
-    [("qwen3", "default"), ("qwen3_5", "default"), ("qwen3_5_moe", "default"), ("gemma4", "gemma4")],
+    [
+        ("qwen3", "default"),
+        ("qwen3_moe", "default"),
+        ("qwen3_5", "default"),
+        ("qwen3_5_moe", "default"),
+        ("gemma4", "gemma4"),
+    ],
 )
 def test_profile_is_chosen_from_the_model_type(model_type, profile):
     assert select_profile(model_type).name == profile

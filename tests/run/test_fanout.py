@@ -28,7 +28,7 @@ from bot.core.settings import Settings
 from bot.discover.candidates import Candidate
 from bot.hub import Hub
 from bot.plan.job import BuildJob
-from bot.plan.sizing import choose_runner
+from bot.plan.sizing import BuildTime, Pair, choose_runner, pair_of
 from bot.run import demo
 from bot.run.actions import Actions, summary_markdown
 from bot.run.fanout import JobError, artifact_name, parse_jobs, plan_matrix
@@ -85,9 +85,9 @@ def test_runner_class_is_the_smallest_that_fits_the_estimated_peak():
         }
     )
     assert [c.name for c in runners.classes] == ["standard", "large"]
-    assert choose_runner(1 * 10**9, 8 * 10**9, runners)[0].name == "standard"
-    assert choose_runner(2 * 10**9, 16 * 10**9, runners)[0].runs_on == ["self-hosted", "large"]
-    assert choose_runner(5 * 10**9, 250 * 10**9, runners)[0] is None
+    assert choose_runner(Pair(1 * 10**9, 8 * 10**9), runners)[0].name == "standard"
+    assert choose_runner(Pair(2 * 10**9, 16 * 10**9), runners)[0].runs_on == ["self-hosted", "large"]
+    assert choose_runner(Pair(5 * 10**9, 250 * 10**9), runners)[0] is None
     assert RECIPE.runners.classes[0].runs_on == "ubuntu-latest"  # the default recipe's one class
     with pytest.raises(ValueError, match="unique"):
         RunnerSettings.model_validate(
@@ -369,7 +369,7 @@ def test_plan_job_emits_the_matrix_and_reports_what_it_will_not_build(workflow, 
     assert (job["draft_repo"], job["target_repo"], job["reasons"]) == (DRAFT_OUT, TARGET_OUT, ["new"])
     assert (
         entry["peak_bytes"]
-        == choose_runner(candidate["draft_bytes"], candidate["target_bytes"], RECIPE.runners)[1].peak_memory_bytes
+        == choose_runner(Pair(candidate["draft_bytes"], candidate["target_bytes"]), RECIPE.runners)[1].peak_memory_bytes
         > 0
     )
     assert outputs["count"] == "1" and outputs["publish"] == "true"
@@ -534,6 +534,7 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
                 update={
                     "max_entries": 1,
                     "sizing": sizing,
+                    "headroom": 0.0,  # the class is cut to the estimates themselves
                     "classes": [
                         RECIPE.runners.classes[0].model_copy(
                             update={"name": "narrow", "max_memory_bytes": both - 1, "max_disk_bytes": 10**12}
@@ -556,7 +557,7 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
 def test_a_group_no_runner_class_takes_whole_is_split_one_entry_per_draft():
     """Real sizes: a Qwen3-4B-class target with two 1 GB drafts; a class that takes the target with one draft but
     not with both gets one entry per draft (each still one target export), and a smaller class none."""
-    from bot.run.fanout import _fit, _group_bytes
+    from bot.run.fanout import _fit
 
     def job(index: int) -> BuildJob:
         candidate = Candidate(
@@ -576,8 +577,9 @@ def test_a_group_no_runner_class_takes_whole_is_split_one_entry_per_draft():
         return BuildJob(candidate=candidate, reasons=("new",), draft_repo=f"ns/A-{index}", target_repo="ns/A")
 
     group = [job(0), job(1)]
-    single = choose_runner(*_group_bytes(group[:1]), RECIPE.runners)[1]
-    both = choose_runner(*_group_bytes(group), RECIPE.runners)[1]
+    time = BuildTime.of(RECIPE)
+    single = choose_runner(pair_of([group[0].candidate]), RECIPE.runners, time)[1]
+    both = choose_runner(pair_of([j.candidate for j in group]), RECIPE.runners, time)[1]
     assert both.peak_disk_bytes > single.peak_disk_bytes  # every draft's IR and export scratch take disk
     fits_one = RECIPE.runners.model_copy(
         update={
@@ -585,11 +587,12 @@ def test_a_group_no_runner_class_takes_whole_is_split_one_entry_per_draft():
                 RECIPE.runners.classes[0].model_copy(
                     update={"max_memory_bytes": single.peak_memory_bytes, "max_disk_bytes": single.peak_disk_bytes}
                 )
-            ]
+            ],
+            "headroom": 0.0,
         }
     )
-    assert choose_runner(*_group_bytes(group), fits_one)[0] is None
-    split = _fit(group, fits_one)
+    assert choose_runner(pair_of([j.candidate for j in group]), fits_one, time)[0] is None
+    split = _fit(group, RECIPE.model_copy(update={"runners": fits_one}))
     assert [jobs for jobs, _ in split] == [[group[0]], [group[1]]]
     assert all(choice[0] is not None and choice[1] == single for _, choice in split)  # each estimated on its own
     roomy = RECIPE.runners.model_copy(
@@ -599,7 +602,7 @@ def test_a_group_no_runner_class_takes_whole_is_split_one_entry_per_draft():
             ]
         }
     )
-    assert [jobs for jobs, _ in _fit(group, roomy)] == [group]
+    assert [jobs for jobs, _ in _fit(group, RECIPE.model_copy(update={"runners": roomy}))] == [group]
 
 
 def test_watch_workflow_keeps_the_trust_boundary(repo_root):
