@@ -216,8 +216,7 @@ class Hub:
         """A client of `endpoint` holding one token.
 
         Args:
-            settings: the recipe's `hub:` section (timeouts, stall rule, download attempts, stage deadlines);
-                the defaults when None.
+            settings: the recipe's `hub:` section (timeouts, stall rule, attempts, deadlines); the defaults if None.
             token_name: the variable the token came from, named when the Hub rejects it.
         """
         self.endpoint = endpoint.rstrip("/")
@@ -232,6 +231,7 @@ class Hub:
             min_bytes_per_s=self.settings.min_bytes_per_s,
             upload_attempts=self.settings.download_attempts,
         )
+        self.uploads = deadlines.Budget("upload", self.settings.upload_deadline_s)  # every commit of this client
         self.api = hf.HfApi(endpoint=self.endpoint, token=self.token or False, library_name="dflash-bot")
 
     # ---- retries and error translation ----
@@ -685,7 +685,7 @@ class Hub:
                 files=tuple(names),
             )
 
-        with self.deadline(Stage.COMMIT, self.settings.download_deadline_s):  # an upload's deadline is a download's
+        with self.uploads.applied():
             return self.call(Stage.COMMIT, commit, subject=repo_id)
 
     def tag(self, repo_id: str, tag: str, revision: str | None = None) -> None:
@@ -759,7 +759,7 @@ class Hub:
                 files=tuple(sorted(files)),
             )
 
-        with self.deadline(Stage.COMMIT, self.settings.download_deadline_s):
+        with self.uploads.applied():
             return self.call(Stage.COMMIT, commit, subject=repo_id)
 
     def ensure_collection(

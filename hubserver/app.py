@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 from . import errors, routes_admin, routes_collections, routes_files, routes_refs, routes_repos, routes_upload
 from .auth import ANONYMOUS, Accounts, Caller
 from .collection_store import CollectionStore
-from .faults import FaultInjector, FaultRule, TricklingReader, padded
+from .faults import FaultInjector, FaultRule, padded
 from .metadata import MetadataCache
 from .protocol import CHUNK, BodyReader, Request, Response, RouteTable
 from .requestlog import RequestLog, RequestRecord, mask_query
@@ -188,8 +188,7 @@ class HubHandler(BaseHTTPRequestHandler):
         fault = None if is_admin else hub.faults.take(self.command, path)
         if fault is not None:  # hostile-mirror faults: a renamed commit, an upload read at a crawl (`faults`)
             path = fault.request_path(path)
-            if fault.trickle_upload is not None:
-                body = BodyReader(TricklingReader(self.rfile, fault.trickle_upload), self.headers)
+            body = BodyReader(fault.slowed_body(self.rfile), self.headers) if fault.slows_body else body
         caller: Caller = ANONYMOUS
         status: int | None = None
         bytes_out = 0

@@ -24,6 +24,8 @@ and does exactly one thing:
                                                                            sends more than the Hub lists)
     {"method": "PUT", "path": "^/_lfs/upload/", "trickle_upload": 0.01}  read the request body one byte every
                                                                            0.01 s (an upload that trickles)
+    {"method": "PUT", "path": "^/_lfs/upload/", "upload_rate": 2048}     read the request body at 2048 bytes/s, in
+                                                                           pieces of a tenth of that (a slow Hub)
     {"path": "^/(api/models/)?a/b/", "fake_sha": "/home/u"}               a mirror that names a repo's commit
                                                                            "/home/u": repo info's `sha` and the
                                                                            commit listing's ids say it, and a
@@ -58,6 +60,7 @@ _ACTIONS = (
     "corrupt",
     "oversize",
     "trickle_upload",
+    "upload_rate",
     "fake_sha",
 )
 _MODIFIERS = ("retry_after", "bare", "after_bytes")  # refine an action: status (retry_after, bare), stall
@@ -83,6 +86,7 @@ class FaultRule:
     corrupt: bool = False
     oversize: int | None = None
     trickle_upload: float | None = None
+    upload_rate: int | None = None
     fake_sha: str | None = None
 
     @classmethod
@@ -116,9 +120,10 @@ class FaultRule:
         if not (isinstance(siblings, list | tuple) and all(isinstance(name, str) for name in siblings)):
             raise ValueError("extra_siblings must be a list of file names")
         _check_timing(data, actions[0])
-        oversize = data.get("oversize")
-        if oversize is not None and (not isinstance(oversize, int) or isinstance(oversize, bool) or oversize <= 0):
-            raise ValueError(f"oversize is a positive byte count, got {oversize!r}")
+        for key in ("oversize", "upload_rate"):
+            count = data.get(key)
+            if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count <= 0):
+                raise ValueError(f"{key} is a positive byte count, got {count!r}")
         fake_sha = data.get("fake_sha")
         if fake_sha is not None and not (isinstance(fake_sha, str) and fake_sha):
             raise ValueError(f"fake_sha is the string a mirror answers as the commit, got {fake_sha!r}")
@@ -138,8 +143,9 @@ class FaultRule:
             after_bytes=int(data["after_bytes"]) if data.get("after_bytes") is not None else None,
             trickle=float(data["trickle"]) if data.get("trickle") is not None else None,
             corrupt=bool(data.get("corrupt")),
-            oversize=oversize,
+            oversize=data.get("oversize"),
             trickle_upload=float(data["trickle_upload"]) if data.get("trickle_upload") is not None else None,
+            upload_rate=data.get("upload_rate"),
             fake_sha=fake_sha,
         )
 
@@ -162,6 +168,8 @@ class FaultRule:
             return f"oversize={self.oversize}"
         if self.trickle_upload is not None:
             return f"trickle_upload={self.trickle_upload:g}"
+        if self.upload_rate is not None:
+            return f"upload_rate={self.upload_rate}"
         if self.fake_sha is not None:
             return "fake_sha"
         if self.extra_siblings:
@@ -176,6 +184,17 @@ class FaultRule:
         if self.fake_sha is None:
             return path
         return path.replace(quote(self.fake_sha, safe=""), "main").replace(f"/{self.fake_sha}/", "/main/")
+
+    @property
+    def slows_body(self) -> bool:
+        return self.trickle_upload is not None or self.upload_rate is not None
+
+    def slowed_body(self, raw: io.BufferedIOBase) -> io.BufferedIOBase:
+        """The request body as this rule reads it (`slows_body`): at a crawl (`trickle_upload`) or slowly
+        (`upload_rate`)."""
+        if self.trickle_upload is not None:
+            return TricklingReader(raw, self.trickle_upload)
+        return RateLimitedReader(raw, self.upload_rate or 1)
 
     @property
     def rewrites_answer(self) -> bool:
@@ -210,6 +229,26 @@ class TricklingReader(io.BufferedIOBase):
     def read(self, size: int | None = -1, /) -> bytes:
         time.sleep(self._seconds)
         return self._raw.read(1 if size != 0 else 0)
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        return self._raw.readline(size)
+
+
+class RateLimitedReader(io.BufferedIOBase):
+    """A request body read at `rate` bytes/s (`upload_rate`), a tenth of a second's worth at a time: a Hub that takes
+    an upload steadily, but slowly."""
+
+    def __init__(self, raw: io.BufferedIOBase, rate: int):
+        super().__init__()
+        self._raw = raw
+        self._piece = max(1, rate // 10)
+        self._seconds = self._piece / rate
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        if size == 0:
+            return b""
+        time.sleep(self._seconds)
+        return self._raw.read(self._piece if size is None or size < 0 else min(size, self._piece))
 
     def readline(self, size: int | None = -1, /) -> bytes:
         return self._raw.readline(size)

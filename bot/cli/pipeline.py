@@ -131,6 +131,7 @@ def publish_command(
     needs_build_extra("publish", ("matplotlib",))  # the charts of the cards and the status page
     from bot.core.recipe import load_recipe
     from bot.run.commands import publish_folder, publish_job, writer_hub
+    from bot.run.preflight import require_write_token
 
     if (bundle is not None and (bundles is not None or plan is not None)) or (
         bundle is None and bundles is None and plan is None
@@ -143,8 +144,9 @@ def publish_command(
     settings = hub_settings(ctx, endpoint)
     if artifacts_from_run and not all(settings.actions_context.get(n) for n in ("GITHUB_RUN_ID", "GITHUB_REPOSITORY")):
         raise UsageError("--artifacts-from-run fetches from a GitHub Actions run: GITHUB_RUN_ID and GITHUB_REPOSITORY")
-    writer = writer_hub(settings)
+    require_write_token(settings.write_token)  # before the recipe is read
     loaded = load_recipe(recipe)
+    writer = writer_hub(settings, loaded)
     if bundle is not None:
         result = publish_folder(writer, loaded, bundle.resolve(), report_file=report)
         typer.echo(f"{result.status}: {result.repos.draft}, {result.repos.target}")

@@ -7,7 +7,8 @@ limit at all). `bot.hub` installs the two hooks below on that client, so they se
 read timeout) must count as stalled too, and so does an upload's body: `on_request` feeds it to the socket under
 the same rate floor and deadline (an upload the Hub takes at 280 B/s would otherwise hold the write-token job until
 its timeout: a socket write timeout resets with every byte the peer takes). `stage_deadline` caps a whole stage: past
-it, the next request or chunk stops with `DeadlinePassed`. The limits in force are context variables: `bot.hub.Hub.call`
+it, the next request or chunk stops with `DeadlinePassed`; a `Budget` caps the time several stages spend together
+(every upload of a publish job). The limits in force are context variables: `bot.hub.Hub.call`
 applies its Hub's, and a thread that huggingface_hub starts on its own (parallel LFS uploads) gets those of the
 innermost `Hub.call` running when it sends (`shared_with_threads`), so an upload thread has the floor and deadline
 of the commit that started it.
@@ -59,8 +60,8 @@ class Stalled(Exception):
 class DeadlinePassed(Exception):
     """A stage ran past its deadline; the request or chunk that found out stops here."""
 
-    def __init__(self, stage: str, seconds: float):
-        super().__init__(f"the {stage} deadline of {seconds:g} s passed")
+    def __init__(self, stage: str, seconds: float, detail: str = ""):
+        super().__init__(f"the {stage} deadline of {seconds:g} s passed" + (f" ({detail})" if detail else ""))
         self.stage = stage
         self.seconds = seconds
 
@@ -134,6 +135,34 @@ def stage_deadline(stage: str, seconds: float) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
+class Budget:
+    """One deadline that many stages share, counting only the time spent inside them: every upload of one process's
+    Hub client (`HubSettings.upload_deadline_s`), so a publish job that commits many repos to a slow Hub still stops
+    in time to write its report, while the builds between its commits (`dflash-bot run`) do not count."""
+
+    def __init__(self, stage: str, seconds: float):
+        self.stage = stage
+        self.seconds = seconds
+        self.spent = 0.0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def applied(self) -> Iterator[None]:
+        """Let this context's requests run until the budget is spent; an enclosing, earlier deadline still wins."""
+        started = time.monotonic()
+        with self._lock:
+            left = max(self.seconds - self.spent, 0.0)
+        outer = _deadline()
+        mine = _Deadline(self.stage, self.seconds, started + left)
+        token = _DEADLINE.set(outer if outer is not None and outer.expires <= mine.expires else mine)
+        try:
+            yield
+        finally:
+            _DEADLINE.reset(token)
+            with self._lock:
+                self.spent += time.monotonic() - started
+
+
 def remaining() -> float | None:
     """Seconds left before the deadline in force (None: no deadline)."""
     deadline = _deadline()
@@ -172,13 +201,19 @@ def on_request(request: httpx.Request) -> None:
     httpx reads the timeouts from the request's extensions when it sends it, so this overrides any timeout
     (including `None`, no limit) that huggingface_hub's call site passed.
     """
-    check_deadline()
+    size = request.headers.get("Content-Length", "?")
+    try:
+        check_deadline()
+    except DeadlinePassed as late:  # an upload's next send: say what it had to send
+        if request.method != "PUT":
+            raise
+        raise DeadlinePassed(late.stage, late.seconds, f"{size} bytes to send") from None
     request.extensions["timeout"] = timeouts().as_dict()
     if isinstance(request.stream, httpx.SyncByteStream) and request.method in ("PUT", "POST", "PATCH"):
         applied = _limits()
         if request.method == "PUT":
-            _count_send(str(request.url), request.headers.get("Content-Length", "?"), applied)
-        request.stream = _GuardedUpload(request.stream, applied, _deadline())
+            _count_send(str(request.url), size, applied)
+        request.stream = _GuardedUpload(request.stream, applied, _deadline(), size)
 
 
 def _count_send(url: str, size: str, applied: Limits) -> None:
@@ -240,18 +275,20 @@ class _GuardedUpload(httpx.SyncByteStream):
     the floor moves in a second, so a trickling peer is found within about a window and a piece.
     """
 
-    def __init__(self, inner: httpx.SyncByteStream, applied: Limits, deadline: _Deadline | None):
+    def __init__(self, inner: httpx.SyncByteStream, applied: Limits, deadline: _Deadline | None, size: str = "?"):
         self._inner = inner
         self._limits = applied
         self._deadline = deadline
+        self._size = size  # the body's Content-Length, named when the deadline stops it
         self._piece = max(1024, min(applied.min_bytes_per_s or 64 * 1024, 64 * 1024))
 
     def __iter__(self) -> Iterator[bytes]:
         window = _Window(self._limits, "an upload")
         for chunk in _pieces(self._inner, self._piece):
             now = time.monotonic()
-            if self._deadline is not None:
-                self._deadline.check(now)
+            if self._deadline is not None and now >= self._deadline.expires:
+                sent = f"{window.total} of its {self._size} bytes sent in this send"
+                raise DeadlinePassed(self._deadline.stage, self._deadline.seconds, sent)
             if self._limits.min_bytes_per_s:
                 window.add(0, now)  # the time the piece before took to leave counts
             yield chunk

@@ -482,6 +482,9 @@ class HubSettings(_Strict):
     plan_deadline_s: float = Field(
         1200.0, gt=0, le=7 * 86400, description="discover and plan: every listing, record and config read"
     )
+    upload_deadline_s: float = Field(
+        5400.0, gt=0, le=7 * 86400, description="every upload of one publish job together: all its commits and retries"
+    )
 
 
 class Recipe(_Strict):

@@ -34,13 +34,14 @@ def reader_hub(settings: Settings, recipe: Recipe) -> Hub:
     return Hub(settings.endpoint, settings.reader_token, settings=recipe.hub, token_name=reader_token_name(settings))
 
 
-def writer_hub(settings: Settings) -> Hub:
-    """The Hub with the write token, or the one error every publishing path gives without it.
+def writer_hub(settings: Settings, recipe: Recipe) -> Hub:
+    """The Hub with the write token under the recipe's `hub:` settings (timeouts, rate floor, the upload deadline
+    every commit of the job shares), or the one error every publishing path gives without it.
 
     Raises:
         UsageError: no write token.
     """
-    return Hub(settings.endpoint, require_write_token(settings.write_token), token_name="HF_TOKEN")
+    return Hub(settings.endpoint, require_write_token(settings.write_token), settings=recipe.hub, token_name="HF_TOKEN")
 
 
 def plan_job(settings: Settings, recipe: Recipe, options: RunOptions, *, out: Path | None = None) -> MatrixPlan:

@@ -327,3 +327,101 @@ def test_a_full_disk_during_download_is_the_runners_one_line_and_the_next_plan_r
         state,
         whole,
     )
+
+
+def test_an_upload_the_hub_takes_steadily_too_slowly_stops_at_the_upload_deadline_and_spends_it_for_all(hub, tmp_path):
+    """Issue 41: a Hub that reads an LFS upload at 2500 B/s, above the floor (so no window and no send stalls), for a
+    file that would take 80 s. The publish stops at `upload_deadline_s` (2 s here), naming the file, its bytes and the
+    limit; the deadline is one budget for every upload of the client, so the next commit (the status page's) stops at
+    once. Before: the commit ran under the download deadline (90 min, the publish job's own timeout), per commit."""
+    folder = tmp_path / "bundle"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(os.urandom(200_000))
+    writer = Hub(
+        hub.url, TOKEN, max_attempts=2, backoff_s=0.05, settings=FAST.model_copy(update={"upload_deadline_s": 2})
+    )
+    before = repos(hub)
+    hub.set_faults([{"method": "PUT", "path": "^/_lfs/upload/", "upload_rate": 2500, "times": -1}])
+    started = time.monotonic()
+    try:
+        with pytest.raises(HubError) as caught:
+            writer.publish_folder("rel-net/Slow-Upload", folder, message="upload", private=False, seen=None)
+        took, message = time.monotonic() - started, caught.value.message
+        started = time.monotonic()
+        with pytest.raises(HubError) as status:
+            writer.commit_files("rel-net/slow-upload-status", {"status.json": b"{}"}, message="status")
+        after = time.monotonic() - started
+    finally:
+        hub.clear_faults()
+    assert "model.safetensors" in message and "200000 bytes" in message, message
+    assert "the upload deadline of 2 s passed" in message, message
+    assert took < 2 + 3, took  # the deadline, and huggingface_hub's one back-off before the send that found it
+    assert "the upload deadline of 2 s passed" in status.value.message and after < 2, (after, status.value.message)
+    files = Hub(hub.url, TOKEN).repo_files("rel-net/Slow-Upload").sizes
+    assert "model.safetensors" not in files, files
+    state, _ = hub_state(hub, before)
+    record(
+        "fault",
+        "an upload the Hub reads steadily at 2500 B/s, above the floor (publish, LFS file of 200 kB: 80 s), then the "
+        "status page's commit",
+        f"stopped after {took:.1f} s at the upload deadline (2 s here, hub.upload_deadline_s: one budget for every "
+        f"upload of the job): {message[:200]}; the next commit stopped after {after:.2f} s",
+        f"{state.split(':')[0]}: the repos were created, no file committed",
+        "model.safetensors" not in files,
+    )
+
+
+def test_a_publish_process_on_a_slow_hub_fails_at_the_upload_deadline_with_its_report_written(hub, tmp_path):
+    """Issue 41, the publish job as Actions runs it: `dflash-bot publish --bundle` in a process of its own, its LFS
+    uploads read at 2500 B/s, its recipe's `hub.upload_deadline_s` 2 s. It ends by itself, non-zero, its report
+    naming the file, the bytes and the limit (before: 90 min per commit, past the job's timeout: no report)."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from bot.core.naming import draft_output_repo, target_output_repo
+    from bot.core.record import Repos
+    from tests.publish.handmade import DRAFT, TARGET, make_bundle
+
+    namespace = "rel-slow-publish"
+    hub.add_org(namespace)
+    recipe = RECIPE.model_copy(
+        update={
+            "publish": RECIPE.publish.model_copy(update={"namespace": namespace}),
+            "hub": FAST.model_copy(update={"upload_deadline_s": 2}),
+        }
+    )
+    outputs = Repos(
+        draft=draft_output_repo(recipe.publish, demo.DRAFT_REPO, "int4"),
+        target=target_output_repo(recipe.publish, demo.TARGET_REPO),
+    )
+    weights = {"openvino_model.bin": os.urandom(200_000)}  # fresh bytes: the LFS store has never seen them
+    make_bundle(tmp_path / "bundle", draft={**DRAFT, **weights}, target={**TARGET, **weights}, repos=outputs)
+    recipe_file, report = tmp_path / "recipe.yaml", tmp_path / "report.json"
+    recipe_file.write_text(yaml.safe_dump(json.loads(recipe.model_dump_json())))
+    hub.set_faults([{"method": "PUT", "path": "^/_lfs/upload/", "upload_rate": 2500, "times": -1}])
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "publish", "--bundle", str(tmp_path / "bundle"),
+             "--recipe", str(recipe_file), "--report", str(report)],
+            env={**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": TOKEN}, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        hub.clear_faults()
+    took = time.monotonic() - started
+    assert done.returncode != 0, done.stdout[-2000:]
+    outcomes = json.loads(report.read_text())["outcomes"]
+    reasons = " | ".join(str(o.get("reason")) for o in outcomes)
+    assert "the upload deadline of 2 s passed" in reasons and "openvino_model.bin" in reasons, reasons
+    assert "200000 bytes" in reasons, reasons
+    assert TOKEN not in report.read_text() + done.stdout + done.stderr
+    record(
+        "fault",
+        "`dflash-bot publish --bundle` (its own process) while the Hub reads every LFS upload at 2500 B/s, "
+        "hub.upload_deadline_s 2 s",
+        f"exit {done.returncode} after {took:.1f} s, report written: {reasons[:240]}",
+        "no weights committed",
+    )
