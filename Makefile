@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-light demo test test-tools bench lint clean sandbox-host
+.PHONY: install install-light demo test test-fast durations test-tools bench lint clean sandbox-host
 
 install: $(STAMP)
 
@@ -46,6 +46,15 @@ test-tools:
 
 test: $(STAMP) test-tools
 	$(PY) -m pytest -q
+
+# The fast loop between commits: everything but the `slow` tests (real builds, the reliability scenarios; see
+# tests/conftest.py). Never instead of `make test`, which CI runs. `make durations` runs the same loop and writes its
+# wall time and slowest tests to tests/durations.txt, so the next slow test is seen.
+test-fast: $(STAMP) test-tools
+	$(PY) -m pytest -q -m "not slow"
+
+durations: $(STAMP) test-tools
+	$(PY) tests/durations.py
 
 # Code lint: ruff (lint and format) on every Python folder, mypy on every package (pyproject's [tool.mypy]), and
 # the committed JSON Schema of openvino_export.json against the models it is generated from. Workflow lint, all

@@ -213,6 +213,7 @@ LONG_MODULES = (
     "tests/reliability/test_reliability_concurrency.py",
     "tests/reliability/test_reliability_egress.py",
     "tests/run/test_pipeline.py",
+    "tests/test_deploy.py",
     "tests/reliability/test_reliability.py",
     "tests/publish/test_format_names.py",
     "tests/run/test_fanout.py",
@@ -227,8 +228,36 @@ LONG_MODULES = (
 )
 
 
+# The expensive tests carry the `slow` marker, so `make test-fast` (`pytest -m "not slow"`) runs the rest between
+# commits; `make test` and CI run everything. A test is slow when it lives in a folder of SLOW_FOLDERS (the
+# reliability scenarios), or when it uses, directly or through other fixtures, a fixture that runs real builds: one of
+# REAL_BUILD_FIXTURES, or one its module names in `REAL_BUILDS` (a tuple of fixture names, beside the fixtures). A
+# test that runs a real build by itself is marked `@pytest.mark.slow` where it is defined. tests/durations.txt shows
+# the fast loop's slowest tests (`make durations` writes it).
+SLOW_FOLDERS = ("tests/reliability/",)
+REAL_BUILD_FIXTURES = frozenset({"built"})
+
+
+def real_build_fixtures(item: pytest.Item) -> set[str]:
+    """The real-build fixtures a test uses, directly or through other fixtures."""
+    module = getattr(item, "module", None)
+    named = {*REAL_BUILD_FIXTURES, *getattr(module, "REAL_BUILDS", ())}
+    return named & set(getattr(item, "fixturenames", ()))
+
+
+def is_slow(item: pytest.Item) -> bool:
+    """Whether the test belongs out of the fast loop: in a slow folder, or using a real-build fixture."""
+    path = Path(str(item.path)).resolve().relative_to(REPO_ROOT).as_posix()
+    return path.startswith(SLOW_FOLDERS) or bool(real_build_fixtures(item))
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long modules first (LONG_MODULES order), every other module after them in collection order."""
+    """The `slow` marker on the expensive tests (before `-m` deselects: a conftest's hook runs before pytest's own);
+    then long modules first (LONG_MODULES order), every other module after them in collection order."""
+    for item in items:
+        if is_slow(item) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
     rank = {module: index for index, module in enumerate(LONG_MODULES)}
 
     def module_rank(item: pytest.Item) -> int:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from bot.cli import run_command_line
@@ -76,6 +77,7 @@ def _run(hub, recipe: Path, work: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # a real `run` with the shipped recipe: both weight formats, its full sweep
 def test_a_run_stops_before_any_download_on_the_shipped_recipe_and_publishes_on_the_edited_one(hub, tmp_path):
     hub.add_token(TOKEN, "deployer", write=True, orgs=["my-org"])
     demo.seed(hub.url, HUB_TOKEN, tmp_path / "seed", demo.DEMO_REPOS[:2])  # the demo's target and DFlash draft

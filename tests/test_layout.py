@@ -12,6 +12,8 @@
   setuptools and editors skip those); a tests folder for every stage folder and none for a stage that is gone.
 - Size: no function and no module in `bot/` longer than the longest on the day the limit was set (the limits only go
   down; ruff's complexity limits in pyproject.toml are their pair).
+- The fast loop (`make test-fast`): the tests that run real builds and the reliability scenarios carry the `slow`
+  marker, which pytest checks (`--strict-markers`); the modules known to run real builds mark them.
 - The design the code cites is `docs/design.md`, in the repository: every reference to it names a section it has,
   and nothing points at a design or style guide outside the repository.
 """
@@ -23,9 +25,12 @@ import fnmatch
 import re
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BOT = ROOT / "bot"
@@ -283,6 +288,85 @@ def test_the_test_command_collects_every_test_module() -> None:
     collected = {line.split("::", 1)[0] for line in done.stdout.splitlines() if "::" in line}
     modules = {path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("test_*.py")}
     assert modules - collected == set()
+
+
+# ---- the fast loop ----
+
+# The modules that request the session's real-build fixture (`built`, tests/conftest.py) or name fixtures of their
+# own in `REAL_BUILDS`, and the reliability folder: `make test-fast` (`pytest -m "not slow"`) leaves their real
+# builds out, `make test` and CI run them.
+
+
+def _fixture_names(tree: ast.Module) -> set[str]:
+    """The fixtures a test module defines: functions decorated with `pytest.fixture` (called or not)."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if isinstance(target, ast.Attribute) and target.attr == "fixture":
+                    names.add(node.name)
+    return names
+
+
+def _real_builds(tree: ast.Module) -> tuple[str, ...] | None:
+    """The module's `REAL_BUILDS = (...)`, or None without one."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["REAL_BUILDS"]:
+            return tuple(ast.literal_eval(node.value))
+    return None
+
+
+def test_real_builds_name_fixtures_of_their_module() -> None:
+    """A misspelt name in `REAL_BUILDS` would put that module's real builds back in the fast loop, silently."""
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        declared = _real_builds(tree)
+        if declared is not None:
+            assert declared, f"{path.relative_to(ROOT)}: an empty REAL_BUILDS"
+            assert set(declared) <= _fixture_names(tree), f"{path.relative_to(ROOT)}: REAL_BUILDS names no fixture"
+
+
+def test_every_module_that_runs_real_builds_marks_them_slow() -> None:
+    """The modules conftest's LONG_MODULES lists (they run real builds) each keep their real builds out of the fast
+    loop: in the reliability folder, through `built` or `REAL_BUILDS`, or with `@pytest.mark.slow` on a test."""
+    from tests.conftest import LONG_MODULES, REAL_BUILD_FIXTURES, SLOW_FOLDERS
+
+    unmarked = []
+    for module in LONG_MODULES:
+        source = (ROOT / module).read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        requested = {arg.arg for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) for arg in node.args.args}
+        if not (
+            module.startswith(SLOW_FOLDERS)
+            or requested & REAL_BUILD_FIXTURES
+            or _real_builds(tree)
+            or "pytest.mark.slow" in source
+        ):
+            unmarked.append(module)
+    assert unmarked == []
+
+
+def test_tests_using_a_real_build_fixture_carry_the_slow_marker(request: pytest.FixtureRequest) -> None:
+    """In this session (whole suite or fast loop alike), every test that uses a real-build fixture, directly or
+    through other fixtures, or lives in a slow folder carries `slow`: under `-m "not slow"` none of them is left."""
+    from tests.conftest import is_slow
+
+    unmarked = [
+        item.nodeid for item in request.session.items if is_slow(item) and item.get_closest_marker("slow") is None
+    ]
+    assert unmarked == []
+
+
+def test_the_slow_marker_is_registered_and_markers_are_strict() -> None:
+    """`--strict-markers`: a misspelt `@pytest.mark.slwo` is an error, not a test left in the fast loop."""
+    pytest_config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]
+    options = pytest_config["ini_options"]
+    assert "--strict-markers" in options["addopts"].split()
+    assert any(marker.startswith("slow:") for marker in options["markers"])
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert '-m pytest -q -m "not slow"' in makefile  # make test-fast
+    assert re.search(r"^test: .*\n\t\$\(PY\) -m pytest -q\n", makefile, re.M)  # make test: everything
 
 
 # ---- where things live ----

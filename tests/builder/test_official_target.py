@@ -38,6 +38,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 
 READER = "hf_official_reader_token"
 RECIPE = fast_recipe()
+REAL_BUILDS = ("hub",)  # slow (tests/conftest.py): this module's hub holds a real export of the demo's target
 OFFICIAL = "OpenVINO/Qwen3-Tiny-int4-ov"
 TARGET_OUT = naming.target_output_repo(RECIPE.publish, demo.TARGET_REPO)
 PAIR = (

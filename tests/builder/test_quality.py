@@ -24,6 +24,7 @@ from bot.core.recipe import ExportSettings, load_recipe
 
 PROMPTS = load_recipe().validation.prompts
 MAX_NEW_TOKENS = 24
+REAL_BUILDS = ("measured",)  # slow (tests/conftest.py): real exports of three tiny targets
 
 
 @pytest.fixture(scope="session")

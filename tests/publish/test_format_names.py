@@ -27,6 +27,7 @@ from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
+REAL_BUILDS = ("int8_run",)  # slow (tests/conftest.py): a real `run`: exports and GenAI validation in int8
 
 
 def recipe_with(formats: list[str], margin: float = 0.1) -> Recipe:

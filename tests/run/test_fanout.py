@@ -39,6 +39,7 @@ from tests.conftest import HUB_ORGS, fast_recipe
 TOKEN = "hf_actions_write_token_0123456789"
 READER = "hf_actions_read_token_9876543210"
 RECIPE = fast_recipe(num_assistant_tokens=[3], repeats=1)
+REAL_BUILDS = ("workflow", "single_run")  # slow (tests/conftest.py): both build the demo pair for real
 DRAFT_OUT = draft_output_repo(RECIPE.publish, demo.DRAFT_REPO, "int4")
 TARGET_OUT = target_output_repo(RECIPE.publish, demo.TARGET_REPO)
 MODEL_LIBRARIES = ("torch", "openvino", "transformers", "optimum", "safetensors", "openvino_genai")

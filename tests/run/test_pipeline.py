@@ -32,6 +32,7 @@ READER = "hf_test_reader_token"
 GATED_REPO = "z-lab/Qwen3-Tiny-DFlash-gated"
 PRIVATE_REPO = "z-lab/Qwen3-Tiny-DFlash-private"
 RECIPE = fast_recipe()
+REAL_BUILDS = ("first_run",)  # slow (tests/conftest.py): the first `run`: real exports and GenAI validation
 DRAFT_OUT = draft_output_repo(RECIPE.publish, demo.DRAFT_REPO, "int4")
 TARGET_OUT = target_output_repo(RECIPE.publish, demo.TARGET_REPO)
 

@@ -23,6 +23,7 @@ from tests.run.test_try_pair import DRAFT_OUT, TOKEN, publish_oracle_pair
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 PIP_TIMEOUT_S = 1200
+REAL_BUILDS = ("plain_venv",)  # slow (tests/conftest.py): the wheel built and installed from the package index
 
 
 def _name(requirement: str) -> str:

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 
 TOKEN = "hf_try_write_token"
 RECIPE = fast_recipe()
+REAL_BUILDS = ("server",)  # slow (tests/conftest.py): the hub is seeded with a pair the real job built and published
 # The 4-layer oracle pair (the draft always right): the quickest pair to build and to measure.
 SEEDED = (
     demo.SeededRepo(demo.TARGET_REPO, "oracle", "target"),

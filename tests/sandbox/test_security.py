@@ -121,6 +121,7 @@ def test_the_hostile_tokenizer_path_is_followed_by_the_loader_unless_removed(tin
     assert CANARY_TOKEN not in AutoTokenizer.from_pretrained(copy).get_vocab()
 
 
+@pytest.mark.slow  # a real export of the hostile target, traced
 def test_the_tokenizer_path_attack_builds_without_opening_the_outside_file(tiny, tmp_path):
     source, secret = _hostile_target(tiny, tmp_path)
     work = tmp_path / "work"
@@ -148,6 +149,7 @@ def test_the_tokenizer_path_attack_builds_without_opening_the_outside_file(tiny,
 
 
 @pytest.mark.skipif(confinement().landlock_abi == 0, reason="the kernel has no Landlock")
+@pytest.mark.slow  # a real export of the hostile target, traced
 def test_landlock_alone_stops_the_loader_from_reading_outside(tiny, tmp_path):
     """Second layer: the field left in place (no sanitising), the OS refuses the open and nothing leaks."""
     source, secret = _hostile_target(tiny, tmp_path)
@@ -446,6 +448,7 @@ def test_without_confinement_the_probe_does_find_the_token(tmp_path):
 # ---- hostile cards through a real build ----
 
 
+@pytest.mark.slow  # a real build of the pair
 def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_cards(tiny, tmp_path):
     """A real build of a pair whose draft card injects markup into `license` and whose target card is an alias
     bomb: the provenance stays small, and the cards rendered from it parse to the metadata meant, with none of the

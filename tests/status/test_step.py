@@ -26,6 +26,7 @@ from tests.conftest import fast_recipe
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 RECIPE = fast_recipe()
+REAL_BUILDS = ("first",)  # slow (tests/conftest.py): the first `run`: real export and GenAI validation
 DRAFT_OUT = naming.draft_output_repo(RECIPE.publish, demo.DRAFT_REPO, "int4")
 TARGET_OUT = naming.target_output_repo(RECIPE.publish, demo.TARGET_REPO)
 STATUS_REPO = RECIPE.status_repo_id
