@@ -153,8 +153,8 @@ def choose_draft_format(
 
     Formats that passed the acceptance gate come before those that did not, and only lossless ones are eligible; a
     published format that fails a gate, or was not measured, is held no more (the smaller eligible file is).
-    `failed` formats are listed, never chosen. Two honest runs of one pair agree: near a tie both keep the held
-    format, and only a gap wider than their intervals and the margin moves either.
+    `failed` formats are listed, never chosen. Near a tie two honest runs of one pair both keep the held format;
+    only a gap wider than their intervals and the margin moves either.
 
     Args:
         results: every measured format's figures.
@@ -211,6 +211,7 @@ def _decide(
     *,
     as_published: bool,
 ) -> FormatChoice:
+    """The held format, or the fastest of the pool that beats it, with the reason the card gives (`Why:`)."""
     role = "published" if as_published else "smaller"
     beating = [r for r in pool if r is not held and r.beats(held, margin)]
     if beating:
