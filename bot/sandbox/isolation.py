@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from bot.core import log
-from bot.core.errors import Failure, InfrastructureFailure, Stage
+from bot.core.errors import Failure, InfrastructureFailure, RunnerFault, Stage, runner_fault_in
 from bot.core.settings import SANDBOX_LAYERS
 from bot.sandbox import reaper
 from bot.sandbox.confinement import NAMESPACE_PREFIX, confinement, scrubbed_env
@@ -176,7 +176,8 @@ def run_logged(
             file-backed memory when it crossed, and the budget); the process group is killed in the last two cases.
             The time and memory limits are the recipe's, which the status memory fingerprints: a source over them
             fails the same way again until the recipe changes, so this failure is remembered as the source's.
-        InfrastructureFailure: the bot is stopping (SIGTERM), so the child was not started or was killed.
+        InfrastructureFailure: the bot is stopping (SIGTERM), so the child was not started or was killed; or its
+            log shows the runner's disk was full (`disk_full_line`, `runner` DISK_FULL), whatever its last line.
     """
     if _stopping.is_set():
         raise InfrastructureFailure(f"{what} not started: the bot is stopping")
@@ -226,9 +227,29 @@ def run_logged(
     if _stopping.is_set():
         raise InfrastructureFailure(f"{what} stopped: the bot is stopping (SIGTERM), so its child was killed")
     if code != 0:
-        cause = exit_cause(_signal_through_unshare(code, log_path), oom_kills, sampler.peaks)
-        raise Failure(f"{what} failed ({cause}): {last_error_line(log_path)}")
+        raise _exit_failure(what, code, log_path, oom_kills, sampler.peaks)
     return sampler.peaks
+
+
+def _exit_failure(what: str, code: int, log_path: Path, oom_kills: int | None, peaks: Peaks) -> Failure:
+    """The failure of a child that exited non-zero: the runner's when its log shows a full disk."""
+    cause = exit_cause(_signal_through_unshare(code, log_path), oom_kills, peaks)
+    message = f"{what} failed ({cause}): {last_error_line(log_path)}"
+    full = disk_full_line(log_path)
+    if full is not None:  # the runner's disk, wherever the child's last line hid it (issue 41)
+        return InfrastructureFailure(f"{message}; its log: {full}", runner=RunnerFault.DISK_FULL)
+    return Failure(message)
+
+
+def disk_full_line(log_path: Path) -> str | None:
+    """The last line of a child's log (its last 64 kB) where the operating system said the disk is full (ENOSPC,
+    EDQUOT), cut to 200 characters; None when none does. A library that catches the `OSError` and raises its own
+    error (a chained traceback, a writer's "file write failed") leaves it above the last line, and a full disk is
+    the runner's, never the source's."""
+    for line in reversed(_log_tail(log_path, 64 * 1024).splitlines()):
+        if runner_fault_in(line) is RunnerFault.DISK_FULL:
+            return line.strip()[:200]
+    return None
 
 
 def over_budget_message(what: str, memory: Memory, budget_bytes: int, log_path: Path) -> str:
