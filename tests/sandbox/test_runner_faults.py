@@ -6,6 +6,7 @@ as the source's, so the next healthy run skipped the source for `recheck_after` 
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from bot.core.errors import Failure, InfrastructureFailure, RunnerFault, Stage, as_runners
 from bot.core.outcome import Outcome
 from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
-from bot.status.memory import FAILED, StatusEntry, source_fault
+from bot.status.memory import StatusEntry, source_fault
 
 SOURCE = "z-lab/Qwen3-Tiny-DFlash-b16"
 
@@ -49,7 +50,15 @@ def _remembered(error: Failure) -> bool:
     """Whether the status memory would keep this failure as the source's (the pipeline's path: `as_runners`, then
     the outcome, then the entry the memory writes)."""
     outcome = Outcome.of_error(SOURCE, "0" * 40, as_runners(error))
-    entry = StatusEntry.model_construct(source=SOURCE, status=FAILED, reason=outcome.reason, stage=outcome.stage)
+    entry = StatusEntry(
+        source=SOURCE,
+        status="failed",
+        reason=outcome.reason,
+        stage=outcome.stage,
+        toolchain_fingerprint="t",
+        recipe_fingerprint="r",
+        last_checked=dt.datetime.now(dt.UTC),
+    )
     return source_fault(entry)
 
 
