@@ -2,8 +2,8 @@
 
 `run` and the Actions fan-out use the same hand-off: the token-free builder (`dflash-bot build --job`: the process
 `run` starts per target group, or the Actions build job) writes the folders with `write_outcome`, and the
-publishing side reads them back with `read_built`, checking that each bundle is the build its job planned before
-anything is published.
+publishing side reads a target group's back with `read_group`, checking that each bundle is the build its job
+planned before anything is published.
 """
 
 from __future__ import annotations
@@ -58,27 +58,12 @@ class _NotPublished(Exception):
         self.tampered = tampered
 
 
-def read_built(
-    report: RunReport, job: BuildJob, folder: Path | None, *, formats: Collection[str] | None = None
-) -> Bundle | None:
-    """The bundle a build left for `job` in `folder`, when it is the build the job planned; otherwise None, with
-    the job's outcome added to `report` (failed or skipped in the build, missing, damaged, or not what was
-    planned). Nothing that fails these checks is ever published.
-
-    Args:
-        formats: the draft weight formats the recipe builds (None: any the job names a repo for).
-    """
-    try:
-        return _checked_bundle(report, job, folder, formats, template_fingerprint())
-    except _NotPublished:
-        return None
-
-
 def read_group(
     report: RunReport, jobs: list[BuildJob], folder: Path | None, *, formats: Collection[str] | None = None
 ) -> list[tuple[BuildJob, Bundle]]:
     """The bundles one target group's build left under `folder` (`folder/artifact_name(source)` per job), held to
-    the plan's jobs like `read_built`; when one is not what the plan made (another job's, other revisions, a
+    the plan's jobs (each bundle the build its job planned, or its job's outcome added to `report`: failed or
+    skipped in the build, missing, damaged); when one is not what the plan made (another job's, other revisions, a
     weight format or reused/official target the plan did not name, files its format never publishes), none of
     the group is: that bundle is refused with its reason and every other draft of the group with its name.
     Every job's outcome that is not handed on goes to `report`."""

@@ -48,8 +48,9 @@ def make_bundle(
     """A bundle folder at `root` (`draft/`, `target/`, `openvino_export.json`) holding exactly these files, its
     record listing each one's sha256 (default: `DRAFT`, `TARGET` and `build_record()`).
 
-    With `repos`, the record names them and this checkout's card templates, as a build of a planned job writes
-    it (`bot.builder.draft_record`); a publisher commits only such a record, as written.
+    With `repos`, the record names them, this checkout's card templates and the approval of a scheduled build
+    (`approved_by: recipe`, as `tests.records.candidate` plans it), as a build of a planned job writes it
+    (`bot.builder.draft_record`); a publisher commits only such a record, as written.
     """
     for sub, files in (("draft", DRAFT if draft is None else draft), ("target", TARGET if target is None else target)):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -62,6 +63,8 @@ def make_bundle(
     built = (built or build_record()).model_copy(update={"files": listed})
     if repos is not None:
         built = built.published_as(repos, template_fingerprint())
+        if built.approved_by is None:
+            built = built.model_copy(update={"approved_by": "recipe"})
     record.write(built, root)
     return Bundle(root=root, draft_dir=root / "draft", target_dir=root / "target", record=built)
 

@@ -47,8 +47,11 @@ HAND_MADE = JOBS[0].draft_repos["int8"]  # in the bot's namespace, made by a per
 
 
 def _record(source: str) -> BuildRecord:
+    """A scheduled build's record of `source` (its author trusted by the recipe, as the plan's jobs say)."""
     built = build_record()
-    return built.model_copy(update={"source": built.source.model_copy(update={"repo": source})})
+    return built.model_copy(
+        update={"source": built.source.model_copy(update={"repo": source}), "approved_by": "recipe"}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +132,11 @@ TAMPERED = {
     ),
     "record without repos": (lambda d, t, b: (d, t, b.model_copy(update={"repos": None})), "record names no repos"),
     "record of other card templates": (lambda d, t, b: (d, t, b.published_as(b.repos, "0" * 64)), "card templates"),
+    # Who approved it is the plan's to say (the cards tell downloaders): a record claiming otherwise is refused.
+    "record claiming a dispatch": (
+        lambda d, t, b: (d, t, b.model_copy(update={"approved_by": "dispatch"})),
+        "approved by dispatch, the plan by recipe",
+    ),
 }
 
 
