@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from bot.core import log
-from bot.core.errors import BotError, Stage
+from bot.core.errors import BotError, InfrastructureFailure, Stage, as_runners, runner_fault_of
 from bot.core.fingerprints import Fingerprints, current_toolchain_fingerprint
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
@@ -53,16 +53,23 @@ class RunMemory:
 def guard(report: RunReport, source: str, revision: str | None, action: Callable[[], object]) -> bool:
     """Run one candidate's step; any error becomes that candidate's outcome and the run goes on.
 
-    A `BotError` is an expected skip or failure; anything else is a bug or a hostile input nobody foresaw, reported
-    as a failure with its one-line cause while its traceback goes to the log at error level (on Actions an
-    annotation and the lines after it). Returns True when the step finished.
+    A `BotError` is an expected skip or failure (the runner's when its message shows it: `as_runners`); an exception
+    the machine raised (a full disk, no memory: `runner_fault_of`) is the runner's failure, one line, never the
+    source's; anything else is a bug or a hostile input nobody foresaw, reported as a failure with its one-line cause
+    while its traceback goes to the log at error level (on Actions an annotation and the lines after it). Returns True
+    when the step finished.
     """
     try:
         action()
         return True
     except BotError as error:
-        report.add(Outcome.of_error(source, revision, error))
+        report.add(Outcome.of_error(source, revision, as_runners(error)))
     except Exception as exc:
+        fault = runner_fault_of(exc)
+        if fault is not None:
+            said = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            report.add(Outcome.of_error(source, revision, InfrastructureFailure(said, runner=fault)))
+            return False
         cause = f"unexpected {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         log.get().error("%s: %s", source, cause, exc_info=exc)  # a bug: its traceback at error level, not one line
         report.add(Outcome(source, revision, Status.FAILED, cause))
