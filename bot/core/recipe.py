@@ -358,8 +358,9 @@ class PublishSettings(_Strict):
 
     format_switch_margin: float = Field(
         0.10,
-        description="a published draft moves to another weight format (and its repo) only when that format measured "
-        "faster by more than this share (0.1: 10 %), so a noisy measurement never flips it",
+        description="the held weight format (the published one; for a new draft the smaller file, int4) gives way "
+        "to another only when that format's 95 % interval clears the held one's by more than this share (0.1: 10 %), "
+        "on the first publication as on later ones, so two runs agree and a noisy measurement never flips it",
     )
     draft_home_namespace: str | None = Field(
         "z-lab", description="drafts from this namespace keep their bare name; others get `namespace__` in front"
