@@ -47,8 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import BIN, ROOT
 from bench.floor import FLOOR_STAGES, MAX_TRIES, SLOWDOWN, STEP_BYTES, limit_stages, markdown
 from bench.memory_limit import limit_method
-from bench.scale_family import depth_of, family_of
+from bench.scale_family import depth_of, family_of, least_squares
 from bench.scale_family import markdown as family_markdown
+from bench.scale_family import reads as family_reads
 from bench.scale_report import quality_and_other_seconds, write_report
 from bench.stages import END_TO_END, STAGES, canonical_output, end_to_end, run_stage
 from bot.core.runners import SIZED_STAGES
@@ -251,7 +252,24 @@ def fit(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
     lines |= {"ir_bytes": ir_bytes, "export_scratch_disk": scratch}
     order = [*(f"{name}_memory" for name in STAGE_LINES), "ir_bytes", "export_scratch_disk", "quality_memory"]
     order += [f"{name}_file" for name in (*STAGE_LINES, "quality")]
-    return {name: fit_line(lines[name]) for name in order if lines.get(name)}
+    fits = {name: fit_line(lines[name]) for name in order if lines.get(name)}
+    return fits | seconds_lines(results)
+
+
+def seconds_lines(results: dict[str, dict]) -> dict[str, tuple[float, int]]:
+    """Each sized stage's wall seconds on this machine as a line in the bytes it reads (a to 4 significant digits:
+    seconds per byte are small)."""
+    reads = {"draft export": "draft", "target export": "target", "validate": "pair", "inspect": "target"}
+    reads["quality"] = "target"
+    fits = {}
+    for stage, which in reads.items():
+        points = [
+            (family_reads(r, which), r["stages"][stage]["seconds"]) for r in results.values() if stage in r["stages"]
+        ]
+        if len(points) >= 2:
+            a, b = least_squares(points)
+            fits[f"{stage.replace(' ', '_')}_seconds"] = (float(f"{a:.4g}"), round(b))
+    return fits
 
 
 def base_results(results: dict[str, dict]) -> dict[str, dict]:

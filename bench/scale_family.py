@@ -14,6 +14,7 @@ its target) keeps the Qwen3 lines.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
 HELD_OUT_TOLERANCE = 0.15
 # Each line a family gets: (recipe line name, the stage it reads, what it is fitted on, which bytes it reads).
@@ -80,10 +81,13 @@ def figure(result: dict, stage: str, kind: str) -> float:
 
 
 def reads(result: dict, which: str) -> int:
+    """The bytes a line reads: the draft's, the target's, or both (validation holds the pair)."""
+    if which == "draft":
+        return result["draft_bytes"]
     return result["target_bytes"] + (result["draft_bytes"] if which == "pair" else 0)
 
 
-def least_squares(points: list[tuple[float, float]]) -> tuple[float, float]:
+def least_squares(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """``a × x + b`` through the points (a >= 0: no stage shrinks as its model grows)."""
     if len(points) < 2:
         raise ValueError("a family line needs two depths or more")

@@ -135,7 +135,7 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
         "compares with its budget); the `*_file` lines are the file-backed working set beside them (reported: room",
         "for it keeps a stage fast, it never refuses a build).",
         "",
-        "| line | bytes it reads | a | b (GB) |",
+        "| line | bytes it reads | a | b (GB; seconds for a `*_seconds` line) |",
         "|---|---|---|---|",
     ]
     reads = {
@@ -147,10 +147,14 @@ def write_report(results: dict[str, dict], fits: dict, rows: list[dict], info: d
         "export_scratch_disk": "one model's safetensors",
         "quality_memory": "target safetensors (an f32 original's copy, 2 x those bytes, is added beside it)",
         "quality_file": "target safetensors",
+        "quality": "target safetensors",
     }
     for name, (a, b) in fits.items():
         what = reads.get(name) or reads[name.rsplit("_", 1)[0]]
-        lines.append(f"| {name} | {what} | {a:.4f} | {b / 1e9:.3f} |")
+        if name.endswith("_seconds"):  # seconds on this machine's cores: a per byte, b in seconds
+            lines.append(f"| {name} | {what} | {a:.4g} | {b} s |")
+        else:
+            lines.append(f"| {name} | {what} | {a:.4f} | {b / 1e9:.3f} |")
     lines += ["", "As `runners.sizing` in a recipe (workflows/dflash.yaml carries these):", "", "```yaml", "  sizing:"]
     lines += [f"    {name}: {{a: {a}, b: {b}}}" for name, (a, b) in fits.items()]
     lines += ["```"]

@@ -31,6 +31,15 @@ PROMPTS = [
 ]
 
 
+def bench_recipe():
+    """The recipe the stages read: `BENCH_RECIPE` (a file) when set, so a long run keeps the recipe it started with
+    while the checkout changes under it, else the default one."""
+    from bot.core.recipe import load_recipe
+
+    path = os.environ.get("BENCH_RECIPE")
+    return load_recipe(Path(path) if path else None)
+
+
 def canonical_output(stage: str, work: Path) -> Path | None:
     """Where a stage's output lives in a build's work folder (None: the stage leaves nothing the next one reads)."""
     return {
@@ -138,7 +147,6 @@ def _specs(work: Path):
 
 def _export(stage: str, work: Path, out: Path, scratch: Path, recipe_validation: bool) -> dict:
     from bot.builder.export import TASK_LLM, TASK_VLM, ExportRequest, export_model
-    from bot.core.recipe import load_recipe
 
     python, _, target_spec = _specs(work)
     role = stage.split()[0]
@@ -149,7 +157,7 @@ def _export(stage: str, work: Path, out: Path, scratch: Path, recipe_validation:
     previous = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = str(scratch / "tmp")
     try:
-        export_model(request, load_recipe().export, log_dir=scratch / "logs", home=scratch / "hf", python=python)
+        export_model(request, bench_recipe().export, log_dir=scratch / "logs", home=scratch / "hf", python=python)
     finally:
         if previous is None:
             os.environ.pop("TMPDIR")
@@ -169,10 +177,9 @@ def _inspect(stage: str, work: Path, out: Path, scratch: Path, recipe_validation
 
 def _quality(stage: str, work: Path, out: Path, scratch: Path, recipe_validation: bool) -> dict:
     from bot.builder.quality import measure_quality
-    from bot.core.recipe import load_recipe
 
     python, _, _ = _specs(work)
-    recipe = load_recipe()
+    recipe = bench_recipe()
     quality = measure_quality(
         work / "src" / "target",
         work / "ir" / "target",
@@ -191,10 +198,10 @@ def _quality(stage: str, work: Path, out: Path, scratch: Path, recipe_validation
 def validation_settings(recipe_validation: bool):
     """The recipe's sweep, or the shortened one (one k, one repeat, 16 tokens: memory does not depend on the
     sweep)."""
-    from bot.core.recipe import ValidationSettings, load_recipe
+    from bot.core.recipe import ValidationSettings
 
     if recipe_validation:
-        return load_recipe().validation.model_copy(update={"min_accept_length": 1.0})
+        return bench_recipe().validation.model_copy(update={"min_accept_length": 1.0})
     return ValidationSettings(
         prompts=PROMPTS, max_new_tokens=16, num_assistant_tokens=[3], repeats=1, min_accept_length=1.0, timeout_s=3600
     )

@@ -137,6 +137,10 @@ class SizingModel(_Strict):
     export_scratch_disk: LinearFit = LinearFit(a=1.0093, b=-63_083_564)
     cores: int = Field(2, ge=1, description="the cores the seconds lines were measured on")
     families: dict[str, SizingModel] = Field(default_factory=dict)
+    measured_on: str | None = Field(
+        None,
+        description="a family's lines measured on another family (a stand-in until its own are measured): that one",
+    )
 
     @field_validator("stages")
     @classmethod
@@ -157,13 +161,20 @@ class SizingModel(_Strict):
         return families
 
     def for_family(self, model_type: str) -> tuple[SizingModel, bool]:
-        """The lines that size a target of `model_type`, and whether they were measured on that family (False: the
-        Qwen3 lines stand in, an extrapolation the plan names)."""
+        """The lines that size a target of `model_type`, and whether they were measured on that family (False:
+        another family's lines stand in, an extrapolation the plan names: `measured_family`)."""
         if model_type == BASE_FAMILY:
             return self, True
         if model_type in self.families:
-            return self.families[model_type], True
+            lines = self.families[model_type]
+            return lines, lines.measured_on in (None, model_type)
         return self, False
+
+    def measured_family(self, model_type: str) -> str:
+        """The family whose measurements size a target of `model_type`."""
+        if model_type in self.families:
+            return self.families[model_type].measured_on or model_type
+        return model_type if model_type == BASE_FAMILY else BASE_FAMILY
 
     @classmethod
     def line_names(cls) -> list[str]:
@@ -199,6 +210,8 @@ class SizingModel(_Strict):
         }
         if not dumped.get("families", True):
             dumped.pop("families")
+        if dumped.get("measured_on", "") is None:
+            dumped.pop("measured_on")
         return {**lines, **dumped}
 
 

@@ -415,10 +415,11 @@ def estimate_for(pair: Pair, runner: RunnerClass, runners: RunnerSettings, time:
 
 
 def lines_note(pair: Pair, runners: RunnerSettings) -> str:
-    """Nothing when the target's family has lines of its own, else a note that the Qwen3 lines stood in."""
+    """Nothing when the target's family has lines of its own, else a note naming the family whose lines stood in."""
     if runners.sizing.for_family(pair.family)[1]:
         return ""
-    return f" (sized by the {BASE_FAMILY} lines: none measured for {pair.family} targets, docs/scale.md)"
+    stand_in = runners.sizing.measured_family(pair.family)
+    return f" (sized by the {stand_in} lines: none measured for {pair.family} targets, docs/scale.md)"
 
 
 def no_class_reason(pair: Pair, runners: RunnerSettings, needed: BuildEstimate) -> str:
