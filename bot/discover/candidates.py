@@ -224,27 +224,22 @@ def resolve(
 ) -> Candidate:
     """Read the draft's config and card, find and cross-check its target, and check sizes: no weights downloaded.
 
-    A draft whose layout no toolchain can export yet is skipped right after its config and card are read (two
-    requests), naming its layout, the field that decided it, the capability it waits for and its target
-    (`bot.core.draft_formats.skip_reason`), before any target lookup.
-
-    The draft must be approved (`bot.discover.trust`: a trusted author, or this run's dispatch) before anything is
-    read, and its target's author trusted before the target is looked up (a dispatch approves the pair).
+    The draft must be approved (`bot.discover.trust`) before anything is read. A layout no toolchain can export
+    yet is skipped right after its config and card are read (two requests), naming its layout, the field that
+    decided it, the capability it waits for and its target (`draft_formats.skip_reason`); the target's author must
+    be trusted (or the draft dispatched) before the target is looked up.
 
     `profiles_dir` is where profile environments live (`Settings.profiles_dir`, for `planned_toolchain`); `trust`
     this run's approvals (default: the recipe's, no dispatch).
 
     Raises:
-        Skip: at `Stage.APPROVE` (seen, not approved), the draft's or the target's author is not trusted and the
-            draft was not dispatched.
-        Skip: unsupported, broken, gated or oversized source, or a target that does not fit; a reason about the
-            target names the target repo.
+        Skip: not approved (at `Stage.APPROVE`); unsupported, broken, gated or oversized source, or a target that
+            does not fit (a reason about the target names the target repo).
     """
     repo, revision = listing.repo_id, listing.sha
     trust = trust or Trust.of(recipe)
     approved_by = trust.require_draft(repo)
-    if revision is None:
-        revision = hub.repo_files(repo).sha
+    revision = revision or hub.repo_files(repo).sha
     config_bytes = hub.read_file(repo, "config.json", revision)
     if config_bytes is None:
         raise Skip("no config.json in the repo", subject=repo, stage=Stage.DISCOVER)
