@@ -27,6 +27,7 @@ from tests.conftest import HUB_TOKEN
 from tinymodels.hub_layouts import seed_layouts
 
 ROOT = Path(__file__).resolve().parents[2]
+REAL_BUILDS = ("light_bin",)  # slow (tests/conftest.py): a fresh venv installed from the package index
 
 
 @pytest.fixture(scope="module")
