@@ -108,6 +108,4 @@ def qwen3_moe_target(
         "pad_token_id": vocab.endoftext, "temperature": 0.7, "top_k": 20, "top_p": 0.8,
         "transformers_version": transformers_version,
     }  # fmt: skip
-    return Checkpoint(
-        config=config, weights=split_experts(weights), readme=readme, generation_config=generation_config
-    )
+    return Checkpoint(config=config, weights=split_experts(weights), readme=readme, generation_config=generation_config)

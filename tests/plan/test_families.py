@@ -15,9 +15,10 @@ from bot.plan.sizing import BuildTime, Pair, choose_runner, estimate_build, pair
 from tests.conftest import REPO_ROOT
 
 GB = 10**9
-ZERO = {"a": 0.0, "b": 0}
+ZERO: dict[str, float] = {"a": 0.0, "b": 0}
 # Round lines: every export holds its bytes, the rest nothing; each stage takes 100 s plus 1 s per GB on 2 cores.
-LINES = {
+LINES: dict[str, object] = {}
+LINES |= {
     f"{stage}_{kind}": ({"a": 1.0, "b": 0} if kind == "memory" and stage.endswith("export") else ZERO)
     for stage in ("draft_export", "target_export", "validate", "inspect", "quality")
     for kind in ("memory", "file")
