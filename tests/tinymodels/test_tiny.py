@@ -20,7 +20,8 @@ from tinymodels import FOLLOWER_WORD, PREDICTED_WORD, TINY_KINDS, TinyPair, make
 
 DFLASH_DRAFTS = ("dflash", "oracle", "random")
 # The Qwen3.5 (VLM) kinds have their own checkout layout; tests/tinymodels/test_vlm.py covers them.
-QWEN3_KINDS = tuple(kind for kind in TINY_KINDS if not kind.endswith("-qwen3_5"))
+# The dense Qwen3 targets (the MoE kinds' are tests/builder/test_moe.py's).
+QWEN3_KINDS = tuple(kind for kind in TINY_KINDS if not kind.endswith(("-qwen3_5", "_moe")))
 CONFIG_DEFECTS = {
     "broken-llama": {"model_type": ("qwen3", "llama")},
     "broken-layer-ids": {"dflash_config.target_layer_ids": ([1, 2], [1, 40])},
@@ -96,7 +97,7 @@ def test_kinds_have_one_line_descriptions():
         "dflash", "oracle", "random", "dspark", "dspark-markov", "dflash2", "broken-llama", "broken-layer-ids",
         "broken-hidden-size", "broken-mask-token", "broken-no-dflash-config", "broken-config-json",
         "broken-pickle", "broken-truncated", "dflash-qwen3_5", "oracle-qwen3_5", "partial-qwen3_5", "dflash-deep",
-        "oracle-deep",
+        "oracle-deep", "oracle-qwen3_moe", "oracle-qwen3_5_moe",
     }  # fmt: skip
     assert all(text and "\n" not in text for text in TINY_KINDS.values())
 
