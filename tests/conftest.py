@@ -218,6 +218,7 @@ LONG_MODULES = (
     "tests/publish/test_format_names.py",
     "tests/run/test_fanout.py",
     "tests/tinymodels/test_vlm.py",
+    "tests/builder/test_moe.py",
     "tests/status/test_step.py",
     "tests/builder/test_official_target.py",
     "tests/builder/test_group.py",
