@@ -148,6 +148,8 @@ def markdown(results: dict[str, dict], unmeasured: dict[str, str]) -> list[str]:
         "a figure is a fixed part plus a per-layer part, and so a line in the checkpoint's bytes, which the plan",
         "evaluates at the real depth's bytes (`runners.sizing.families` in the recipe). The draft keeps the Qwen3",
         "lines. Memory is anonymous GB, seconds are this machine's (2 cores, shared: upper bounds).",
+        "`bench/moe_pair.py --record` builds a MoE pair end to end (`dflash-bot build`) against the plan's estimate",
+        "from these lines: its row is in the end-to-end and estimate tables above.",
     ]
     for family, rs in families.items():
         lines += ["", f"### {family} ({', '.join(r['shape'] for r in rs)})", ""]
