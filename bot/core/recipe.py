@@ -125,12 +125,12 @@ class WatchRules(_Strict):
 
     def authored_queries(self) -> list[SourceQuery]:
         """The listings that are read whole: every source that names an author, and each trusted draft author for
-        every search of the radar (the sources without one; all the author's repos when there is none)."""
+        every search of the radar (the sources without one). A recipe whose sources all name authors is listed as
+        it says, and nothing more."""
         queries = [query for query in self.sources if query.author]
         seen = {_query_key(query) for query in queries}
-        searches = self.radar_queries() or [SourceQuery()]
         for author in self.trust.draft_authors:
-            for query in searches:
+            for query in self.radar_queries():
                 authored = query.model_copy(update={"author": author})
                 if _query_key(authored) not in seen:
                     seen.add(_query_key(authored))

@@ -87,8 +87,10 @@ def test_the_light_install_has_no_export_toolchain_and_plans_as_the_full_one(lig
     light, light_log = _plan(light_bin, hub, tmp_path / "light" / "plan.json")
     full, full_log = _plan(Path(sys.executable).parent, hub, tmp_path / "full" / "plan.json")
     assert light == full
-    # The status memory is read as current (its toolchain fingerprint is the build's) and every layout is planned.
-    assert "2 source(s) unchanged since last examined" in light_log and light_log.count(": build new") == 13
+    # The status memory is read as current (its toolchain fingerprint is the build's) and every layout of a trusted
+    # author is planned; SpecForge's community upload is seen, not approved (issue 39).
+    assert "2 source(s) unchanged since last examined" in light_log and light_log.count(": build new") == 12
     statuses = [outcome["status"] for outcome in light["report"]["outcomes"]]
     assert len(statuses) == 15 and statuses.count("up-to-date") == 2, statuses
+    assert sum(outcome["stage"] == "approve" for outcome in light["report"]["outcomes"]) == 1
     assert _steady(light_log, tmp_path / "light") == _steady(full_log, tmp_path / "full")
