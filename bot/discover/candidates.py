@@ -34,7 +34,7 @@ from bot.discover.checkpoints import (
 )
 from bot.discover.fetch import is_allowed
 from bot.discover.source_card import SourceCard, read_source_card
-from bot.discover.trust import Approval, Trust, excluded_by
+from bot.discover.trust import Approval, Trust, exclusion
 from bot.hub import Hub, RepoFiles, RepoListing
 
 _CARD_TARGET = re.compile(r"in conjunction with the target model\s*[\[`*]*([\w.-]+/[\w.-]+)", re.IGNORECASE)
@@ -141,8 +141,7 @@ def list_sources(hub: Hub, recipe: Recipe, trust: Trust | None = None) -> tuple[
 def _ruled_out(listing: RepoListing, recipe: Recipe, trust: Trust) -> SkipRecord | None:
     """Why the listing alone rules a repo out (None: examine it): excluded, not approved, or a kind not watched."""
     repo, kind = listing.repo_id, kind_from_listing(listing)
-    if pattern := excluded_by(repo, recipe.watch.exclude):
-        reason = f"excluded by the recipe's watch.exclude entry '{pattern}'"
+    if reason := exclusion(repo, recipe.watch.exclude):
         return SkipRecord(repo, listing.sha, reason, Stage.DISCOVER)
     if trust.approval(repo) is None:
         return SkipRecord(repo, listing.sha, trust.draft_reason(repo), Stage.APPROVE, kind=kind, listing=listing)

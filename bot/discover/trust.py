@@ -85,6 +85,12 @@ def excluded_by(repo_id: str, patterns: list[str]) -> str | None:
     return None
 
 
+def exclusion(repo_id: str, patterns: list[str]) -> str | None:
+    """Why the recipe's `watch.exclude` rules a repo out (None: it does not), in the one wording every caller uses."""
+    pattern = excluded_by(repo_id, patterns)
+    return f"excluded by the recipe's watch.exclude entry '{pattern}'" if pattern else None
+
+
 @dataclass(frozen=True)
 class Trust:
     """One run's approvals: the recipe's trusted authors and the repo a maintainer dispatched (if any).

@@ -28,7 +28,7 @@ from bot.core.record import BuildInputs, BuildRecord, Repos
 from bot.core.toolchain import Toolchain
 from bot.discover import candidates as discover
 from bot.discover.checkpoints import DraftSpec, require_exportable
-from bot.discover.trust import Trust, dispatch_hint, excluded_by, not_approved
+from bot.discover.trust import Trust, dispatch_hint, exclusion, not_approved
 from bot.hub import Hub, RepoListing
 from bot.plan.job import BuildJob, planned_repos
 from bot.plan.official import OfficialRepo, find_official
@@ -252,10 +252,8 @@ class Planner:
         Raises:
             Skip: the recipe's `watch.exclude` names it (excluded repos are never built, whoever dispatches them).
         """
-        if pattern := excluded_by(repo_id, self.recipe.watch.exclude):
-            raise Skip(
-                f"excluded by the recipe's watch.exclude entry '{pattern}'", subject=repo_id, stage=Stage.DISCOVER
-            )
+        if reason := exclusion(repo_id, self.recipe.watch.exclude):
+            raise Skip(reason, subject=repo_id, stage=Stage.DISCOVER)
         files = self.reader.repo_files(repo_id)
         return RepoListing(
             repo_id=repo_id,
