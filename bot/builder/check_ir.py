@@ -28,7 +28,7 @@ from bot.builder.ir_read import (
 )
 from bot.builder.per_row_rules import DraftLayout, check_per_row, is_per_row
 from bot.core.errors import Failure, Stage
-from bot.core.record import DraftInspect, RuleResult, TargetInspect
+from bot.core.record_checks import DraftInspect, RuleResult, TargetInspect
 from bot.discover.checkpoints import DraftSpec, TargetSpec
 
 _STATEFUL_INPUTS = {"inputs_embeds", "hidden_states", "beam_idx"}

@@ -23,7 +23,7 @@ from bot.builder.validate_per_row import validate_per_row_pair
 from bot.builder.weight_formats import FailedFormat, FormatChoice, FormatResult, choose_draft_format
 from bot.core import log
 from bot.core.errors import BotError, Failure, Stage
-from bot.core.record import ConcurrentValidation, DraftInspect, TargetInspect, Validation
+from bot.core.record_checks import ConcurrentValidation, DraftInspect, TargetInspect, Validation
 
 
 @dataclass(frozen=True, kw_only=True)

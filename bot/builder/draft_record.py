@@ -25,7 +25,6 @@ from bot.core.record import (
     ExportInfo,
     ExportSeconds,
     ExportTasks,
-    Inspection,
     RecipeRef,
     SourceRef,
     StageResources,
@@ -33,6 +32,7 @@ from bot.core.record import (
     ToolchainInfo,
     now,
 )
+from bot.core.record_checks import Inspection
 
 
 def sealed_outcome(finished: FinishedDraft, ctx: GroupContext, group_cost: StageResources) -> DraftOutcome:

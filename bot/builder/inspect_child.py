@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from bot.builder.check_ir import inspect_draft, inspect_target
 from bot.core.errors import Failure, Stage
-from bot.core.record import DraftInspect, TargetInspect
+from bot.core.record_checks import DraftInspect, TargetInspect
 from bot.core.settings import SANDBOX_LAYERS
 from bot.discover.checkpoints import DraftSpec, TargetSpec
 from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env

@@ -22,7 +22,7 @@ from bot.builder.ir_read import (
 )
 from bot.builder.per_row_rules import DraftLayout, check_per_row, is_per_row
 from bot.core.errors import Failure
-from bot.core.record import RuleResult
+from bot.core.record_checks import RuleResult
 
 IR_FILES = ("openvino_model.xml", "openvino_language_model.xml")
 # OpenVINO prefixes its messages with the C++ source line that raised them; the reason is the text after it.

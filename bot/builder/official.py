@@ -37,7 +37,8 @@ from bot.core import log
 from bot.core.errors import BotError, Failure, Stage
 from bot.core.hashes import hash_file, write_manifest
 from bot.core.recipe import Recipe
-from bot.core.record import FileDigest, FileList, OfficialTarget, TargetInspect
+from bot.core.record import FileDigest, FileList, OfficialTarget
+from bot.core.record_checks import TargetInspect
 from bot.core.settings import Settings
 from bot.discover.candidates import MAX_SMALL_FILE_BYTES, Candidate
 from bot.discover.checkpoints import DraftSpec, TargetSpec, classify_draft, load_config, read_target

@@ -21,7 +21,7 @@ from bot.builder.ir_read import (
     read_rt_info,
 )
 from bot.core.errors import Failure, Stage
-from bot.core.record import RuleResult
+from bot.core.record_checks import RuleResult
 
 PER_ROW_INPUTS = ("inputs_embeds", "hidden_states", "position_ids", "token_type_ids")
 # rt_info under `dflash/` that GenAI reads from a per-row draft; the offset says which rows are candidates.

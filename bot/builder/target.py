@@ -25,7 +25,8 @@ from bot.core.errors import BotError, Stage
 from bot.core.exporter import target_task
 from bot.core.hashes import hash_file
 from bot.core.recipe import Recipe
-from bot.core.record import FileList, OfficialTarget, TargetInspect, TargetRecord
+from bot.core.record import FileList, OfficialTarget, TargetRecord
+from bot.core.record_checks import TargetInspect
 from bot.core.toolchain import Toolchain
 from bot.discover.checkpoints import DraftSpec, TargetSpec
 from bot.discover.fetch import safe_copy

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from bot.core.errors import Failure
 from bot.core.recipe import ValidationSettings
-from bot.core.record import Machine, SpeedRun, Timing
+from bot.core.record_checks import Machine, SpeedRun, Timing
 from bot.core.speedup import Interval, TimingRule, speedup_interval
 
 

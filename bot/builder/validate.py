@@ -31,7 +31,7 @@ from pathlib import Path
 from bot.builder.pair_child import PairChild, run_pair_child
 from bot.builder.timing import Sweep, first_difference, machine_facts, timed_sweep
 from bot.core.recipe import ValidationSettings
-from bot.core.record import DefaultPropertiesCheck, Gates, Mismatch, Validation
+from bot.core.record_checks import DefaultPropertiesCheck, Gates, Mismatch, Validation
 from bot.core.settings import SANDBOX_LAYERS
 from bot.core.speedup import no_speedup_note, recommend_k, speedup_gate
 

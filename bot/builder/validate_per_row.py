@@ -27,7 +27,7 @@ from bot.builder.validate import _exact_properties, _generation_config, _schedul
 from bot.core.errors import Skip, Stage
 from bot.core.profiles import child_env
 from bot.core.recipe import ValidationSettings
-from bot.core.record import ConcurrentRequest, ConcurrentValidation
+from bot.core.record_checks import ConcurrentRequest, ConcurrentValidation
 from bot.core.settings import SANDBOX_LAYERS
 from bot.sandbox.isolation import untrusted_env
 

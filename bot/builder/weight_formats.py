@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from bot.core.record import Validation
+from bot.core.record_checks import Validation
 from bot.core.speedup import Interval
 
 # Without intervals (a record from before they were measured), speed-ups within this relative distance are a tie:

@@ -19,11 +19,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from bot.core import package_data
 from bot.core.recipe import WeightCompression
-from bot.core.speedup import speedup_gate
+from bot.core.record_base import DraftFormat, RecordModel, _Open
+from bot.core.record_checks import Inspection, TargetInspect, Validation
 from bot.core.toolchain import TRACKED_PACKAGES
 
 if TYPE_CHECKING:
@@ -36,21 +37,10 @@ SCHEMA_FILE = package_data.folder(package_data.SCHEMAS) / "openvino_export.schem
 # 3: `files` added: the sha256 and size of every built file published, and of the source files built from.
 SCHEMA_VERSION = 3
 BuildStatus = Literal["validated", "failed"]
-DraftFormat = Literal["stateful", "per-row"]
 Approval = Literal["recipe", "dispatch"]  # who approved a build (`bot.discover.trust`)
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-
-class _Open(BaseModel):
-    """A sub-record whose keys come from a tool (NNCF's rt_info), kept as the tool wrote them."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-
-
-class SourceRef(_Record):
+class SourceRef(RecordModel):
     """A checkpoint on the Hub at one revision, with what its card says about the license."""
 
     repo: str | None = Field(description="Hub repo id; None for a build from local folders")
@@ -65,14 +55,14 @@ class TargetRef(SourceRef):
     is_vlm: bool = Field(description="a vision-language target (exported image-text-to-text, run by VLMPipeline)")
 
 
-class DraftInfo(_Record):
+class DraftInfo(RecordModel):
     kind: str = Field(description="dflash | dspark | ... (docs/design.md §4)")
     format: DraftFormat
     architecture: str
     base_model_type: str
 
 
-class ToolchainInfo(_Record):
+class ToolchainInfo(RecordModel):
     """The versions that produced the IRs; a change to a tracked one rebuilds (docs/design.md §5)."""
 
     optimum_intel: str = Field(alias="optimum-intel")
@@ -104,17 +94,17 @@ class ToolchainInfo(_Record):
         return {name: versions[name] for name in TRACKED_PACKAGES}
 
 
-class RecipeRef(_Record):
+class RecipeRef(RecordModel):
     name: str
     fingerprint: str = Field(description="hash of the recipe's export and validation settings")
 
 
-class ExportTasks(_Record):
+class ExportTasks(RecordModel):
     draft: str
     target: str
 
 
-class ExportSeconds(_Record):
+class ExportSeconds(RecordModel):
     draft: float
     target: float
 
@@ -123,7 +113,7 @@ def _settings_required(schema: dict[str, Any]) -> None:
     schema["required"] = [*WeightCompression.model_fields, *schema.get("required", ())]
 
 
-class ExportInfo(WeightCompression, _Record):
+class ExportInfo(WeightCompression, RecordModel):
     """The NNCF / optimum-cli settings the IRs were exported with (the recipe's, `WeightCompression`).
 
     A recipe may leave a setting at its default; a record names every one (a record without one is refused).
@@ -159,196 +149,11 @@ def export_settings(export: WeightCompression, target_task: str) -> tuple:
     return (*export.compression().model_dump().values(), target_task)
 
 
-class TargetInspect(_Record):
-    ir_file: str
-    attention_layers: int
-    paged_attention_ops: int
-    paged_attention_ready: bool
-    sdpa_left: int
-    state_ops_left: int
-    linear_attention_layers: int = 0
-    linear_attention_ops: dict[str, int] = Field(default_factory=dict)
-    linear_attention_state_tables: int = 0
-    linear_attention_state: str | None = None
-    hidden_state_layers: list[int]
-    quantization: _Open = Field(default_factory=_Open)
-
-
-class RuleResult(_Record):
-    """One rule of the draft's format (per-row): passed, failed, or None when an earlier failure left nothing to
-    check."""
-
-    rule: str
-    passed: bool | None
-    detail: str
-
-
-class DraftInspect(_Record):
-    format: DraftFormat
-    inputs: list[str]
-    outputs: list[str]
-    mask_token_id: int
-    target_layer_ids: list[int]
-    candidate_position_offset: int | None
-    paged_attention_ready: bool
-    reason: str | None
-    paged_attention_ops: int
-    quantization: _Open = Field(default_factory=_Open)
-    rules: list[RuleResult] = Field(default_factory=list, description="per-row drafts: each rule's result")
-    layer_windows: list[int] = Field(default_factory=list, description="per-row drafts: sliding window per layer")
-
-
-class Inspection(_Record):
-    target: TargetInspect
-    draft: DraftInspect
-
-
-class SpeedRun(_Record):
-    """One `num_assistant_tokens` setting, measured with default CPU properties."""
-
-    num_assistant_tokens: int
-    max_new_tokens: int
-    accept_length: float
-    tokens_per_s: float
-    baseline_tokens_per_s: float
-    speedup: float = Field(description="the median of the interleaved pairs' speed-ups (older records: one timing)")
-    speedup_low: float | None = Field(None, description="95 % confidence interval of the speed-up, lower end")
-    speedup_high: float | None = Field(None, description="95 % confidence interval of the speed-up, upper end")
-    pairs: int | None = Field(None, description="interleaved plain/speculative pairs measured (None: older record)")
-
-
-class Machine(_Record):
-    """The validation machine as GenAI saw it (the card's method section)."""
-
-    cpu: str
-    cores: int | None = Field(None, description="logical cores")
-    threads: int | None = Field(None, description="inference threads the compiled target used")
-    memory_bytes: int | None = None
-    os: str
-
-
-class Timing(_Record):
-    """How the speed-ups were measured: interleaved pairs until the interval was tight or the budget spent."""
-
-    method: str
-    min_pairs: int
-    max_pairs: int
-    target_share: float = Field(description="stop when the 95 % interval is within this share of the median")
-    budget_s: float = Field(description="seconds of timing per draft format, shared by the sweep")
-    seconds: float = Field(description="seconds the timing took")
-
-
-class DefaultPropertiesCheck(_Record):
-    """The lossless comparison again with GenAI's default CPU properties (what the card's snippet runs)."""
-
-    lossless: bool
-    num_assistant_tokens: int
-    prompts: int
-    prompt_index: int | None = Field(None, description="the first prompt that diverged (None: lossless)")
-    first_difference: int | None = Field(None, description="its first diverging token (None: lossless)")
-
-
-class Mismatch(_Record):
-    prompt_index: int
-    num_assistant_tokens: int
-    first_difference: int
-
-
-class ConcurrentRequest(_Record):
-    prompt_index: int
-    tokens: int
-    matches_greedy: bool
-    first_difference: int | None
-
-
-class ConcurrentValidation(_Record):
-    """Per-row drafts: the lossless gate with several requests at once through continuous batching."""
-
-    requests: int
-    num_assistant_tokens: int
-    lossless: bool
-    results: list[ConcurrentRequest]
-    genai: str
-    pipeline: str
-
-
-class Gates(_Record):
-    lossless: bool
-    acceptance: bool
-    speedup: bool | None = None  # only when the recipe sets validation.min_speedup
-    quality: bool | None = None  # only when the recipe sets validation.min_top1_agreement
-
-
-class Validation(_Record):
-    """What GenAI measured: the lossless gate, the accept length the draft earned, the speed sweep."""
-
-    lossless: bool
-    mismatches: list[Mismatch]
-    prompts: list[str]
-    runs: list[SpeedRun]
-    recommended_num_assistant_tokens: int
-    accept_length: float
-    min_accept_length: float
-    acceptance_passed: bool
-    device: str
-    hardware: str
-    pipeline: str
-    image_prompts: int = 0
-    num_linear_attention_blocks: int | None = None
-    cores: int | None = Field(None, description="logical cores of the validation machine")
-    speedup_note: str | None = Field(None, description="set when no num_assistant_tokens beat plain greedy")
-    min_speedup: float | None = None
-    speedup_passed: bool = True
-    gates: Gates
-    concurrent: ConcurrentValidation | None = None
-    recommendation: str | None = Field(None, description="why this num_assistant_tokens (beyond the noise or not)")
-    machine: Machine | None = None
-    timing: Timing | None = None
-    default_properties: DefaultPropertiesCheck | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.lossless and self.acceptance_passed and self.speedup_passed
-
-    @property
-    def best_run(self) -> SpeedRun:
-        """The run at the recommended `num_assistant_tokens`."""
-        return next(
-            (r for r in self.runs if r.num_assistant_tokens == self.recommended_num_assistant_tokens),
-            max(self.runs, key=lambda r: r.tokens_per_s),
-        )
-
-    @property
-    def speeds_up(self) -> bool:
-        """Whether any setting was faster than plain greedy on the validation machine."""
-        return any(r.speedup > 1.0 for r in self.runs)
-
-    def failed_gates(self) -> list[str]:
-        """Each failed gate's reason, naming the measured figure and the recipe's bar (empty: all passed)."""
-        failed = []
-        if not self.lossless:
-            first = self.mismatches[0]
-            failed.append(
-                f"lossless gate: speculative output differs from plain greedy on {len(self.mismatches)} "
-                f"prompt/k combination(s), first at prompt {first.prompt_index} "
-                f"(k={first.num_assistant_tokens}) token {first.first_difference}"
-            )
-        if not self.acceptance_passed:
-            failed.append(
-                f"acceptance gate: accept length {self.accept_length:.2f} at k="
-                f"{self.recommended_num_assistant_tokens} is below the recipe's minimum "
-                f"{self.min_accept_length:.2f}"
-            )
-        if not self.speedup_passed:
-            failed.append(speedup_gate(self.best_run.speedup, self.min_speedup) or "speed-up gate")
-        return failed
-
-
-class CardInfo(_Record):
+class CardInfo(RecordModel):
     template_fingerprint: str
 
 
-class FileDigest(_Record):
+class FileDigest(RecordModel):
     """One file: the sha256 of its bytes and its size, and its git blob id (what the Hub lists for a file stored
     without LFS, so a published repo can be checked against its record from its file metadata alone)."""
 
@@ -360,7 +165,7 @@ class FileDigest(_Record):
 FileList = dict[str, FileDigest]
 
 
-class BuildFiles(_Record):
+class BuildFiles(RecordModel):
     """What a build published, file by file, and what it was built from (docs/design.md §3: hashes end to end).
 
     `draft` and `target` list the built files of each repo; the card, the record and the chart are rendered at
@@ -376,12 +181,12 @@ class BuildFiles(_Record):
     target_source: FileList
 
 
-class Repos(_Record):
+class Repos(RecordModel):
     draft: str
     target: str
 
 
-class OfficialTarget(_Record):
+class OfficialTarget(RecordModel):
     """An official int4 target repo the build tried as the target IR (`publish.official_targets`): used, the draft
     was validated against it and no target was exported or published (the pair's target repo is this one);
     refused, the target was exported as usual and `reason` says why the official one did not serve."""
@@ -402,7 +207,7 @@ class OfficialTarget(_Record):
         return f"official target {self.repo} not used: {self.reason}"
 
 
-class StageResources(_Record):
+class StageResources(RecordModel):
     """What one build stage cost (docs/design.md §8): the sizing model is checked against these.
 
     The memory peaks are of the stage's process tree, each its own maximum over the samples: RSS, and its two
@@ -418,7 +223,7 @@ class StageResources(_Record):
     output_bytes: int | None = None
 
 
-class BuildRecord(_Record):
+class BuildRecord(RecordModel):
     """A draft build: the bundle's `openvino_export.json`, and the draft repo's once published."""
 
     schema_version: int = SCHEMA_VERSION
@@ -495,7 +300,7 @@ class BuildRecord(_Record):
         )
 
 
-class DraftSummary(_Record):
+class DraftSummary(RecordModel):
     """How one draft fared against the target: a row of the target card."""
 
     repo: str
@@ -507,11 +312,11 @@ class DraftSummary(_Record):
     speedup: float
 
 
-class TargetInspection(_Record):
+class TargetInspection(RecordModel):
     target: TargetInspect
 
 
-class TargetRecord(_Record):
+class TargetRecord(RecordModel):
     """The target repo's `openvino_export.json`: how the target was built, and the drafts validated against it."""
 
     schema_version: int = SCHEMA_VERSION
@@ -563,7 +368,7 @@ class TargetRecord(_Record):
         return {(d.repo, d.source_revision) for d in self.drafts}
 
 
-class BuildInputs(_Record):
+class BuildInputs(RecordModel):
     """Everything that decides whether a published build is current: the one definition plan and publish share."""
 
     source_revision: str | None

@@ -16,7 +16,7 @@ from typing import Protocol
 
 
 class SpeedRun(Protocol):
-    """A sweep row as `bot.core.record.SpeedRun` holds it (that module imports this one: no import back)."""
+    """A sweep row as `bot.core.record_checks.SpeedRun` holds it (that module imports this one: no import back)."""
 
     @property
     def num_assistant_tokens(self) -> int: ...

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.core.record import SpeedRun, Validation
+from bot.core.record_checks import SpeedRun, Validation
 
 ACCEPTANCE_CHART = "assets/acceptance.png"  # where the draft repo carries its chart; the card embeds this path
 DPI = 100
@@ -34,7 +34,7 @@ def acceptance_png(runs: Sequence[SpeedRun], baseline_tokens_per_s: float | None
     """The draft card's chart: accept length and tokens/s against `num_assistant_tokens`.
 
     Args:
-        runs: the validation's speed sweep (`record.Validation.runs`), one entry per `num_assistant_tokens`.
+        runs: the validation's speed sweep (`record_checks.Validation.runs`), one entry per `num_assistant_tokens`.
         baseline_tokens_per_s: plain greedy decoding with the target alone, drawn as a reference line;
             default: the mean of the runs' own baseline measurements.
 

@@ -50,7 +50,7 @@ from bot.core.hashes import FileHash, HubHash, LocalHash, hash_file, mismatch
 from bot.core.naming import validate_repo_id
 from bot.core.recipe import ValidationSettings, load_recipe
 from bot.core.record import PROVENANCE_FILE, BuildRecord, FileDigest, FileList, RecordError, parse_draft_record
-from bot.core.record import Validation as Measured
+from bot.core.record_checks import Validation as Measured
 from bot.core.record_files import differs_from_record
 from bot.core.safe_text import clean
 from bot.core.settings import SANDBOX_LAYERS

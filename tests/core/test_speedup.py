@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.core.recipe import load_recipe
-from bot.core.record import Gates, SpeedRun, Validation
+from bot.core.record_checks import Gates, SpeedRun, Validation
 from bot.core.speedup import no_speedup_note, speedup_gate
 
 

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from bot.core.record import SpeedRun
+from bot.core.record_checks import SpeedRun
 from bot.publish.charts import (
     ACCEPTANCE_CHART,
     ACCEPTANCE_SIZE,
@@ -77,7 +77,7 @@ def test_speedups_chart_is_deterministic() -> None:
 
 
 def test_chart_from_provenance_matches_the_runs(tmp_path) -> None:
-    from bot.core.record import Validation
+    from bot.core.record_checks import Validation
 
     validation = Validation.model_validate(
         {
