@@ -58,7 +58,8 @@ def light(work: Path, published: int) -> dict:
     """Fresh venv, `make install-light`'s pip line, then the plan job's command against a no-op local Hub."""
     from bench.noop_seed import seed_published
     from bot.core.recipe import load_recipe
-    from bot.hub import Hub, configure_client
+    from bot.hub.client import Hub
+    from bot.hub.transport import configure_client
     from hubserver import LocalHub
 
     bin_dir, venv_s = _venv(work / "light")

@@ -89,7 +89,8 @@ def published_scenario(count: int) -> dict:
     """`count` hand-made published drafts remembered by the status repo: one no-op run's requests."""
     from bench.noop_seed import seed_published
     from bot.core.recipe import load_recipe
-    from bot.hub import Hub, configure_client
+    from bot.hub.client import Hub
+    from bot.hub.transport import configure_client
     from bot.run.pipeline import RunOptions, run
     from hubserver import LocalHub
 
@@ -134,7 +135,8 @@ def radar_scenario(strangers: int, published: int = 10, repeats: int = 5) -> dic
     counted and timed: their median and range are the figure."""
     from bench.noop_seed import seed_published
     from bot.core.recipe import load_recipe
-    from bot.hub import Hub, configure_client
+    from bot.hub.client import Hub
+    from bot.hub.transport import configure_client
     from bot.run.pipeline import RunOptions, run
     from hubserver import LocalHub
     from tinymodels.hub_layouts import write_repo

@@ -29,7 +29,8 @@ for _secret in ("HF_TOKEN", "HF_READ_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
 
 from bot.core.naming import DRAFT_WEIGHT_FORMATS, draft_output_repo  # noqa: E402
 from bot.core.recipe import load_recipe  # noqa: E402
-from bot.hub import Hub, configure_client  # noqa: E402
+from bot.hub.client import Hub  # noqa: E402
+from bot.hub.transport import configure_client  # noqa: E402
 from bot.run import demo  # noqa: E402
 from bot.run.pipeline import RunOptions, run  # noqa: E402
 from hubserver import LocalHub  # noqa: E402

@@ -77,7 +77,7 @@ def bot_run(hub: LocalHub, source: str, recipe: Path, work: Path) -> dict:
 
 
 def published_record(hub: LocalHub, repo: str) -> dict:
-    from bot.hub import Hub
+    from bot.hub.client import Hub
 
     data = Hub(hub.url, TOKEN).read_file(repo, "openvino_export.json")
     assert data is not None, f"{repo} has no openvino_export.json"

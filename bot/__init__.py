@@ -3,10 +3,10 @@
 One folder per stage, in layers; a module imports only from its own folder and from the layers before it, lowest
 first:
 
-    core → hub.py → sandbox → discover → plan → builder → publish → status → run → cli
+    core → hub → sandbox → discover → plan → builder → publish → status → run → cli
 
 - `core/`: the facts every stage shares: the build record, outcomes, errors, settings, recipes, naming, the log.
-- `hub.py`: the one module that talks to the Hub.
+- `hub/`: the one package that talks to the Hub (one client, `hub.client.Hub`).
 - `sandbox/`: the child processes that load untrusted checkpoints and IRs, and what confines them.
 - `discover/`: the candidate drafts on the Hub, what each checkpoint is, and safe working copies of them.
 - `plan/`: what to build (or reuse) from what is already published, and whether it fits a runner.

@@ -1,5 +1,5 @@
 """Repo-level API: create, settings, listings, info, refs, history, trees and tags: what the bot's client calls
-(bot/hub.py) and the tests that inspect its results use."""
+(bot/hub/) and the tests that inspect its results use."""
 
 from __future__ import annotations
 

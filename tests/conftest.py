@@ -24,7 +24,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from bot.core.recipe import Recipe, load_recipe  # noqa: E402
-from bot.hub import configure_client  # noqa: E402
+from bot.hub.transport import configure_client  # noqa: E402
 from hubserver import LocalHub  # noqa: E402
 
 configure_client("http://127.0.0.1")  # a local Hub: classic LFS, no progress bars, counted requests
@@ -132,9 +132,10 @@ def reliability_rows():
 
 @pytest.fixture(autouse=True)
 def _local_hub_client() -> Iterator[None]:
-    """`bot.hub.configure_client` is process-wide: a test that runs a command in-process without `HF_ENDPOINT` (to see
-    it refuse early) configures the client for huggingface.co, which turns Xet uploads on, and the next test of that
-    worker then uploads to a local Hub that speaks LFS only (404 on the Xet write token). Each test starts local."""
+    """`bot.hub.transport.configure_client` is process-wide: a test that runs a command in-process without
+    `HF_ENDPOINT` (to see it refuse early) configures the client for huggingface.co, which turns Xet uploads on, and
+    the next test of that worker then uploads to a local Hub that speaks LFS only (404 on the Xet write token). Each
+    test starts local."""
     configure_client("http://127.0.0.1")
     yield
 

@@ -17,7 +17,7 @@ import yaml
 
 from bot.cli import run_command_line
 from bot.core.recipe import DEFAULT_RECIPE, load_recipe
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.run import demo
 from tests.conftest import HUB_TOKEN
 

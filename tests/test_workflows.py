@@ -68,7 +68,8 @@ def test_every_stage_deadline_fits_its_job_with_room_for_install_and_report():
     # A build job downloads, exports and validates one group, each stage under its own deadline.
     build_min = (recipe.hub.download_deadline_s + recipe.export.timeout_s + recipe.validation.timeout_s) / 60
     assert build_min + FULL_INSTALL_MIN + REPORT_MIN <= jobs["build"]["timeout-minutes"], build_min
-    # Every upload of the publish job together runs under the upload deadline (bot/hub.py: `Hub.uploads`).
+    # Every upload of the publish job together runs under the upload deadline (bot/hub/transport.py:
+    # `Transport.uploads`).
     publish_min = recipe.hub.upload_deadline_s / 60
     assert publish_min + LIGHT_INSTALL_MIN + REPORT_MIN <= jobs["publish"]["timeout-minutes"], publish_min
 

@@ -9,5 +9,5 @@ an official target's checks (`official`) and the bundle with its record (`bundle
 the record's own part (`bot.core.record`). A module that loads a checkpoint or an IR defines `main(argv)` and runs
 inside `bot.sandbox.child`, which imports it by name.
 
-May import: core, hub.py, sandbox, discover, plan.
+May import: core, hub, sandbox, discover, plan.
 """

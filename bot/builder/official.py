@@ -43,7 +43,8 @@ from bot.core.settings import Settings
 from bot.discover.candidates import MAX_SMALL_FILE_BYTES, Candidate
 from bot.discover.checkpoints import DraftSpec, TargetSpec, classify_draft, load_config, read_target
 from bot.discover.source_card import card_license
-from bot.hub import Download, Hub
+from bot.hub.client import Hub
+from bot.hub.download import Download
 from bot.plan.official import IR_FILE, OfficialRepo
 from bot.plan.sizing import local_runner
 

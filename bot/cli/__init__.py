@@ -14,7 +14,7 @@ The commands import the stages (and the local Hub server) inside their functions
 before anything imports huggingface_hub, whose import otherwise fetches a registry from huggingface.co
 (tests/test_layout.py checks that nothing this package imports at module level brings it in).
 
-May import: core, hub.py, sandbox, discover, plan, builder, publish, status, run.
+May import: core, hub, sandbox, discover, plan, builder, publish, status, run.
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def env_settings(ctx: typer.Context) -> Settings:
 
 def hub_settings(ctx: typer.Context, endpoint: str | None = None) -> Settings:
     """The run's settings, with a `--endpoint` option applied; sets up the Hub client for that endpoint."""
-    from bot.hub import configure_client
+    from bot.hub.transport import configure_client
 
     settings = env_settings(ctx)
     if endpoint:

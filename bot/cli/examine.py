@@ -12,7 +12,7 @@ from bot.cli.context import EndpointOption, hub_settings
 from bot.core.errors import Failure, Stage, UsageError
 
 if TYPE_CHECKING:
-    from bot.hub import Hub
+    from bot.hub.client import Hub
 
 
 def inspect_command(
@@ -50,7 +50,7 @@ def try_command(
     """Measure a published pair on this machine: download the draft and the target it was validated with (every
     file checked against the Hub's hash and the record), run the lossless check and the k sweep on the device, and
     print them beside the card's figures. Exit 0 when lossless here, 1 when not. Never writes to the Hub."""
-    from bot.hub import Hub
+    from bot.hub.client import Hub
     from bot.run.preflight import reader_token_name
     from bot.run.try_pair import DEFAULT_CACHE, TryOptions, render, stdout_console, to_json, try_pair
 

@@ -21,7 +21,7 @@ def status_command(
     """Print what the bot watches, published, skipped and failed, from the status repo on the Hub, and when it last
     ran; exits 1 when that is stale (no run for three schedule periods: the schedule stopped)."""
     from bot.core.recipe import load_recipe
-    from bot.hub import Hub
+    from bot.hub.client import Hub
     from bot.status.page import show_status
 
     settings = hub_settings(ctx, endpoint)

@@ -8,7 +8,7 @@ read timeout) must count as stalled too, and so does an upload's body: `on_reque
 the same rate floor and deadline (an upload the Hub takes at 280 B/s would otherwise hold the write-token job until
 its timeout: a socket write timeout resets with every byte the peer takes). `stage_deadline` caps a whole stage: past
 it, the next request or chunk stops with `DeadlinePassed`; a `Budget` caps the time several stages spend together
-(every upload of a publish job). The limits in force are context variables: `bot.hub.Hub.call`
+(every upload of a publish job). The limits in force are context variables: `bot.hub.transport.Transport.call`
 applies its Hub's, and a thread that huggingface_hub starts on its own (parallel LFS uploads) gets those of the
 innermost `Hub.call` running when it sends (`shared_with_threads`), so an upload thread has the floor and deadline
 of the commit that started it.
@@ -98,7 +98,8 @@ def _deadline() -> _Deadline | None:
 
 @contextmanager
 def limits(applied: Limits) -> Iterator[None]:
-    """Apply `applied` to every request this context sends (`bot.hub.Hub.call` wraps each Hub operation in it)."""
+    """Apply `applied` to every request this context sends (`bot.hub.transport.Transport.call` wraps each Hub
+    operation in it)."""
     token = _LIMITS.set(applied)
     try:
         yield

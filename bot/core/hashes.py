@@ -97,7 +97,7 @@ def write_manifest(folder: Path, files: Mapping[str, FileHash]) -> Path:
 
 
 def read_manifest(folder: Path) -> dict[str, FileHash]:
-    """The verified sha256 and size of each file `bot.hub.Hub.download` put into `folder`.
+    """The verified sha256 and size of each file `bot.hub.download.Downloads.download` put into `folder`.
 
     Raises:
         Failure: there is no manifest (the folder was not downloaded by the bot) or it is not one.

@@ -5,5 +5,5 @@ against its target (`checkpoints`), reading a source's model card (`source_card`
 that are safe to hand to an exporter (`fetch`: an allow-list of files, each hash checked; `sanitize`: every path a
 loader would follow removed).
 
-May import: core, hub.py, sandbox.
+May import: core, hub, sandbox.
 """

@@ -16,6 +16,7 @@ from pydantic import ConfigDict
 
 from bot.core import draft_formats, log, naming, profiles
 from bot.core.errors import Skip, Stage
+from bot.core.hub_records import RepoFiles, RepoListing
 from bot.core.recipe import Recipe, SourceQuery
 from bot.core.toolchain import Toolchain
 from bot.discover.checkpoints import (
@@ -35,7 +36,7 @@ from bot.discover.checkpoints import (
 from bot.discover.fetch import is_allowed
 from bot.discover.source_card import SourceCard, read_source_card
 from bot.discover.trust import Approval, Trust, exclusion
-from bot.hub import Hub, RepoFiles, RepoListing
+from bot.hub.client import Hub
 
 _CARD_TARGET = re.compile(r"in conjunction with the target model\s*[\[`*]*([\w.-]+/[\w.-]+)", re.IGNORECASE)
 _DFLASH_NAME = re.compile(r"^(?P<target>.+?)-DFlash2?(?:-b\d+)?(?:-.*)?$", re.IGNORECASE)

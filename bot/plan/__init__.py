@@ -5,5 +5,5 @@ published record, with what a run looks up once), the build job it hands on with
 (`job`), the plan step of every run (`step`), trying the official target IR (`official`), reusing a published
 target's IR instead of exporting it again (`reuse`), and the memory and disk a build needs (`sizing`).
 
-May import: core, hub.py, sandbox, discover.
+May import: core, hub, sandbox, discover.
 """

@@ -19,13 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.core import log
 from bot.core.errors import BotError
+from bot.core.hub_records import RepoFiles
 from bot.core.recipe import PublishSettings
 from bot.core.record import PROVENANCE_FILE
 from bot.discover.candidates import MAX_SMALL_FILE_BYTES
 from bot.discover.fetch import is_allowed
-from bot.hub import Hub, RepoFiles
 
 # OpenVINO IR files: a model's graph and its weights (raw tensors, not a pickle), at the repo's top level.
+from bot.hub.client import Hub
+
 IR_FILE = re.compile(r"openvino_[A-Za-z0-9_]+\.(xml|bin)")
 # What GenAI loads from a target folder besides its model: the tokenizer pair it runs the prompts through.
 TOKENIZER_IRS = (

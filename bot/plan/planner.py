@@ -22,6 +22,7 @@ from bot.core import log, naming, profiles
 from bot.core.errors import BotError, Skip, Stage
 from bot.core.exporter import target_task
 from bot.core.fingerprints import template_fingerprint
+from bot.core.hub_records import RepoListing
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import PublishSettings, Recipe
 from bot.core.record import BuildInputs, BuildRecord, Repos
@@ -29,7 +30,7 @@ from bot.core.toolchain import Toolchain
 from bot.discover import candidates as discover
 from bot.discover.checkpoints import DraftSpec, require_exportable
 from bot.discover.trust import Trust, dispatch_hint, exclusion, not_approved
-from bot.hub import Hub, RepoListing
+from bot.hub.client import Hub
 from bot.plan.job import BuildJob, planned_repos
 from bot.plan.official import OfficialRepo, find_official
 from bot.plan.reuse import ReusedTarget, plan_reuse

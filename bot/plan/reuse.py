@@ -32,7 +32,7 @@ from bot.core.recipe import ExportSettings
 from bot.core.record import PROVENANCE_FILE, RecordError, TargetRecord, export_settings, parse_target_record
 from bot.core.record_files import differs_from_record
 from bot.core.toolchain import Toolchain
-from bot.hub import Hub
+from bot.hub.client import Hub
 
 # The title the bot's commit that writes a target's files starts with (`bot.publish.publisher`); every other commit
 # of the bot to a target repo changes only its card and record.
@@ -177,7 +177,8 @@ def check_reused(
     folder: Path, target_revision: str, export: ExportSettings, target_task: str, toolchain: Toolchain
 ) -> TargetRecord:
     """The downloaded target record, checked again against the builder's own toolchain, and every downloaded file
-    against the sha256 the record lists (the hashes `bot.hub.Hub.download` computed and verified, `read_manifest`).
+    against the sha256 the record lists (the hashes `bot.hub.client.Hub.download` computed and verified,
+    `read_manifest`).
 
     Raises:
         Failure: the downloaded IR is not what this build would export (republished meanwhile, or another

@@ -18,12 +18,13 @@ from typing import Protocol
 
 from bot.core import log
 from bot.core.errors import Stage
+from bot.core.hub_records import RepoListing
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord, Repos
 from bot.core.settings import Settings
 from bot.discover.candidates import SkipRecord
-from bot.hub import Hub, RepoListing
+from bot.hub.client import Hub
 from bot.plan.job import BuildJob
 from bot.plan.planner import Action, Decision, Planner
 

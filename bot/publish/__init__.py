@@ -3,5 +3,5 @@
 Owns the commits (`publisher`: one per repo, target first, each folder held to its record), the model cards
 (`card`), the charts of the cards and the status page (`charts`), and the recipe's collection (`collection`).
 
-May import: core, hub.py, sandbox, discover, plan, builder.
+May import: core, hub, sandbox, discover, plan, builder.
 """

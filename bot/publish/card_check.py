@@ -10,7 +10,7 @@ from __future__ import annotations
 from bot.builder.bundle import Bundle
 from bot.core.errors import BotError
 from bot.core.record import Repos, TargetRecord
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.publish.card import render_draft_card, render_target_card
 
 

@@ -15,9 +15,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.core.hub_records import CollectionEntry
 from bot.core.recipe import PublishSettings
 from bot.core.safe_text import clean
-from bot.hub import CollectionEntry, Hub
+from bot.hub.client import Hub
 
 NOTE_MAX_CHARS = 500  # the Hub refuses longer notes
 

@@ -27,8 +27,9 @@ from pathlib import Path
 
 from bot.core import log
 from bot.core.errors import BotError, PreconditionFailed, Skip, Stage
+from bot.core.hub_records import RepoFiles
 from bot.core.record import BuildRecord
-from bot.hub import Hub, RepoFiles
+from bot.hub.client import Hub
 from bot.publish.card import render_draft_card
 
 

@@ -29,10 +29,11 @@ from pathlib import Path
 from bot.builder.bundle import DRAFT_PUBLISHED, TARGET_FILES, Bundle, check_folder, check_publishable
 from bot.core import log, record
 from bot.core.errors import BotError, Failure, PreconditionFailed, Skip, Stage
+from bot.core.hub_records import RepoFiles
 from bot.core.outcome import Status
 from bot.core.record import PROVENANCE_FILE, BuildRecord, DraftSummary, Repos, TargetRecord
 from bot.core.record_files import differs_from_record
-from bot.hub import Hub, RepoFiles
+from bot.hub.client import Hub
 from bot.plan.job import pair_repos
 from bot.plan.reuse import EXPORT_COMMIT, why_not_the_bots
 from bot.publish.card import render_draft_card, render_target_card, template_fingerprint

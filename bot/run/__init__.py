@@ -9,5 +9,5 @@ builder to publisher (`handoff`), the run report (`report`), the Actions integra
 `upstream_proposal`, trying a candidate in `upstream_trial`), and the work behind the CLI's pipeline commands once
 their options are read (`commands`; the token checks before any download in `preflight`).
 
-May import: core, hub.py, sandbox, discover, plan, builder, publish, status.
+May import: core, hub, sandbox, discover, plan, builder, publish, status.
 """

@@ -17,7 +17,7 @@ from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import RecordError, Repos
 from bot.core.settings import Settings
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.plan.job import BuildJob
 from bot.publish.install import install_line
 from bot.publish.publisher import PublishResult, publish_bundle

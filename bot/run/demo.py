@@ -51,7 +51,7 @@ def seed(endpoint: str, token: str, work: Path, repos: tuple[SeededRepo, ...] = 
     """Upload generated checkpoints to the hub at `endpoint`; returns repo id -> commit sha."""
     from huggingface_hub import HfApi
 
-    from bot.hub import configure_client
+    from bot.hub.transport import configure_client
     from tinymodels import make_tiny  # imports torch
 
     configure_client(endpoint)  # a local endpoint needs classic LFS uploads (no Xet)
@@ -80,7 +80,8 @@ def run_demo(work: Path | None = None, *, settings: Settings | None = None) -> i
     """
     switch_off()
     from bot.core.recipe import load_recipe
-    from bot.hub import Hub, configure_client
+    from bot.hub.client import Hub
+    from bot.hub.transport import configure_client
     from bot.run.pipeline import RunOptions, run
 
     recipe = load_recipe()

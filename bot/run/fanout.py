@@ -41,7 +41,8 @@ from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
 from bot.core.runners import RunnerClass
-from bot.hub import REQUESTS, Hub
+from bot.hub.client import Hub
+from bot.hub.transport import REQUESTS
 from bot.plan.job import BuildJob, group_jobs
 from bot.plan.planner import card_refreshes
 from bot.plan.sizing import BuildEstimate, BuildTime, choose_runner, gb, minutes, pair_of

@@ -39,7 +39,8 @@ from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord
 from bot.core.settings import Settings
 from bot.discover.fetch import require_free_disk
-from bot.hub import REQUESTS, Hub
+from bot.hub.client import Hub
+from bot.hub.transport import REQUESTS
 from bot.plan.job import BuildJob, group_jobs
 from bot.plan.planner import card_refreshes
 from bot.plan.sizing import local_runner

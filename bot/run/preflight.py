@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 from bot.core import log
 from bot.core.errors import Stage, UsageError
+from bot.core.hub_records import TokenIdentity
 from bot.core.recipe import Recipe
 from bot.core.settings import Settings
-from bot.hub import Hub, TokenIdentity
+from bot.hub.client import Hub
 
 REPO_WRITE = "repo.write"
 COLLECTION_WRITE = "collection.write"

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from bot.core import log
 from bot.core.errors import BotError, InfrastructureFailure, Stage, as_runners, runner_fault_of
 from bot.core.fingerprints import Fingerprints, current_toolchain_fingerprint
+from bot.core.hub_records import RepoListing
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord, Repos
 from bot.discover.candidates import SkipRecord
 from bot.discover.trust import excluded_by
-from bot.hub import Hub, RepoListing
+from bot.hub.client import Hub
 from bot.plan.job import BuildJob
 from bot.plan.planner import Decision, Planner, planned_outcomes
 from bot.plan.step import RunOptions, plan_run

@@ -56,7 +56,7 @@ from bot.core.safe_text import clean
 from bot.core.settings import SANDBOX_LAYERS
 from bot.core.speedup import compare_to_card
 from bot.discover.fetch import is_allowed
-from bot.hub import Hub
+from bot.hub.client import Hub
 
 MAX_TARGET_COMMITS = 50  # how far back the target repo's history is searched for the files the draft was validated with
 # The history's pages read for it: the Hub lists 50 commits a page, so one is the rule; a mirror that pages one commit

@@ -6,5 +6,5 @@ confinement and the write-token holder (`confinement`, `landlock`), starting and
 scrubbed environment, time and memory limits, the whole process group killed), resource measurement (`resources`)
 and the telemetry switches (`telemetry`).
 
-May import: core, hub.py.
+May import: core, hub.
 """

@@ -4,5 +4,5 @@ Owns the memory's records and rules (`memory`: what to examine again, what is st
 hint (`read`), rendering and writing the page and `dflash-bot status` (`page`), and the status step of a run
 (`step`: the memory loaded at planning, the page written and the collection synced at publishing).
 
-May import: core, hub.py, sandbox, discover, plan, builder, publish.
+May import: core, hub, sandbox, discover, plan, builder, publish.
 """

@@ -30,7 +30,7 @@ from bot.core import draft_formats, package_data, schedule
 from bot.core.errors import Stage
 from bot.core.fingerprints import PLOTTING, files_fingerprint
 from bot.core.safe_text import clean
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.publish.charts import PairFigures, speedups_png
 from bot.status.memory import (
     CHART,

@@ -19,7 +19,7 @@ from bot.core import log, naming
 from bot.core.errors import Skip
 from bot.core.recipe import PublishSettings, Recipe
 from bot.core.record import BuildRecord
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.status.memory import READABLE_SCHEMA_VERSIONS, STATUS_JSON, StatusEntry, StatusFile, published_entry
 
 MAX_STATUS_BYTES = 8 * 1024 * 1024  # about 20 000 entries; more than any recipe's `watch.max_candidates`

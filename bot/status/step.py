@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from bot.core import log
 from bot.core.errors import Failure, PreconditionFailed, Stage
 from bot.core.fingerprints import Fingerprints
+from bot.core.hub_records import RepoListing
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
 from bot.core.record import BuildRecord, Repos
 from bot.discover.candidates import SkipRecord
-from bot.hub import Hub, RepoListing
+from bot.hub.client import Hub
 from bot.publish.collection import CollectionResult, sync_collection
 from bot.status.memory import (
     PUBLISHED,

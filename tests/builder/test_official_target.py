@@ -22,9 +22,10 @@ from bot.builder.official import compare_tokenizers, tokenizer_fingerprints
 from bot.core import naming
 from bot.core.errors import Failure
 from bot.core.exporter import target_task
+from bot.core.hub_records import RepoFiles
 from bot.core.recipe import PublishSettings
 from bot.discover.fetch import safe_copy
-from bot.hub import Hub, RepoFiles
+from bot.hub.client import Hub
 from bot.plan.official import pin_official
 from bot.run import demo
 from bot.run.pipeline import RunOptions, run

@@ -12,7 +12,7 @@ import pytest
 
 from bot.core import log
 from bot.core.recipe import HubSettings
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bot.core.errors import Skip
+from bot.core.hub_records import RepoListing
 from bot.discover.candidates import check_size, kind_from_listing, resolve_target_name
 from bot.discover.source_card import read_source_card
-from bot.hub import RepoListing
 from tests.conftest import fast_recipe
 
 RECIPE = fast_recipe()

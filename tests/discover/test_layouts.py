@@ -55,7 +55,8 @@ def test_deepspec_dflash_becomes_a_per_row_build_and_true_dspark_keeps_waiting()
 def test_a_dry_run_of_the_shipped_recipe_names_every_layout(tmp_path):
     """The shipped recipe's Hub-wide sources find every layout, whoever publishes it, and no OpenVINO export; each
     gets its layout, target and the capability it waits for, before any target lookup (gpt-oss: its family)."""
-    from bot.hub import Hub, configure_client
+    from bot.hub.client import Hub
+    from bot.hub.transport import configure_client
     from bot.run.pipeline import RunOptions, run
     from hubserver import LocalHub
 

@@ -180,7 +180,7 @@ def test_an_oversized_published_record_is_rebuilt_not_skipped_forever(tmp_path):
     from huggingface_hub import HfApi
 
     from bot.core.record import PROVENANCE_FILE
-    from bot.hub import Hub
+    from bot.hub.client import Hub
     from hubserver import LocalHub
 
     with LocalHub(tmp_path / "hub", user="maintainer", token="hf_write") as server:
@@ -200,7 +200,8 @@ def test_discovery_through_the_local_hub_resolves_the_base_model_the_hub_shows(t
     import shutil
 
     from bot.discover.candidates import resolve
-    from bot.hub import Hub, configure_client
+    from bot.hub.client import Hub
+    from bot.hub.transport import configure_client
     from hubserver import LocalHub
 
     pair = tiny("dflash")

@@ -20,7 +20,7 @@ from huggingface_hub.hf_api import RepoFile, RepoFolder
 from bot.core.errors import Failure
 from bot.core.record import TargetRecord
 from bot.discover.source_card import HUB_LICENSES
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.publish.card import render_draft_card, render_target_card
 from bot.status import page
 from hubserver import LocalHub, card_rules, gitignore

@@ -233,7 +233,7 @@ def test_list_models_filters_sort_limit_and_pages(api: HfApi, hub: LocalHub, tmp
 
     short = next(iter(api.list_models(author="lister", search="model-0")))
     assert short.sha is None and short.siblings is None and "dflash" in short.tags
-    # What the bot asks for (bot/hub.py: _LISTING_EXPAND), and nothing else.
+    # What the bot asks for (bot/hub/reads.py: _LISTING_EXPAND), and nothing else.
     expand = ["sha", "lastModified", "tags", "gated", "private", "config", "cardData"]
     expanded = next(iter(api.list_models(author="lister", search="model-0", expand=expand)))
     assert expanded.sha == api.model_info("lister/model-0").sha and expanded.gated is False

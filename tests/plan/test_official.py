@@ -5,8 +5,8 @@ from __future__ import annotations
 import pydantic
 import pytest
 
+from bot.core.hub_records import RepoFiles
 from bot.discover.candidates import MAX_SMALL_FILE_BYTES
-from bot.hub import RepoFiles
 from bot.plan.official import IR_FILE, TOKENIZER_IRS, OfficialRepo, pin_official, why_not_named
 
 SHA = "f" * 40
@@ -144,7 +144,7 @@ def test_a_fine_tunes_draft_never_gets_the_base_models_official_export(hub):
     from bot.core import record
     from bot.core.recipe import PublishSettings
     from bot.core.record import TargetRecord
-    from bot.hub import Hub
+    from bot.hub.client import Hub
     from bot.plan.official import find_official
     from tests.conftest import HUB_TOKEN
     from tests.records import build_record

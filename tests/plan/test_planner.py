@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from bot.core.hub_records import RepoListing
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.toolchain import CAPABILITY_DFLASH, CAPABILITY_PER_ROW, Toolchain
 from bot.discover.candidates import Candidate
-from bot.hub import RepoListing
 from bot.plan.job import BuildJob
 from bot.plan.planner import Action, Decision, card_refreshes, decide
 from tests.conftest import fast_recipe

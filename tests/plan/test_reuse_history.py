@@ -19,7 +19,7 @@ from bot.core import record
 from bot.core.recipe import ExportSettings
 from bot.core.record import FileDigest, TargetRecord
 from bot.core.toolchain import Toolchain
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.plan.reuse import plan_reuse
 from bot.publish.publisher import _message
 from tests.conftest import HUB_TOKEN

@@ -176,7 +176,7 @@ def test_a_local_hub_seeded_with_a_real_pair_gets_a_matrix_entry_on_standard(
 ):
     """The real configs and safetensors of the real byte sizes (sparse files, adopted by the local Hub without
     copying), discovered over HTTP with the default recipe: one matrix entry, on `standard`."""
-    from bot.hub import Hub
+    from bot.hub.client import Hub
     from bot.run.fanout import plan_matrix
     from bot.run.pipeline import RunOptions
     from hubserver import LocalHub

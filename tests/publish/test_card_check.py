@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bot.core.errors import Failure
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.plan.job import pair_repos
 from bot.publish.card import template_fingerprint
 from bot.publish.card_check import refused_card

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.publish.card import render_draft_card
 from bot.publish.install import install_line
 from bot.run.try_pair import pin_pair

@@ -6,7 +6,7 @@ import pytest
 from huggingface_hub import HfApi
 
 from bot.core.errors import Failure
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.publish.collection import NOTE_MAX_CHARS, PublishedPair, desired_items, draft_note, sync_collection
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN

@@ -17,7 +17,7 @@ from huggingface_hub import HfApi, ModelCard
 
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.recipe import Recipe
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.run import demo
 from bot.run.pipeline import RunOptions, run
 from bot.status.memory import README

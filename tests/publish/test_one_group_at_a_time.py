@@ -16,7 +16,7 @@ from bot.cli import run_command_line
 from bot.core.errors import UsageError
 from bot.core.outcome import Outcome, Status
 from bot.core.record import BuildRecord
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.plan.job import BuildJob
 from bot.run.fanout import MatrixEntry, MatrixPlan, PlanReport, publish_run
 from bot.run.handoff import artifact_name, write_outcome

@@ -15,7 +15,7 @@ from bot.core.errors import BotError, Skip
 from bot.core.naming import DRAFT_WEIGHT_FORMATS
 from bot.core.outcome import Status
 from bot.core.record import Repos
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.publish.publisher import PublishResult, publish_bundle, publish_group
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN

@@ -19,7 +19,7 @@ from huggingface_hub import HfApi
 from bot.core.fingerprints import template_fingerprint
 from bot.core.outcome import Outcome, Status
 from bot.core.record import BuildRecord
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.plan.job import BuildJob
 from bot.publish.publisher import publish_bundle
 from bot.run.fanout import MatrixEntry, MatrixPlan, PlanReport, publish_run

@@ -11,7 +11,7 @@ from bot.core import record
 from bot.core.errors import Failure, Skip
 from bot.core.outcome import Status
 from bot.core.record import OfficialTarget, Repos
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.publish.publisher import _listed, _message, publish_bundle, refresh_cards
 from tests.conftest import HUB_TOKEN
 from tests.publish.handmade import make_bundle, seed_sources

@@ -22,7 +22,7 @@ from bot.core.errors import BotError, Failure
 from bot.core.fingerprints import Fingerprints
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.record import Repos, write
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.publish.publisher import publish_bundle
 from bot.run import demo
 from bot.run.pipeline import RunOptions, fetch_and_build, plan_step, run

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from bot.core.naming import draft_output_repo, draft_output_repos, target_output_repo
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.run import demo
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN

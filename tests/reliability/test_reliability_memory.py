@@ -20,7 +20,7 @@ from huggingface_hub import HfApi
 
 from bot.core.fingerprints import Fingerprints, current_toolchain_fingerprint, recipe_memory_fingerprint
 from bot.core.naming import draft_output_repo, target_output_repo
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.publish.card import template_fingerprint
 from bot.run import demo
 from bot.run.pipeline import RunOptions, run

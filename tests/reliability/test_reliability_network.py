@@ -20,7 +20,7 @@ from huggingface_hub import HfApi
 from bot.core.errors import BotError, Failure, HubError
 from bot.core.fingerprints import Fingerprints
 from bot.core.recipe import HubSettings
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.run import demo
 from bot.run.pipeline import RunOptions, fetch_and_build, plan_step
 from bot.run.report import RunReport

@@ -26,7 +26,7 @@ from bot.core.outcome import Outcome, Status
 from bot.core.runners import RunnerSettings
 from bot.core.settings import Settings
 from bot.discover.candidates import Candidate
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.plan.job import BuildJob
 from bot.plan.sizing import BuildTime, Pair, choose_runner, pair_of
 from bot.run import demo

@@ -22,7 +22,7 @@ import pytest
 
 from bench.noop_seed import seed_published
 from bot.core.recipe import load_recipe
-from bot.hub import Hub
+from bot.hub.client import Hub
 from tests.conftest import HUB_TOKEN
 from tinymodels.hub_layouts import seed_layouts
 

@@ -19,7 +19,7 @@ from huggingface_hub import HfApi
 
 from bot.core import fingerprints
 from bot.core.naming import draft_output_repo, target_output_repo
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.publish import card
 from bot.run import demo
 from bot.run.handoff import artifact_name

@@ -21,7 +21,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from bot.cli import run_command_line
 from bot.core.errors import HubError, UsageError
 from bot.core.recipe import DEFAULT_RECIPE, load_recipe
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.run.preflight import check_only, check_writer, problems
 from hubserver.auth import Scope
 

@@ -24,7 +24,7 @@ from rich.console import Console
 from bot.core.errors import Failure, HubError
 from bot.core.recipe import HubSettings
 from bot.core.record import PROVENANCE_FILE
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.run.try_pair import MAX_COMMIT_PAGES, SEARCH_DEADLINE_S, TryOptions, pin_pair, try_pair
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN

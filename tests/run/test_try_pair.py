@@ -21,7 +21,7 @@ import pytest
 from bot.core.hashes import hash_file
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.record import FileDigest, Repos, to_json
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.run import demo
 from bot.run.pipeline import RunOptions, run
 from bot.run.try_pair import COLUMNS

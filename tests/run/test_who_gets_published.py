@@ -14,7 +14,7 @@ import pytest
 from huggingface_hub import HfApi
 
 from bot.core.naming import draft_output_repo
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.run import demo
 from bot.run.pipeline import RunOptions, run
 from bot.run.report import MAX_TABLE_BYTES

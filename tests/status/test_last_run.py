@@ -14,7 +14,8 @@ from bench.noop_seed import seed_published
 from bot.cli import run_command_line
 from bot.core import schedule
 from bot.core.recipe import load_recipe
-from bot.hub import Hub, configure_client
+from bot.hub.client import Hub
+from bot.hub.transport import configure_client
 from bot.run.pipeline import RunOptions, run
 from bot.status.memory import STALE_PERIODS, StatusFile, now_utc, run_stamp
 from bot.status.page import render_readme, show_status, write_status

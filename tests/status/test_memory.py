@@ -15,7 +15,7 @@ from bot.core.errors import Failure, Fault, HubError, InfrastructureFailure, Ski
 from bot.core.fingerprints import Fingerprints, recipe_memory_fingerprint, toolchain_fingerprint
 from bot.core.outcome import Outcome
 from bot.core.toolchain import Toolchain
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.status.memory import (
     CHART,
     MAX_REASON_CHARS,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from bench.noop_seed import seed_published
 from bot.core.recipe import load_recipe
-from bot.hub import Hub, configure_client
+from bot.hub.client import Hub
+from bot.hub.transport import configure_client
 from bot.run.pipeline import RunOptions, run
 from hubserver import LocalHub
 

@@ -13,7 +13,7 @@ import pytest
 from huggingface_hub import HfApi
 
 from bot.core import naming
-from bot.hub import Hub
+from bot.hub.client import Hub
 from bot.publish.charts import ACCEPTANCE_CHART, acceptance_png
 from bot.run import demo
 from bot.run.pipeline import RunOptions, run

@@ -1,4 +1,5 @@
-"""bot/hub.py against the local Hub over real HTTP: verified downloads, deadlines, and which answers are definitive.
+"""bot/hub/ (downloads, transport) against the local Hub over real HTTP: verified downloads, deadlines, and which
+answers are definitive.
 
 Every scenario here misbehaves on the server side (`hubserver/faults.py`), so the real huggingface_hub client and
 the bot's own hooks see real bytes, real silences and real status lines. Timeouts come from `HubSettings` (the
@@ -19,7 +20,7 @@ import pytest
 from bot.core.errors import Failure, HubError, Skip
 from bot.core.hashes import FileHash, manifest_path, read_manifest
 from bot.core.recipe import HubSettings
-from bot.hub import Hub
+from bot.hub.client import Hub
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 
