@@ -2,35 +2,38 @@
 
 An IR is written by an export child, so it is as untrusted as the checkpoint it came from, and checking it means
 OpenVINO parses it. The builder holds the read token and the network: the parse happens in a fresh process started
-through `bot.sandbox.child` like every other child (no credential, its own folder, Landlock to the IR it reads), and the
-report comes back as the record's own JSON (never pickled) and is validated here by the same pydantic model
-`bot.builder.check_ir` returns (`record.TargetInspect`, `record.DraftInspect`).
+through `bot.sandbox.child` like every other child (no credential, its own folder, Landlock to the IR it reads), over
+the one wire every child uses (`bot.sandbox.wire`): an `InspectRequest` in, the record's own model out
+(`record.TargetInspect`, `record.DraftInspect`, what `bot.builder.check_ir` returns), or the failed check's message.
 
-`python -m bot.sandbox.child --read IR --write WORK bot.builder.inspect_child --role target|draft --ir IR --draft JSON
-[--target JSON] --out FILE`
+`python -m bot.sandbox.child --read IR --write WORK bot.builder.inspect_child --request FILE --answer FILE`
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from typing import Literal, TypeVar
 
 from bot.builder.check_ir import inspect_draft, inspect_target
-from bot.core.errors import Failure, Stage
+from bot.core.errors import Stage
 from bot.core.record_checks import DraftInspect, TargetInspect
 from bot.core.settings import SANDBOX_LAYERS
 from bot.discover.checkpoints import DraftSpec, TargetSpec
-from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
+from bot.sandbox.wire import Child, Request, run_child, serve
 
-_FAILED = 3  # the child's exit code when a check failed (its message is in the report file)
-Inspect = TypeVar("Inspect", bound=BaseModel)
+TOOL = "bot.builder.inspect_child"
+Inspect = TypeVar("Inspect", TargetInspect, DraftInspect)
+
+
+class InspectRequest(Request):
+    """One IR to check: the target's (with what the draft needs of it) or the draft's."""
+
+    role: Literal["target", "draft"]
+    ir: Path
+    draft: DraftSpec
+    target: TargetSpec | None = None  # role target
 
 
 def inspect_target_in_child(
@@ -47,12 +50,10 @@ def inspect_target_in_child(
 
     Raises:
         Failure: a check failed (the child's message), or the child failed, overran, outgrew its budget or wrote
-            a report that is not a `TargetInspect`.
+            a reply that is not a `TargetInspect`.
     """
-    data = _run(
-        "target", ir_dir, draft, target, work=work, timeout_s=timeout_s, budget=memory_budget_bytes, layers=layers
-    )
-    return _parsed(TargetInspect, data, "target")
+    request = InspectRequest(role="target", ir=ir_dir, draft=draft, target=target)
+    return _run(request, TargetInspect, work=work, timeout_s=timeout_s, budget=memory_budget_bytes, layers=layers)
 
 
 def inspect_draft_in_child(
@@ -69,99 +70,39 @@ def inspect_draft_in_child(
     Raises:
         Failure: as for `inspect_target_in_child`.
     """
-    data = _run("draft", ir_dir, draft, None, work=work, timeout_s=timeout_s, budget=memory_budget_bytes, layers=layers)
-    return _parsed(DraftInspect, data, "draft")
+    request = InspectRequest(role="draft", ir=ir_dir, draft=draft)
+    return _run(request, DraftInspect, work=work, timeout_s=timeout_s, budget=memory_budget_bytes, layers=layers)
 
 
 def _run(
-    role: str,
-    ir_dir: Path,
-    draft: DraftSpec,
-    target: TargetSpec | None,
-    *,
-    work: Path,
-    timeout_s: float,
-    budget: int,
-    layers: Sequence[str],
-) -> dict[str, Any]:
-    out = work / "report.json"
-    cmd = [
-        *sandboxed("bot.builder.inspect_child", reads=[ir_dir], writes=[work], layers=layers),
-        "--role",
-        role,
-        "--ir",
-        str(ir_dir),
-        "--draft",
-        json.dumps(asdict(draft)),
-        "--out",
-        str(out),
-    ]
-    if target is not None:
-        cmd += ["--target", json.dumps(asdict(target))]
-    try:
-        run_logged(
-            cmd,
-            log_path=work / "inspect.log",
-            timeout_s=timeout_s,
-            env=untrusted_env(home=work / "home"),
-            what=f"{role} IR inspection",
-            memory_budget_bytes=budget,
-        )
-    except Failure as failure:
-        reported = _read(out)
-        if reported is not None and isinstance(reported.get("failure"), str):
-            raise Failure(reported["failure"], stage=Stage.INSPECT) from None  # a check failed: its own message
-        raise failure.at(stage=Stage.INSPECT) from None
-    data = _read(out)
-    if data is None or not isinstance(data.get("report"), dict):
-        raise Failure(f"the {role} IR inspection wrote no report", stage=Stage.INSPECT)
-    return data["report"]
+    request: InspectRequest, answer: type[Inspect], *, work: Path, timeout_s: float, budget: int, layers: Sequence[str]
+) -> Inspect:
+    child = Child(
+        tool=TOOL,
+        work=work,
+        name="inspect",
+        what=f"{request.role} IR inspection",
+        reads=[request.ir],
+        timeout_s=timeout_s,
+        memory_budget_bytes=budget,
+        layers=layers,
+        stage=Stage.INSPECT,
+    )
+    return run_child(child, request, answer)
 
 
-def _read(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _parsed(model: type[Inspect], data: dict[str, Any], role: str) -> Inspect:
-    """The child's report, validated by the record's own model.
-
-    Raises:
-        Failure: the JSON is not such a report.
-    """
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise Failure(
-            f"the {role} IR inspection's report is malformed ({exc.error_count()} error(s): {exc.errors()[0]['msg']})",
-            stage=Stage.INSPECT,
-        ) from None
+def _inspect(request: InspectRequest) -> TargetInspect | DraftInspect:
+    """The child's work: one check (`check_ir`), whose `Failure` goes back as the reply's failure."""
+    if request.role == "draft":
+        return inspect_draft(request.ir, request.draft)
+    if request.target is None:
+        raise ValueError("a target inspection needs the target's TargetSpec")
+    return inspect_target(request.ir, request.target, request.draft)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The child: run one check, write its report (or the check's failure) as JSON."""
-    parser = argparse.ArgumentParser(prog="python -m bot.sandbox.child bot.builder.inspect_child")
-    parser.add_argument("--role", choices=("target", "draft"), required=True)
-    parser.add_argument("--ir", type=Path, required=True)
-    parser.add_argument("--draft", required=True, help="the draft's DraftSpec as JSON")
-    parser.add_argument("--target", help="the target's TargetSpec as JSON (role target)")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    draft_fields = json.loads(args.draft)
-    draft = DraftSpec(**{**draft_fields, "target_layer_ids": tuple(draft_fields["target_layer_ids"])})
-    try:
-        if args.role == "target":
-            report: TargetInspect | DraftInspect = inspect_target(args.ir, TargetSpec(**json.loads(args.target)), draft)
-        else:
-            report = inspect_draft(args.ir, draft)
-    except Failure as failure:
-        args.out.write_text(json.dumps({"failure": failure.message}), encoding="utf-8")
-        return _FAILED
-    args.out.write_text(json.dumps({"report": report.model_dump(mode="json")}), encoding="utf-8")
-    return 0
+    """The child: answer one `InspectRequest`."""
+    return serve(InspectRequest, _inspect, argv, prog=f"python -m bot.sandbox.child {TOOL}")
 
 
 if __name__ == "__main__":

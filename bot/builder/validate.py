@@ -6,8 +6,9 @@ cache, no dynamic quantization, f32 inference) because the defaults drift even f
 speed are measured with the default properties that users run, plain and speculative interleaved until the
 speed-up's interval is tight (`bot.builder.timing`).
 
-GenAI runs in a child process (`python -m bot.builder.validate`) inside the trust boundary, with a time limit, so a
-crash or hang on a bad pair cannot take the bot down.
+GenAI runs in a child process (`python -m bot.sandbox.child bot.builder.validate`) inside the trust boundary, with a
+time limit, so a crash or hang on a bad pair cannot take the bot down; a `ValidationRequest` goes in and the record's
+`Validation` comes back (`bot.sandbox.wire`).
 
 VLM targets (Qwen3.5/3.6) run through `VLMPipeline`. Their hybrid text model keeps a linear-attention (GatedDeltaNet)
 state that speculative decoding must roll back inside a verification window; the scheduler's pool of those rows
@@ -17,7 +18,6 @@ must hold one committed row plus 1 + num_assistant_tokens scratch rows, or a ver
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import functools
@@ -28,14 +28,27 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from bot.builder.pair_child import PairChild, run_pair_child
 from bot.builder.timing import Sweep, first_difference, machine_facts, timed_sweep
+from bot.core.errors import Stage
 from bot.core.recipe import ValidationSettings
 from bot.core.record_checks import DefaultPropertiesCheck, Gates, Mismatch, Validation
 from bot.core.settings import SANDBOX_LAYERS
 from bot.core.speedup import no_speedup_note, recommend_k, speedup_gate
+from bot.sandbox.wire import Child, Request, run_child, serve
 
 BASELINE_FILE = "baseline.json"  # the exact plain greedy outputs a validation used, in its own work folder
+TOOL = "bot.builder.validate"
+
+
+class ValidationRequest(Request):
+    """One pair to validate, and the exact plain greedy outputs to reuse (`baseline`) and to write (`baseline_out`)."""
+
+    target: Path
+    draft: Path
+    settings: ValidationSettings
+    vlm: bool = False
+    baseline: Path | None = None
+    baseline_out: Path | None = None
 
 
 def validate_pair(
@@ -63,22 +76,30 @@ def validate_pair(
 
     Raises:
         Failure: GenAI could not load or run the pair, the run exceeded `settings.timeout_s`, it went over the
-            memory budget, or the child wrote no `record.Validation`.
+            memory budget, or the child wrote no `record.Validation` (`bot.sandbox.wire.run_child`).
     """
     earlier = baseline if baseline is not None and baseline.is_file() else None
-    options = ["--vlm"] if is_vlm else []
-    options += ["--baseline-out", str(work / BASELINE_FILE)]
-    options += ["--baseline", str(earlier)] if earlier is not None else []
-    return run_pair_child(
-        "bot.builder.validate",
-        Validation,
-        PairChild(target_dir, draft_dir, settings, work, "validation", "GenAI validation"),
-        options,
+    request = ValidationRequest(
+        target=target_dir,
+        draft=draft_dir,
+        settings=settings,
+        vlm=is_vlm,
+        baseline=earlier,
+        baseline_out=work / BASELINE_FILE,
+    )
+    child = Child(
+        tool=TOOL,
+        work=work,
+        name="validation",
+        what="GenAI validation",
+        reads=[target_dir, draft_dir, *([earlier.parent] if earlier else [])],
+        timeout_s=settings.timeout_s,
+        memory_budget_bytes=memory_budget_bytes,
         python=python,
         layers=layers,
-        extra_reads=[earlier.parent] if earlier else [],
-        memory_budget_bytes=memory_budget_bytes,
+        stage=Stage.VALIDATE,
     )
+    return run_child(child, request, Validation)
 
 
 # ---- everything below runs inside the child process ----
@@ -371,22 +392,20 @@ def _validation(
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bot.builder.validate", description=__doc__.splitlines()[0])
-    parser.add_argument("--target", type=Path, required=True)
-    parser.add_argument("--draft", type=Path, required=True)
-    parser.add_argument("--settings", required=True, help="ValidationSettings as JSON")
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--vlm", action="store_true")
-    parser.add_argument("--baseline", type=Path, help="an earlier validation's exact plain greedy outputs")
-    parser.add_argument("--baseline-out", type=Path, help="where to write the exact plain greedy outputs used")
-    args = parser.parse_args(argv)
-    settings = ValidationSettings.model_validate_json(args.settings)
-    report = run_validation(
-        args.target, args.draft, settings, vlm=args.vlm, baseline_file=args.baseline, baseline_out=args.baseline_out
+def _validate(request: ValidationRequest) -> Validation:
+    return run_validation(
+        request.target,
+        request.draft,
+        request.settings,
+        vlm=request.vlm,
+        baseline_file=request.baseline,
+        baseline_out=request.baseline_out,
     )
-    args.out.write_text(report.model_dump_json(indent=2), encoding="utf-8")
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child: answer one `ValidationRequest`."""
+    return serve(ValidationRequest, _validate, argv, prog=f"python -m {TOOL}")
 
 
 if __name__ == "__main__":

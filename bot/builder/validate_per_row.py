@@ -12,7 +12,6 @@ stateful proof of concept), so validation is skipped with a reason that names wh
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import importlib.util
 import json
@@ -22,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.builder.pair_child import PairChild, run_pair_child
+from pydantic import Field
+
 from bot.builder.validate import _exact_properties, _generation_config, _scheduler
 from bot.core.errors import Skip, Stage
 from bot.core.profiles import child_env
@@ -30,10 +30,21 @@ from bot.core.recipe import ValidationSettings
 from bot.core.record_checks import ConcurrentRequest, ConcurrentValidation
 from bot.core.settings import SANDBOX_LAYERS
 from bot.sandbox.isolation import untrusted_env
+from bot.sandbox.wire import Child, Request, run_child, serve
 
 # What a per-row-capable GenAI library reads from the draft's rt_info; GenAI 2026.4.1 has no such string.
 PER_ROW_MARKER = b"candidate_position_offset"
 CONCURRENT_REQUESTS = 4
+TOOL = "bot.builder.validate_per_row"
+
+
+class PerRowRequest(Request):
+    """One per-row pair to serve `requests` concurrent requests with."""
+
+    target: Path
+    draft: Path
+    settings: ValidationSettings
+    requests: int = Field(CONCURRENT_REQUESTS, ge=1)
 
 
 @dataclass(frozen=True)
@@ -134,14 +145,19 @@ def validate_per_row_pair(
     support = support or per_row_support_in(python)
     if not support.supported:
         raise Skip(support.reason, stage=Stage.VALIDATE)
-    return run_pair_child(
-        "bot.builder.validate_per_row",
-        ConcurrentValidation,
-        PairChild(target_dir, draft_dir, settings, work, "validation-per-row", "GenAI per-row validation"),
-        ["--requests", str(requests)],
+    child = Child(
+        tool=TOOL,
+        work=work,
+        name="validation-per-row",
+        what="GenAI per-row validation",
+        reads=[target_dir, draft_dir],
+        timeout_s=settings.timeout_s,
         python=python,
         layers=layers,
+        stage=Stage.VALIDATE,
     )
+    request = PerRowRequest(target=target_dir, draft=draft_dir, settings=settings, requests=requests)
+    return run_child(child, request, ConcurrentValidation)
 
 
 # ---- below runs inside the child process ----
@@ -208,19 +224,13 @@ def run_concurrent(target: Path, draft: Path, settings: ValidationSettings, requ
     )
 
 
+def _validate(request: PerRowRequest) -> ConcurrentValidation:
+    return run_concurrent(request.target, request.draft, request.settings, request.requests)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bot.builder.validate_per_row", description=__doc__.splitlines()[0])
-    parser.add_argument("--target", type=Path, required=True)
-    parser.add_argument("--draft", type=Path, required=True)
-    parser.add_argument("--settings", required=True, help="ValidationSettings as JSON")
-    parser.add_argument("--requests", type=int, default=CONCURRENT_REQUESTS)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    report = run_concurrent(
-        args.target, args.draft, ValidationSettings.model_validate_json(args.settings), args.requests
-    )
-    args.out.write_text(report.model_dump_json(indent=2), encoding="utf-8")
-    return 0
+    """The child: answer one `PerRowRequest`."""
+    return serve(PerRowRequest, _validate, argv, prog=f"python -m {TOOL}")
 
 
 if __name__ == "__main__":
