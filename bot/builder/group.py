@@ -36,8 +36,9 @@ from bot.core.runners import RunnerClass
 from bot.core.settings import Settings
 from bot.core.toolchain import Toolchain
 from bot.discover.candidates import Candidate, classify_folders
-from bot.discover.checkpoints import check_weights, classify_draft, load_config, read_target
+from bot.discover.checkpoints import classify_draft, load_config, read_target
 from bot.discover.fetch import safe_copy
+from bot.discover.weights import check_weights
 from bot.plan.reuse import ReusedTarget, check_reused
 from bot.plan.sizing import BuildEstimate, BuildTime, estimate_for, gb, local_runner, pair_of
 from bot.sandbox.confinement import Confinement, confinement

@@ -24,18 +24,17 @@ from bot.discover.checkpoints import (
     LFM2_DSPARK_ARCHITECTURE,
     DraftSpec,
     TargetSpec,
-    check_weights,
     classify_draft,
     cross_check,
     load_config,
     parse_config_text,
     read_target,
     require_exportable,
-    require_safetensors,
 )
 from bot.discover.fetch import is_allowed
 from bot.discover.source_card import SourceCard, read_source_card
 from bot.discover.trust import Approval, Trust, exclusion
+from bot.discover.weights import check_weights, require_safetensors
 from bot.hub.client import Hub
 
 _CARD_TARGET = re.compile(r"in conjunction with the target model\s*[\[`*]*([\w.-]+/[\w.-]+)", re.IGNORECASE)

@@ -1,15 +1,15 @@
 """Classify a checkpoint from its `config.json` and cross-check a draft against its target (docs/design.md §4).
 
-Everything here reads JSON and safetensors headers only: it runs before any export, so a broken or unsupported
-checkpoint is a skip with a reason that names the defect, found in milliseconds rather than after an export.
+Everything here reads JSON only (`bot.discover.safe_json`; the weights' headers: `bot.discover.weights`): it runs
+before any export, so a broken or unsupported checkpoint is a skip with a reason that names the defect, found in
+milliseconds rather than after an export.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,32 +23,10 @@ from bot.core.toolchain import (
     CAPABILITY_PER_ROW,
     Toolchain,
 )
+from bot.discover.safe_json import checked_int, load_json, shown
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real configs are a few KB; a huge one is hostile or broken
-MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
-MAX_SAFETENSORS_BYTES = 2**53  # bytes; far beyond any file, and still exact as a float
-MAX_INT_DIGITS = 4300  # Python's own limit for int(str): json.loads raises ValueError past it (and is quadratic)
 MAX_CONFIG_INT = 2**31 - 1  # no dimension, layer index or token id of a real model comes near
-# Bytes per element of the safetensors dtypes; a tensor of another dtype has its byte count unchecked.
-SAFETENSORS_DTYPE_BYTES = {
-    "F64": 8,
-    "F32": 4,
-    "F16": 2,
-    "BF16": 2,
-    "I64": 8,
-    "I32": 4,
-    "I16": 2,
-    "I8": 1,
-    "U64": 8,
-    "U32": 4,
-    "U16": 2,
-    "U8": 1,
-    "BOOL": 1,
-    "F8_E4M3": 1,
-    "F8_E5M2": 1,
-    "F8_E8M0": 1,
-}
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 DSPARK_ARCHITECTURES = {"Qwen3DSparkModel", "Gemma4DSparkModel", "DSparkDraftModel"}
 LFM2_DSPARK_ARCHITECTURE = "Lfm2DSparkDraftModel"
 # No toolchain has these yet (bot.core.toolchain never detects them): their drafts wait for them, by name.
@@ -194,7 +172,7 @@ def parse_config_text(data: bytes, *, subject: str | None = None) -> dict:
             digits (named with its field).
     """
     try:
-        config = _load_json(data.decode("utf-8"), "config.json")
+        config = load_json(data.decode("utf-8"), "config.json")
     except UnicodeDecodeError:
         raise Skip("config.json is not UTF-8 text", subject=subject, stage=Stage.CLASSIFY) from None
     except json.JSONDecodeError as exc:
@@ -344,7 +322,7 @@ def _speculators(config: dict, architecture: str, subject: str | None) -> DraftS
     target = verifier.get("name_or_path") if isinstance(verifier, dict) else None
     markov_rank = _int_or_none(config, "markov_rank", subject) or 0
     vocab = _int_or_none(config, "draft_vocab_size", subject, minimum=1)
-    details = [f"speculators_model_type {_shown(algorithm)} (architectures {_shown(architecture)} notwithstanding)"]
+    details = [f"speculators_model_type {shown(algorithm)} (architectures {shown(architecture)} notwithstanding)"]
     if anchor is not None:
         details.append(f"sample_from_anchor {json.dumps(anchor)} (candidate offset {offset})")
     if vocab is not None:
@@ -492,102 +470,6 @@ def cross_check(
         )
 
 
-def require_safetensors(names: Iterable[str], *, where: str, subject: str | None, stage: Stage) -> None:
-    """The one weights rule, for a repo's listing and a downloaded folder alike: safetensors only. A pickle can
-    run code when loaded, so the bot never downloads or opens one, and a pickle-only checkpoint is a skip that
-    says so.
-
-    Args:
-        names: the file names of the repo or folder.
-        where: "repo" or "checkpoint", for the message.
-
-    Raises:
-        Skip: no `*.safetensors` among `names` (naming the pickles when those are the only weights).
-    """
-    names = list(names)
-    if any(name.endswith(".safetensors") for name in names):
-        return
-    pickles = sorted(name for name in names if name.endswith(PICKLE_SUFFIXES))
-    if pickles:
-        raise Skip(
-            f"weights only in pickle format ({', '.join(pickles[:3])}); the bot loads safetensors only "
-            "and never unpickles",
-            subject=subject,
-            stage=stage,
-        )
-    raise Skip(f"no *.safetensors weights in the {where}", subject=subject, stage=stage)
-
-
-def check_weights(folder: Path, *, subject: str | None = None) -> int:
-    """Check the weights are safetensors and whole; return their total size in bytes.
-
-    Reads only the safetensors headers. Pickle files are never opened: loading them can run arbitrary code.
-
-    Raises:
-        Skip: pickle-only weights, no weights, a shard listed in the index but absent, or a truncated file.
-    """
-    require_safetensors(
-        [path.name for path in folder.iterdir()], where="checkpoint", subject=subject, stage=Stage.CLASSIFY
-    )
-    tensors = sorted(folder.glob("*.safetensors"))
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise Skip(
-                "model.safetensors.index.json is not a valid shard index", subject=subject, stage=Stage.CLASSIFY
-            ) from None
-        missing = sorted(s for s in shards if not (folder / s).is_file())
-        if missing:
-            raise Skip(
-                f"shards listed in the index are missing: {', '.join(missing)}", subject=subject, stage=Stage.CLASSIFY
-            )
-    return sum(safetensors_size(path, subject=subject) for path in tensors)
-
-
-def safetensors_size(path: Path, *, subject: str | None = None) -> int:
-    """Validate one safetensors file against its own header and return its size.
-
-    Raises:
-        Skip: header unreadable, or the file holds fewer bytes than the header's offsets claim.
-    """
-    size = path.stat().st_size
-    with path.open("rb") as handle:
-        prefix = handle.read(8)
-        if len(prefix) < 8:
-            raise Skip(f"{path.name} is too short to be safetensors", subject=subject, stage=Stage.CLASSIFY)
-        (header_len,) = struct.unpack("<Q", prefix)
-        if header_len > min(MAX_SAFETENSORS_HEADER, size - 8):
-            raise Skip(
-                f"{path.name} has a header length of {header_len} bytes but the file holds {size}",
-                subject=subject,
-                stage=Stage.CLASSIFY,
-            )
-        try:
-            header = _load_json(handle.read(header_len).decode("utf-8"), f"{path.name} header")
-        except Skip as skip:
-            raise skip.at(subject=subject, stage=Stage.CLASSIFY) from None
-        except (ValueError, RecursionError):
-            raise Skip(
-                f"{path.name} has an unreadable safetensors header", subject=subject, stage=Stage.CLASSIFY
-            ) from None
-    if not isinstance(header, dict):
-        raise Skip(f"{path.name} has an unreadable safetensors header", subject=subject, stage=Stage.CLASSIFY)
-    data_end = 0
-    for name, entry in header.items():
-        if name != "__metadata__":
-            data_end = max(data_end, _tensor_end(entry, f"{path.name}: tensor '{name}'", subject))
-    expected = 8 + header_len + data_end
-    if size < expected:
-        raise Skip(
-            f"{path.name} is truncated: its header describes {expected} bytes, the file holds {size}",
-            subject=subject,
-            stage=Stage.CLASSIFY,
-        )
-    return size
-
-
 def _int_or_none(
     fields: Mapping[str, Any], key: str, subject: str | None, *, at: str = "", minimum: int = 0
 ) -> int | None:
@@ -600,7 +482,7 @@ def _int_or_none(
     value = fields.get(key)
     if value is None:
         return None
-    return _checked_int(value, f"config.json: {at}{key}", subject, minimum=minimum, maximum=MAX_CONFIG_INT)
+    return checked_int(value, f"config.json: {at}{key}", subject, minimum=minimum, maximum=MAX_CONFIG_INT)
 
 
 def _layer_ids(fields: Mapping[str, Any], subject: str | None, *, at: str = "") -> tuple[int, ...]:
@@ -610,113 +492,11 @@ def _layer_ids(fields: Mapping[str, Any], subject: str | None, *, at: str = "") 
         return ()
     where = f"config.json: {at}target_layer_ids"
     if not isinstance(value, list):
-        raise Skip(f"{where} must be a list of integers, got {_shown(value)}", subject=subject, stage=Stage.CLASSIFY)
+        raise Skip(f"{where} must be a list of integers, got {shown(value)}", subject=subject, stage=Stage.CLASSIFY)
     return tuple(
-        _checked_int(item, f"{where}[{index}]", subject, minimum=0, maximum=MAX_CONFIG_INT)
+        checked_int(item, f"{where}[{index}]", subject, minimum=0, maximum=MAX_CONFIG_INT)
         for index, item in enumerate(value)
     )
-
-
-def _checked_int(value: object, where: str, subject: str | None, *, minimum: int, maximum: int) -> int:
-    """`value` if it is a true integer within [minimum, maximum]; a Skip naming `where` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise Skip(f"{where} must be an integer, got {_shown(value)}", subject=subject, stage=Stage.CLASSIFY)
-    if not minimum <= value <= maximum:
-        raise Skip(f"{where} is {_shown(value)}, outside [{minimum}, {maximum}]", subject=subject, stage=Stage.CLASSIFY)
-    return value
-
-
-def _tensor_end(entry: object, where: str, subject: str | None) -> int:
-    """Where one safetensors tensor's bytes end, after checking its offsets and shape agree with each other.
-
-    Raises:
-        Skip: not an object; `data_offsets` not two non-negative integers in order; `shape` not a list of
-            non-negative integers; or, for a known dtype, a byte count that does not match the shape.
-    """
-    if not isinstance(entry, dict):
-        raise Skip(f"{where} is not an object", subject=subject, stage=Stage.CLASSIFY)
-    offsets, shape = entry.get("data_offsets"), entry.get("shape")
-    if not isinstance(offsets, list) or len(offsets) != 2:
-        raise Skip(
-            f"{where} has no valid data_offsets (two integers), got {_shown(offsets)}",
-            subject=subject,
-            stage=Stage.CLASSIFY,
-        )
-    begin = _checked_int(offsets[0], f"{where} data_offsets[0]", subject, minimum=0, maximum=MAX_SAFETENSORS_BYTES)
-    end = _checked_int(offsets[1], f"{where} data_offsets[1]", subject, minimum=begin, maximum=MAX_SAFETENSORS_BYTES)
-    if not isinstance(shape, list):
-        raise Skip(
-            f"{where} has no valid shape (a list of integers), got {_shown(shape)}",
-            subject=subject,
-            stage=Stage.CLASSIFY,
-        )
-    dims = [
-        _checked_int(dim, f"{where} shape[{i}]", subject, minimum=0, maximum=MAX_SAFETENSORS_BYTES)
-        for i, dim in enumerate(shape)
-    ]
-    itemsize = SAFETENSORS_DTYPE_BYTES.get(str(entry.get("dtype")))
-    if itemsize is not None and math.prod(dims) * itemsize != end - begin:
-        raise Skip(
-            f"{where} has shape {dims} of {entry.get('dtype')} ({math.prod(dims) * itemsize} bytes) but "
-            f"data_offsets [{begin}, {end}] ({end - begin} bytes)",
-            subject=subject,
-            stage=Stage.CLASSIFY,
-        )
-    return end
-
-
-class _OverlongInt:
-    """Stands in, while parsing, for an integer literal Python will not convert; found and named afterwards."""
-
-    def __init__(self, digits: int):
-        self.digits = digits
-
-
-def _load_json(text: str, what: str) -> Any:
-    """`json.loads` that never raises on a number: an integer literal over MAX_INT_DIGITS digits (which makes plain
-    json.loads raise ValueError) is a Skip naming the field that holds it.
-
-    Raises:
-        json.JSONDecodeError, RecursionError: as json.loads.
-        Skip: an over-long integer literal.
-    """
-    overlong: list[_OverlongInt] = []
-
-    def parse_int(literal: str) -> int | _OverlongInt:
-        if len(literal.lstrip("-")) > MAX_INT_DIGITS:
-            overlong.append(_OverlongInt(len(literal.lstrip("-"))))
-            return overlong[-1]
-        return int(literal)
-
-    data = json.loads(text, parse_int=parse_int)
-    if overlong:
-        path, marker = _find_overlong(data)
-        raise Skip(
-            f"{what}: {path or '(top level)'} is an integer of {marker.digits} digits, over the "
-            f"{MAX_INT_DIGITS}-digit limit of Python's int()"
-        )
-    return data
-
-
-def _find_overlong(data: Any) -> tuple[str, _OverlongInt]:
-    stack: list[tuple[str, Any]] = [("", data)]
-    while stack:
-        path, value = stack.pop()
-        if isinstance(value, _OverlongInt):
-            return path, value
-        if isinstance(value, dict):
-            stack.extend((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
-        elif isinstance(value, list):
-            stack.extend((f"{path}[{index}]", item) for index, item in enumerate(value))
-    raise AssertionError("an over-long integer was parsed but is not in the document")
-
-
-def _shown(value: object) -> str:
-    """A value for a message: short, and never a 4000-digit number spelled out."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
-        return f"an integer of {len(str(abs(value)))} digits"
-    text = json.dumps(value) if isinstance(value, float | bool | None) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _missing(toolchain: Toolchain, *capabilities: str) -> str:

@@ -10,8 +10,9 @@ import pytest
 from bot.core.errors import Skip
 from bot.core.toolchain import CAPABILITY_DFLASH, CAPABILITY_DSPARK, CAPABILITY_PER_ROW, Toolchain, detect
 from bot.discover.candidates import classify_folders
-from bot.discover.checkpoints import classify_draft, load_config, parse_config_text, read_target, safetensors_size
+from bot.discover.checkpoints import classify_draft, load_config, parse_config_text, read_target
 from bot.discover.fetch import safe_copy
+from bot.discover.weights import safetensors_size
 from tests.conftest import fast_recipe
 
 BROKEN = {

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bot.discover.checkpoints import check_weights, classify_draft, load_config
+from bot.discover.checkpoints import classify_draft, load_config
+from bot.discover.weights import check_weights
 from tinymodels.hub_layouts import LAYOUT_REPOS, tiny_safetensors, write_repo
 
 
