@@ -101,7 +101,7 @@ def build_record(finished: FinishedDraft, ctx: GroupContext, group_cost: StageRe
         inspect=Inspection(target=finished.target_inspection, draft=chosen.inspection),
         validation=chosen.validation.model_copy(update={"concurrent": finished.concurrent}),
         resources=_resources(finished, group_cost),
-        quality={**finished.quality.as_provenance(), "gate": quality_gate_record},
+        quality={**finished.quality.model_dump(mode="json"), "gate": quality_gate_record},
         draft_formats=finished.choice.as_provenance() if finished.choice else None,
         files=finished.staged.files,
         official_target=official,

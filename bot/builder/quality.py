@@ -26,19 +26,18 @@ mapped), one at a time, so the anonymous peak is the larger of the two.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from bot.builder.quality_models import EXACT_PROPERTIES, IrModel, Reference, prompt_ids
-from bot.core.profiles import child_env
 from bot.core.settings import SANDBOX_LAYERS
 from bot.plan.sizing import DEFAULT_MAX_F32_BYTES
-from bot.sandbox.isolation import run_logged, sandboxed, untrusted_env
+from bot.sandbox.wire import Child, Request, run_child, serve
 
 METHOD = (
     "the int4 IR's greedy continuation of each prompt (chat template applied); the original run once "
@@ -46,10 +45,17 @@ METHOD = (
     "generated position; first diverging token (where the greedy outputs first differ); IR on CPU with f32 "
     "inference and no dynamic quantization"
 )
+TOOL = "bot.builder.quality"
 
 
-@dataclass(frozen=True)
-class PromptQuality:
+class _Figures(BaseModel):
+    """Frozen, and a key the model does not know is refused: what the quality child answers is validated by it. A
+    figure that is not a number (a KL over logits with an infinity) crosses as NaN, as `json` wrote it before."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
+
+
+class PromptQuality(_Figures):
     """The figures for one prompt.
 
     Attributes:
@@ -67,12 +73,12 @@ class PromptQuality:
     first_diverging_token: int
 
 
-@dataclass(frozen=True)
-class QualityReport:
+class QualityReport(_Figures):
     """Target quality against the original weights; `measured` is False (with `reason`) when it could not be run.
 
-    The overall figures weigh every generated position equally (top-1 agreement, mean KL) and average the
-    per-prompt first diverging token, as who-what-benchmark does.
+    The quality child's answer, and as `model_dump(mode="json")` the record's `quality` (`openvino_export.json`, the
+    run report). The overall figures weigh every generated position equally (top-1 agreement, mean KL) and average
+    the per-prompt first diverging token, as who-what-benchmark does.
     """
 
     measured: bool
@@ -87,7 +93,7 @@ class QualityReport:
     ir_file: str | None = None
     method: str = METHOD
     seconds: float | None = None
-    ir_properties: dict = field(default_factory=dict)
+    ir_properties: dict[str, str] = Field(default_factory=dict)
     reference_passes: int = 0  # passes over the original's weights (one: `Reference.teacher_forced`)
 
     @classmethod
@@ -95,7 +101,7 @@ class QualityReport:
         return cls(measured=False, reason=reason)
 
     @classmethod
-    def from_prompts(cls, prompts: list[PromptQuality], **details) -> QualityReport:
+    def from_prompts(cls, prompts: list[PromptQuality], **details: Any) -> QualityReport:
         """The overall figures from the per-prompt ones."""
         tokens = sum(p.tokens for p in prompts)
         if not prompts or not tokens:
@@ -110,20 +116,25 @@ class QualityReport:
             **details,
         )
 
-    def as_provenance(self) -> dict:
-        """The `openvino_export.json` / run report form (plain JSON types)."""
-        data = asdict(self)
-        data["prompts"] = [asdict(p) for p in self.prompts]
-        return data
-
     @classmethod
-    def from_dict(cls, data: dict) -> QualityReport:
-        data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        known = PromptQuality.__dataclass_fields__  # older reports also held who-what-benchmark's SDT
-        data["prompts"] = tuple(
-            PromptQuality(**{k: v for k, v in p.items() if k in known}) for p in data.get("prompts", ())
-        )
-        return cls(**data)
+    def from_record(cls, quality: Mapping[str, Any]) -> QualityReport:
+        """The report a published record's `quality` holds (a reused target's), read as the fields this model has:
+        the record adds its `gate`, and records published before the bot stopped measuring who-what-benchmark's SDT
+        hold its figures too."""
+        report = {key: value for key, value in quality.items() if key in cls.model_fields}
+        known = PromptQuality.model_fields
+        report["prompts"] = [{k: v for k, v in p.items() if k in known} for p in quality.get("prompts", ())]
+        return cls.model_validate(report)
+
+
+class QualityRequest(Request):
+    """What the quality child measures: the sanitised original, its int4 IR, the prompts and how far to decode."""
+
+    source: Path
+    ir: Path
+    prompts: list[str]
+    max_new_tokens: int
+    max_f32_bytes: int = DEFAULT_MAX_F32_BYTES
 
 
 def quality_gate(report: QualityReport, min_top1_agreement: float | None) -> str | None:
@@ -181,7 +192,7 @@ def measure_quality(
         The report; `measured` is False with a reason for a target the measurement does not cover (VLM IRs).
 
     Raises:
-        Failure: the child failed (its last error line) or ran past `timeout_s`.
+        Failure: the child failed (its last error line), ran past `timeout_s` or wrote no `QualityReport`.
     """
     if not (ir_dir / "openvino_model.xml").is_file():
         return QualityReport.not_measured(
@@ -190,24 +201,23 @@ def measure_quality(
             if (ir_dir / "openvino_language_model.xml").is_file()
             else "the target IR has no openvino_model.xml"
         )
-    out = work / "quality.json"
-    child_args = {"--source": source_dir, "--ir": ir_dir, "--prompts": json.dumps(list(prompts))}
-    child_args |= {"--max-new-tokens": max_new_tokens, "--max-f32-bytes": max_f32_bytes, "--out": out}
-    started = time.monotonic()
-    run_logged(
-        [
-            *sandboxed("bot.builder.quality", python, reads=[source_dir, ir_dir], writes=[work], layers=layers),
-            *(str(part) for pair in child_args.items() for part in pair),
-        ],
-        log_path=work / "quality.log",
-        timeout_s=timeout_s,
-        # its own HOME, TMPDIR and HF cache, inside its own work folder
-        env=child_env(untrusted_env(home=work / "hf-home"), python),
-        what="quality measurement",
-        memory_budget_bytes=memory_budget_bytes,
+    request = QualityRequest(
+        source=source_dir, ir=ir_dir, prompts=list(prompts), max_new_tokens=max_new_tokens, max_f32_bytes=max_f32_bytes
     )
-    report = QualityReport.from_dict(json.loads(out.read_text(encoding="utf-8")))
-    return replace(report, seconds=round(time.monotonic() - started, 1))
+    child = Child(
+        tool=TOOL,
+        work=work,
+        name="quality",
+        what="quality measurement",
+        reads=[source_dir, ir_dir],
+        timeout_s=timeout_s,
+        memory_budget_bytes=memory_budget_bytes,
+        python=python,
+        layers=layers,
+    )
+    started = time.monotonic()
+    report = run_child(child, request, QualityReport)
+    return report.model_copy(update={"seconds": round(time.monotonic() - started, 1)})
 
 
 # ---- pure metrics (also used by the child) ----
@@ -294,23 +304,15 @@ def run_quality(
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bot.sandbox.child bot.builder.quality", description=__doc__.splitlines()[0]
+def _measure(request: QualityRequest) -> QualityReport:
+    return run_quality(
+        request.source, request.ir, request.prompts, request.max_new_tokens, max_f32_bytes=request.max_f32_bytes
     )
-    parser.add_argument("--source", type=Path, required=True, help="the sanitised target checkpoint folder")
-    parser.add_argument("--ir", type=Path, required=True, help="the exported target IR folder")
-    parser.add_argument("--prompts", required=True, help="JSON list of prompts")
-    parser.add_argument("--max-new-tokens", type=int, required=True)
-    parser.add_argument("--max-f32-bytes", type=int, default=DEFAULT_MAX_F32_BYTES)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    prompts = json.loads(args.prompts)
-    if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
-        parser.error("--prompts must be a JSON list of strings")
-    report = run_quality(args.source, args.ir, prompts, args.max_new_tokens, max_f32_bytes=args.max_f32_bytes)
-    args.out.write_text(json.dumps(report.as_provenance(), indent=2), encoding="utf-8")
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child: answer one `QualityRequest`."""
+    return serve(QualityRequest, _measure, argv, prog=f"python -m bot.sandbox.child {TOOL}")
 
 
 if __name__ == "__main__":

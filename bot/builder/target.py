@@ -9,7 +9,7 @@ import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -109,8 +109,8 @@ class ReusedIr:
         """The quality figures measured when the target was built (not measured again: same IR, same original)."""
         if self.record.quality is None:
             return QualityReport.not_measured(f"not measured when {self.pinned} was built")
-        measured = QualityReport.from_dict(self.record.quality.model_dump())
-        return replace(measured, seconds=None)
+        measured = QualityReport.from_record(self.record.quality.model_dump())
+        return measured.model_copy(update={"seconds": None})
 
     def facts(self) -> TargetFacts:
         published = self.record

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from bot.builder.export import TASK_LLM, ExportRequest, export_model
 from bot.builder.quality import (
@@ -75,7 +76,7 @@ def test_one_group_per_channel_int4_scores_measurably_lower_than_int8(measured):
 
 def test_report_survives_the_provenance_round_trip(measured):
     report, _ = measured["random-int4-per-channel"]
-    data = json.loads(json.dumps(report.as_provenance()))
+    data = json.loads(json.dumps(report.model_dump(mode="json")))
     assert set(data) >= {
         "top1_agreement",
         "mean_kl",
@@ -85,7 +86,8 @@ def test_report_survives_the_provenance_round_trip(measured):
         "method",
         "reference_dtype",
     }
-    assert QualityReport.from_dict(data) == report
+    assert QualityReport.model_validate(data) == report
+    assert QualityReport.from_record({**data, "gate": {"passed": True}}) == report  # the record adds its gate
 
 
 def test_quality_gate_names_the_measured_figure(measured):
@@ -134,12 +136,25 @@ def test_the_first_difference_is_where_the_greedy_outputs_part():
     assert first_difference([], []) == 0
 
 
-def test_an_older_report_with_who_what_benchmarks_sdt_still_reads():
-    older = {"measured": True, "prompts": [{**PromptQuality(0, 4, 1.0, 0.0, 4).__dict__, "diverging_tokens": 0}]}
-    older["prompts"][0]["share_diverging_tokens"] = 0.0
-    assert QualityReport.from_dict({**older, "share_diverging_tokens": 0.0}).prompts == (
-        PromptQuality(0, 4, 1.0, 0.0, 4),
+def _prompt(index: int, tokens: int, top1: float, kl: float, first: int) -> PromptQuality:
+    return PromptQuality(
+        prompt_index=index, tokens=tokens, top1_agreement=top1, mean_kl=kl, first_diverging_token=first
     )
+
+
+def test_an_older_report_with_who_what_benchmarks_sdt_still_reads():
+    older = {"measured": True, "prompts": [{**_prompt(0, 4, 1.0, 0.0, 4).model_dump(), "diverging_tokens": 0}]}
+    older["prompts"][0]["share_diverging_tokens"] = 0.0
+    assert QualityReport.from_record({**older, "share_diverging_tokens": 0.0}).prompts == (_prompt(0, 4, 1.0, 0.0, 4),)
+
+
+def test_the_childs_answer_is_held_to_the_report_model():
+    """What comes back over the wire is validated by the model itself: no field it does not know, no wrong type."""
+    answer = QualityReport.from_prompts([_prompt(0, 4, 1.0, 0.0, 4)]).model_dump(mode="json")
+    assert QualityReport.model_validate(answer).tokens == 4
+    for bad in ({**answer, "share_diverging_tokens": 0.0}, {**answer, "tokens": "many"}):
+        with pytest.raises(ValidationError):
+            QualityReport.model_validate(bad)
 
 
 def test_compare_logits_agreement_and_kl():
@@ -156,7 +171,7 @@ def test_compare_logits_agreement_and_kl():
 
 
 def test_overall_figures_weigh_tokens_and_average_divergence():
-    prompts = [PromptQuality(0, 10, 1.0, 0.0, 10), PromptQuality(1, 30, 0.5, 0.2, 2)]
+    prompts = [_prompt(0, 10, 1.0, 0.0, 10), _prompt(1, 30, 0.5, 0.2, 2)]
     report = QualityReport.from_prompts(prompts, max_new_tokens=30)
     assert report.tokens == 40
     assert report.top1_agreement == pytest.approx((10 + 15) / 40)
@@ -184,7 +199,7 @@ def test_quality_child_refuses_to_run_with_a_token_in_reach(tmp_path):
 def render_partial(name: str, **values) -> str:
     import jinja2
 
-    from bot.publish.card import TEMPLATES
+    from bot.core.fingerprints import TEMPLATES
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
     return env.get_template(name).render(**values)
@@ -192,12 +207,14 @@ def render_partial(name: str, **values) -> str:
 
 def test_the_card_section_shows_every_prompt_and_the_overall_figures(measured):
     report, _ = measured["random-int4-per-channel"]
-    text = render_partial("_quality.md.j2", quality=json.loads(json.dumps(report.as_provenance())))
+    text = render_partial("_quality.md.j2", quality=json.loads(json.dumps(report.model_dump(mode="json"))))
     assert text.startswith("## Quality against the original weights")
     assert f"over {report.tokens} generated tokens" in text
     assert f"**{100 * report.top1_agreement:.1f} %**" in text
     assert text.count("\n| ") == 2 + len(PROMPTS)  # the header, one row per prompt and the overall row
-    unmeasured = render_partial("_quality.md.j2", quality=QualityReport.not_measured("VLM target").as_provenance())
+    unmeasured = render_partial(
+        "_quality.md.j2", quality=QualityReport.not_measured("VLM target").model_dump(mode="json")
+    )
     assert "Not measured: VLM target." in unmeasured
 
 
