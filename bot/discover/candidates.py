@@ -17,8 +17,9 @@ from pydantic import ConfigDict
 from bot.core import draft_formats, log, naming, profiles
 from bot.core.errors import Skip, Stage
 from bot.core.hub_records import RepoFiles, RepoListing
-from bot.core.recipe import Recipe, SourceQuery
+from bot.core.recipe import Recipe
 from bot.core.toolchain import Toolchain
+from bot.core.watch import SourceQuery
 from bot.discover.checkpoints import (
     DSPARK_ARCHITECTURES,
     LFM2_DSPARK_ARCHITECTURE,

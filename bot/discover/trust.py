@@ -17,8 +17,9 @@ import fnmatch
 from dataclasses import dataclass
 
 from bot.core.errors import Skip, Stage
-from bot.core.recipe import Recipe, TrustRules
+from bot.core.recipe import Recipe
 from bot.core.record import Approval
+from bot.core.watch import TrustRules
 
 # Characters that read alike in a repo id (the Hub allows ASCII letters, digits, '-', '_', '.'), folded to one.
 _CONFUSABLE = str.maketrans({"0": "o", "1": "l", "i": "l", "|": "l", "3": "e", "5": "s", "8": "b", "$": "s"})

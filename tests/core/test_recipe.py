@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bot.core.errors import RecipeError
-from bot.core.recipe import ExportSettings, WeightCompression, load_recipe, parse_duration
+from bot.core.recipe import ExportSettings, WeightCompression, load_recipe
+from bot.core.watch import parse_duration
 
 WORKFLOWS = sorted((Path(__file__).resolve().parents[2] / "workflows").glob("*.yaml"))
 
