@@ -3,9 +3,10 @@
 `python -m bot.sandbox.child [--read DIR]... [--write DIR]... TOOL ARGS...`
 
 TOOL is `optimum-cli`, `exec` (any command, confined the same way) or the name of one of the bot's build tool modules
-(`bot.builder.validate`, `bot.builder.quality`, ...), whose `main(argv)` runs. The module is imported by name after the
-confinement is in force, so this package imports nothing from `bot.builder` and no loader runs unconfined; only names
-of the form `bot.builder.<module>` are accepted, so a command line cannot make it import anything else.
+(`bot.builder.validate`, `bot.builder.quality`, ...), whose `main(argv)` runs (each answers one typed request through
+`bot.sandbox.wire.serve`). The module is imported by name after the confinement is in force, so this package imports
+nothing from `bot.builder` and no loader runs unconfined; only names of the form `bot.builder.<module>` are accepted,
+so a command line cannot make it import anything else.
 
 It checks, from inside the process that will read the untrusted files, that no Hub credential is reachable (no
 secret-looking environment variable, no token file in its HF_HOME) and refuses to run otherwise. Then, before
@@ -102,15 +103,13 @@ def python_environment() -> list[Path]:
     return sorted({root for path in roots for root in (path, path.resolve())})
 
 
-def confine(reads: list[Path], writes: list[Path], *, landlock: bool = True, max_abi: int | None = None) -> str:
-    """Apply Landlock for this process and its children, unless the parent's settings switched it off
-    (`--no-landlock`); the line says what is in force (for the log). `max_abi` caps the ABI used (`--landlock-abi`:
-    the tests of an older kernel's mode)."""
-    return _confine(reads, writes, landlock=landlock, max_abi=max_abi)[0]
-
-
 def _confine(reads: list[Path], writes: list[Path], *, landlock: bool, max_abi: int | None) -> tuple[str, int]:
-    """`confine`'s line and the Landlock ABI in force (0: none)."""
+    """Apply Landlock for this process and its children, unless the parent's settings switched it off
+    (`--no-landlock`). `max_abi` caps the ABI used (`--landlock-abi`: the tests of an older kernel's mode).
+
+    Returns:
+        The line that says what is in force (for the log), and the Landlock ABI in force (0: none).
+    """
     if not landlock:
         line = f"sandbox: Landlock switched off by {SANDBOX_VARIABLE}: files are not confined by the OS in this process"
         return line, 0
