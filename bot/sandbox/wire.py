@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bot.core.errors import Failure, Stage
 from bot.core.profiles import child_env
@@ -52,6 +52,12 @@ class Reply(BaseModel, Generic[AnswerT]):
 
     answer: AnswerT | None = None
     failure: str | None = Field(None, max_length=MAX_FAILURE_CHARS)
+
+    @model_validator(mode="after")
+    def _one_of_them(self) -> Reply[AnswerT]:
+        if (self.answer is None) == (self.failure is None):
+            raise ValueError("a reply holds either an answer or a failure")
+        return self
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,10 +126,8 @@ def run_child(child: Child, request: BaseModel, answer: type[AnswerT]) -> Answer
         reply = read_reply(reply_file, answer)
     except (OSError, ValueError) as exc:
         raise Failure(f"{what} wrote no readable report ({exc})"[:300], stage=stage) from None
-    if reply.failure is not None:
-        raise Failure(reply.failure, stage=stage)
     if reply.answer is None:
-        raise Failure(f"{what} wrote no readable report (neither an answer nor a failure)", stage=stage)
+        raise Failure(reply.failure or "", stage=stage)  # a check failed: its own message
     return reply.answer
 
 

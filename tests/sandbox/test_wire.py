@@ -110,7 +110,8 @@ def clean_exit(monkeypatch: pytest.MonkeyPatch):
         (b'{"answer": {"ok": "maybe"}}', "valid boolean"),
         (b'{"answer": {"ok": true}, "token": "x"}', "Extra inputs are not permitted"),
         (b"\x80 not json", "Invalid JSON"),
-        (b"{}", "neither an answer nor a failure"),
+        (b"{}", "either an answer or a failure"),
+        (b'{"answer": {"ok": true}, "failure": "x"}', "either an answer or a failure"),
     ],
 )
 def test_a_reply_that_is_not_the_answers_model_is_a_failure_naming_the_child(tmp_path, clean_exit, reply, reason):
