@@ -107,7 +107,7 @@ def build_record(finished: FinishedDraft, ctx: GroupContext, group_cost: StageRe
         official_target=official,
         # Set here, once: the record is published as written (`bot.publish.publisher` holds it to its job's repos
         # and its own templates, and never stamps it again).
-        repos=planned.repos_of(chosen.weight_format, official) if planned is not None else None,
+        repos=planned.repos_for(chosen.weight_format, official) if planned is not None else None,
         card=CardInfo(template_fingerprint=template_fingerprint()) if planned is not None else None,
         approved_by=planned.candidate.approved_by if planned is not None else None,
     )

@@ -1,20 +1,26 @@
 """The build job: one candidate to build, why, and where it publishes; the one record planning hands on to the build.
 
 `plan --matrix` writes it into the Actions matrix and `build --job` reads it back; `dflash-bot run` hands the same
-record to its builder in `jobs.json`. Its output repos are worked out here once, from the recipe's naming
-(`bot.core.naming`), and the builder and the publisher use them as planned (`repos_for` the chosen weight format).
+record to its builder in `jobs.json`.
+
+Published repo names are derived here only (`OutputRepos`, from the recipe's naming rule in `bot.core.naming`): the
+plan keeps them in the job, the builder writes `OutputRepos.for_build` of the format it chose into the record, the
+hand-off and the publisher hold the record to them, and `publish --bundle` names them from the bundle's record
+(`OutputRepos.named`) the same way.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.core import naming
+from bot.core.errors import Skip
 from bot.core.recipe import PublishSettings
 from bot.core.record import BuildRecord, OfficialTarget, Repos
 from bot.discover.candidates import Candidate
@@ -22,6 +28,51 @@ from bot.plan.official import OfficialRepo
 from bot.plan.reuse import ReusedTarget
 
 REPO_ID = r"^[\w.-]+/[\w.-]+$"  # owner/name, as the Hub spells repo ids
+
+
+@dataclass(frozen=True)
+class OutputRepos:
+    """Every repo one source's builds may be published to: the draft repo of each weight format and the target repo.
+
+    The one place a pair's published repos are composed (`named` applies the recipe's naming rule; a `BuildJob`
+    holds the result as planned, `BuildJob.outputs`).
+    """
+
+    drafts: Mapping[str, str]  # weight format -> draft repo, in naming order
+    target: str
+    # The draft repo of a weight format `drafts` does not list (a job planned with one draft repo for every format);
+    # None: such a format is refused.
+    fallback: str | None = None
+
+    @classmethod
+    def named(cls, publish: PublishSettings, source: str, target: str) -> OutputRepos:
+        """The repos the recipe's naming rule gives a draft `source` and its `target` (`bot.core.naming`).
+
+        Raises:
+            Skip: no valid repo id can be made from `source` or `target`.
+        """
+        return cls(naming.draft_output_repos(publish, source), naming.target_output_repo(publish, target))
+
+    @property
+    def family(self) -> tuple[str, ...]:
+        """Every format's draft repo, in naming order: read around a draft commit so a source keeps one live repo."""
+        return tuple(self.drafts.values())
+
+    def for_build(self, weight_format: str, official: OfficialTarget | None = None) -> Repos:
+        """The repos a build whose draft was chosen in `weight_format` is published to: that format's draft repo,
+        and the target repo, or the official target's when the draft was validated against it (`official.used`: no
+        target of the bot's own exists for it).
+
+        Raises:
+            Skip: `weight_format` has no draft repo here.
+        """
+        draft = self.drafts.get(weight_format, self.fallback)
+        if draft is None:
+            raise Skip(
+                f"cannot name the draft for weight format {weight_format!r}: not one of {', '.join(self.drafts)}"
+            )
+        target = official.repo if official is not None and official.used else self.target
+        return Repos(draft=draft, target=target)
 
 
 class BuildJob(BaseModel):
@@ -81,13 +132,13 @@ class BuildJob(BaseModel):
             published: (repo, weight format) of the draft as published now, as planning found it.
         """
         assert candidate.repo_id and candidate.target_repo
-        draft_repos = naming.draft_output_repos(publish, candidate.repo_id)
+        outputs = OutputRepos.named(publish, candidate.repo_id, candidate.target_repo)
         return cls(
             candidate=candidate,
             reasons=tuple(reasons),
-            draft_repo=published[0] if published else draft_repos[formats[0]],
-            target_repo=naming.target_output_repo(publish, candidate.target_repo),
-            draft_repos=draft_repos,
+            draft_repo=published[0] if published else outputs.drafts[formats[0]],
+            target_repo=outputs.target,
+            draft_repos=dict(outputs.drafts),
             published_format=published[1] if published else None,
         )
 
@@ -113,37 +164,28 @@ class BuildJob(BaseModel):
         """The repos as planned (`draft_repo`); a build publishes to `repos_for` its chosen weight format."""
         return Repos(draft=self.draft_repo, target=self.target_repo)
 
-    def repos_for(self, weight_format: str) -> Repos:
-        """The repos a build whose draft was chosen in `weight_format` publishes to."""
-        return self.repos.model_copy(update={"draft": self.draft_repos.get(weight_format, self.draft_repo)})
+    @property
+    def outputs(self) -> OutputRepos:
+        """Every repo this job's build may be published to, as planned (`draft_repo` for a format without a repo
+        of its own)."""
+        return OutputRepos(self.draft_repos, self.target_repo, fallback=self.draft_repo)
+
+    def repos_for(self, weight_format: str, official: OfficialTarget | None = None) -> Repos:
+        """The repos a build of this job in `weight_format`, tried against `official`, is published to
+        (`OutputRepos.for_build`): the builder writes them into the record (`BuildRecord.repos`), and the hand-off
+        and the publisher hold the record to them (`publish_repos`)."""
+        return self.outputs.for_build(weight_format, official)
 
     def publish_repos(self, built: BuildRecord) -> Repos:
-        """The repos this job's build `built` is published to: `repos_of` the weight format it chose and the
+        """The repos this job's build `built` is published to: `repos_for` the weight format it chose and the
         official target it tried."""
-        return self.repos_of(built.draft_weight_format, built.official_target)
-
-    def repos_of(self, weight_format: str, official: OfficialTarget | None) -> Repos:
-        """The repos a build of this job in `weight_format` is published to, worked out here only: the builder
-        writes them into the record (`BuildRecord.repos`) and the publisher holds the record to them. The repo of
-        the weight format (`repos_for`), and an official target's repo when the draft was validated against it
-        (`pair_repos`)."""
-        return _paired(official, self.repos_for(weight_format))
+        return self.repos_for(built.draft_weight_format, built.official_target)
 
     def replaced_repo(self, weight_format: str) -> str | None:
         """The published repo a build in `weight_format` replaces (its card then points to the new one): the draft
         was published under another format's name; None when it goes to the same repo or nothing was published."""
         new = self.repos_for(weight_format).draft
         return self.draft_repo if self.published_format is not None and self.draft_repo != new else None
-
-
-def pair_repos(built: BuildRecord, repos: Repos) -> Repos:
-    """The repos a build's pair lives in: the planned ones, but an official target's repo when the draft was
-    validated against it (`BuildRecord.official_target`: no target of the bot's own exists for it)."""
-    return _paired(built.official_target, repos)
-
-
-def _paired(official: OfficialTarget | None, repos: Repos) -> Repos:
-    return repos.model_copy(update={"target": official.repo}) if official is not None and official.used else repos
 
 
 def group_jobs(jobs: list[BuildJob]) -> dict[tuple[str, str], list[BuildJob]]:
@@ -158,4 +200,4 @@ def planned_repos(job: BuildJob) -> list[str]:
     """The repos a planned build may publish to: its draft repo as planned, the repo of each other weight format
     the build may choose instead (the measured faster one is published, `publish.format_switch_margin`), then the
     target repo (unused when the official target IR serves, `bot.plan.official`)."""
-    return list(dict.fromkeys((job.draft_repo, *job.draft_repos.values(), job.target_repo)))
+    return list(dict.fromkeys((job.draft_repo, *job.outputs.family, job.target_repo)))

@@ -18,7 +18,7 @@ def refused_card(hub: Hub, members: list[tuple[Bundle, Repos]], card_fp: str) ->
     """The error of the first card of this group the Hub refuses (a `Failure` naming the field), or None.
 
     Args:
-        members: (bundle, repos) pairs, `repos` already paired (`bot.plan.job.pair_repos`).
+        members: (bundle, repos) pairs, `repos` already paired (`bot.plan.job.OutputRepos.for_build`).
     """
     for bundle, repos in members:
         built = bundle.record

@@ -12,13 +12,12 @@ from pathlib import Path
 from bot.builder.bundle import Bundle
 from bot.core import log
 from bot.core.errors import Failure, Stage
-from bot.core.naming import draft_output_repo, draft_output_repos, target_output_repo
 from bot.core.outcome import Outcome, Status
 from bot.core.recipe import Recipe
-from bot.core.record import RecordError, Repos
+from bot.core.record import RecordError
 from bot.core.settings import Settings
 from bot.hub.client import Hub
-from bot.plan.job import BuildJob
+from bot.plan.job import BuildJob, OutputRepos
 from bot.publish.install import install_line
 from bot.publish.publisher import PublishResult, publish_bundle
 from bot.run.actions import Actions
@@ -152,7 +151,8 @@ def build_job(
 
 
 def publish_folder(writer: Hub, recipe: Recipe, folder: Path, *, report_file: Path | None = None) -> PublishResult:
-    """`dflash-bot publish --bundle`: one bundle folder published under the repos its record's sources name.
+    """`dflash-bot publish --bundle`: one bundle folder published under the repos the recipe names for its record's
+    sources, as the plan would (`OutputRepos.named`), in the weight format and with the official target it records.
 
     Raises:
         Failure: the bundle was built from local folders, or its record does not read.
@@ -165,13 +165,10 @@ def publish_folder(writer: Hub, recipe: Recipe, folder: Path, *, report_file: Pa
             raise Failure(
                 "bundle was built from local folders: there is no source repo to publish under", stage=Stage.PUBLISH
             )
-        repos = Repos(
-            draft=draft_output_repo(recipe.publish, built.source.repo, built.draft_weight_format),
-            target=target_output_repo(recipe.publish, built.target.repo),
-        )
+        outputs = OutputRepos.named(recipe.publish, built.source.repo, built.target.repo)
+        repos = outputs.for_build(built.draft_weight_format, built.official_target)
         check_writer(writer, recipe)
-        family = tuple(draft_output_repos(recipe.publish, built.source.repo).values())
-        result = publish_bundle(writer, one, repos, private=recipe.publish.private, family=family)
+        result = publish_bundle(writer, one, repos, private=recipe.publish.private, family=outputs.family)
     except RecordError as exc:
         raise Failure(f"{folder}: {exc}", stage=Stage.PUBLISH) from None
     if report_file:

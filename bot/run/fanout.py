@@ -34,7 +34,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
-from bot.core import log, naming
+from bot.core import log
 from bot.core.errors import BotError, JobError, Stage
 from bot.core.fingerprints import Fingerprints, template_fingerprint
 from bot.core.outcome import Outcome, Status
@@ -43,7 +43,7 @@ from bot.core.record import BuildRecord
 from bot.core.runners import RunnerClass
 from bot.hub.client import Hub
 from bot.hub.transport import REQUESTS
-from bot.plan.job import BuildJob, group_jobs
+from bot.plan.job import BuildJob, OutputRepos, group_jobs
 from bot.plan.planner import card_refreshes
 from bot.plan.sizing import BuildEstimate, BuildTime, choose_runner, gb, minutes, pair_of
 from bot.plan.step import RunOptions
@@ -414,10 +414,10 @@ def _artifacts(report: RunReport, bundles: Path | None, recipe: Recipe) -> Itera
 def _not_the_recipes(job: BuildJob, recipe: Recipe) -> str | None:
     """Why a job read from a build artifact is not one the recipe's plan would make (None: it is): its repos."""
     try:
-        drafts = naming.draft_output_repos(recipe.publish, job.source)
-        target = naming.target_output_repo(recipe.publish, job.target)
+        outputs = OutputRepos.named(recipe.publish, job.source, job.target)
     except BotError as error:
         return f"names no valid output repo ({error.message})"
+    drafts, target = outputs.drafts, outputs.target
     if job.target_repo != target or job.draft_repo not in drafts.values() or job.draft_repos not in ({}, drafts):
         named = sorted({job.draft_repo, job.target_repo, *job.draft_repos.values()} - {target, *drafts.values()})
         return f"names repos the recipe does not publish to ({', '.join(named) or 'in other roles'})"

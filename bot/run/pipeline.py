@@ -46,8 +46,7 @@ from bot.plan.planner import card_refreshes
 from bot.plan.sizing import local_runner
 from bot.plan.step import RunOptions
 from bot.publish.install import install_line
-from bot.publish.publisher import publish_group
-from bot.publish.refresh import refresh_cards
+from bot.publish.publisher import publish_group, refresh_cards
 from bot.run.handoff import artifact_name, read_group, write_outcome
 from bot.run.preflight import require_write_token
 from bot.run.report import RunReport, build_cost_note
@@ -211,7 +210,7 @@ def build_and_hand_off(
                 outcomes[job.source] = Outcome.of_error(job.source, job.revision, as_runners(result.error))
                 continue
             assert result.bundle is not None and result.bundle.record.repos is not None  # a planned build's
-            repos = result.bundle.record.repos  # as the builder wrote them (`BuildJob.repos_of`)
+            repos = result.bundle.record.repos  # as the builder wrote them (`BuildJob.repos_for`)
             outcomes[job.source] = Outcome(job.source, job.revision, Status.BUILT, "", [repos.draft, repos.target])
     finally:
         if not keep_work:
@@ -393,9 +392,7 @@ def publish_jobs(
         if (old := job.replaced_repo(bundle.record.draft_weight_format)) is not None
     }
     # Every format repo of each source, read around its draft commit: one live repo whatever runs overlap.
-    families = {
-        repos.draft: tuple(job.draft_repos.values()) for (job, _), (_, repos) in zip(ready, members, strict=True)
-    }
+    families = {repos.draft: job.outputs.family for (job, _), (_, repos) in zip(ready, members, strict=True)}
     results = publish_group(
         writer, members, private=recipe.publish.private, replaces=replaces, install=install, families=families
     )

@@ -1,11 +1,11 @@
 """The build job (`bot.plan.job`): what `group_jobs` groups a run's builds by, and the repos a build of a job is
-published to (`publish_repos`, `pair_repos`), worked out there only."""
+published to (`OutputRepos.for_build`, `publish_repos`), worked out there only."""
 
 from __future__ import annotations
 
 from bot.core import record
 from bot.core.record import OfficialTarget, Repos
-from bot.plan.job import BuildJob, group_jobs, pair_repos
+from bot.plan.job import BuildJob, OutputRepos, group_jobs
 from tests import records
 from tests.records import REPOS, build_record
 
@@ -35,10 +35,14 @@ def with_official(used: bool) -> record.BuildRecord:
     return build_record().model_copy(update={"official_target": official})
 
 
-def test_pair_repos_names_the_official_target_only_when_it_was_used():
-    assert pair_repos(build_record(), REPOS) == REPOS
-    assert pair_repos(with_official(used=False), REPOS) == REPOS
-    assert pair_repos(with_official(used=True), REPOS) == Repos(draft=REPOS.draft, target=OFFICIAL)
+def paired(built: record.BuildRecord) -> Repos:
+    return OutputRepos({"int4": REPOS.draft}, REPOS.target).for_build("int4", built.official_target)
+
+
+def test_output_repos_name_the_official_target_only_when_it_was_used():
+    assert paired(build_record()) == REPOS
+    assert paired(with_official(used=False)) == REPOS
+    assert paired(with_official(used=True)) == Repos(draft=REPOS.draft, target=OFFICIAL)
 
 
 def test_a_build_is_published_to_its_chosen_formats_repo_and_the_official_target_it_used():
@@ -49,4 +53,4 @@ def test_a_build_is_published_to_its_chosen_formats_repo_and_the_official_target
     assert planned.publish_repos(int8) == Repos(draft="ns/A-int8-ov", target="ns/T")
     served = with_official(used=True).model_copy(update={"export": int8.export})
     assert planned.publish_repos(served) == Repos(draft="ns/A-int8-ov", target=OFFICIAL)
-    assert planned.publish_repos(served) == pair_repos(served, planned.repos_for("int8"))
+    assert planned.publish_repos(served) == planned.repos_for("int8", served.official_target)

@@ -8,7 +8,7 @@ import pytest
 
 from bot.core.errors import Failure
 from bot.hub.client import Hub
-from bot.plan.job import pair_repos
+from bot.plan.job import OutputRepos
 from bot.publish.card import template_fingerprint
 from bot.publish.card_check import refused_card
 from bot.publish.publisher import publish_bundle
@@ -28,7 +28,9 @@ def hub(hub):
 
 def test_the_fixture_records_cards_pass(hub, tmp_path):
     bundle = make_bundle(tmp_path / "bundle", repos=REPOS)
-    members = [(bundle, pair_repos(bundle.record, REPOS))]
+    built = bundle.record
+    outputs = OutputRepos({built.draft_weight_format: REPOS.draft}, REPOS.target)
+    members = [(bundle, outputs.for_build(built.draft_weight_format, built.official_target))]
     assert refused_card(Hub(hub.url, HUB_TOKEN, max_attempts=1), members, template_fingerprint()) is None
 
 
