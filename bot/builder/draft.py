@@ -43,7 +43,7 @@ class DraftJob:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Measured:
+class MeasuredFormat:
     """One weight format of a draft: its export, its IR check and its validation."""
 
     weight_format: str
@@ -63,7 +63,7 @@ class FinishedDraft:
     target_inspection: TargetInspect
     target_facts: TargetFacts
     quality: QualityReport
-    chosen: Measured
+    chosen: MeasuredFormat
     choice: FormatChoice | None  # None: one format, nothing to choose
     concurrent: ConcurrentValidation | None  # per-row drafts only
     staged: StagedBundle
@@ -106,7 +106,7 @@ def finish_draft(job: DraftJob, ctx: GroupContext) -> FinishedDraft | DraftOutco
     )
 
 
-def _stage(job: DraftJob, chosen: Measured, target_export: ExportResult) -> StagedBundle:
+def _stage(job: DraftJob, chosen: MeasuredFormat, target_export: ExportResult) -> StagedBundle:
     return stage_bundle(
         job.draft.out,
         chosen.export.ir_dir,
@@ -122,13 +122,13 @@ def _stage(job: DraftJob, chosen: Measured, target_export: ExportResult) -> Stag
 
 def _measure_formats(
     job: DraftJob, target_export: ExportResult, ctx: GroupContext
-) -> tuple[Measured, FormatChoice | None]:
+) -> tuple[MeasuredFormat, FormatChoice | None]:
     """Every weight format of the draft measured, and the one to publish.
 
     Raises:
         BotError: the only format failed, or no format could be measured.
     """
-    results: list[Measured | FailedFormat] = []
+    results: list[MeasuredFormat | FailedFormat] = []
     for weight_format, future in job.exports.items():
         try:
             results.append(_measure_format(job, weight_format, future, target_export, ctx))
@@ -136,7 +136,7 @@ def _measure_formats(
             if len(job.exports) == 1:
                 raise  # the only format: its failure is the draft's
             results.append(_failed_format(job, weight_format, error, ctx))
-    measured = [r for r in results if isinstance(r, Measured)]
+    measured = [r for r in results if isinstance(r, MeasuredFormat)]
     failed = [r for r in results if isinstance(r, FailedFormat)]
     if not measured:
         reasons = "; ".join(f"{f.weight_format}: {f.reason}" for f in failed)
@@ -150,7 +150,7 @@ def _measure_formats(
 
 def _measure_format(
     job: DraftJob, weight_format: str, future: Future[ExportResult], target_export: ExportResult, ctx: GroupContext
-) -> Measured:
+) -> MeasuredFormat:
     """Inspect and validate one weight format of the draft once its export is done.
 
     Raises:
@@ -192,7 +192,7 @@ def _measure_format(
         ),
     )
     _log_sweep(job.name, weight_format, validation)
-    return Measured(
+    return MeasuredFormat(
         weight_format=weight_format,
         export=draft_export,
         ir_digests=validated,
@@ -233,8 +233,8 @@ def _baseline(scratch: Path, index: int) -> Path | None:
 
 
 def _choose(
-    measured: list[Measured], failed: list[FailedFormat], published: str | None, margin: float
-) -> tuple[Measured, FormatChoice | None]:
+    measured: list[MeasuredFormat], failed: list[FailedFormat], published: str | None, margin: float
+) -> tuple[MeasuredFormat, FormatChoice | None]:
     """The format to publish: the best measured speed-up among those that passed the gates, the published format
     unless another beats it by `margin` (bot.builder.weight_formats); with one format and none failed there is
     nothing to choose."""
@@ -251,7 +251,7 @@ def _choose(
 
 
 def _concurrent(
-    job: DraftJob, chosen: Measured, target_export: ExportResult, ctx: GroupContext
+    job: DraftJob, chosen: MeasuredFormat, target_export: ExportResult, ctx: GroupContext
 ) -> ConcurrentValidation | None:
     """Per-row drafts: continuous batching with several requests, what the format is for.
 

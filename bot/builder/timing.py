@@ -52,7 +52,7 @@ TIMING_METHOD = (
 
 
 @dataclass(frozen=True)
-class Measured:
+class SweepPoint:
     """One k of the sweep: its record row, its interval, and where its default-properties output left plain's."""
 
     run: SpeedRun
@@ -62,7 +62,7 @@ class Measured:
 
 @dataclass(frozen=True)
 class Sweep:
-    measured: dict[int, Measured]
+    measured: dict[int, SweepPoint]
     timing: Timing
 
 
@@ -94,7 +94,7 @@ def timed_sweep(plain: Generates, speculative: Generates, settings: ValidationSe
 
 def _speed_run(
     plain: Generates, speculative: Generates, settings: ValidationSettings, k: int, rule: TimingRule
-) -> Measured:
+) -> SweepPoint:
     """One k: interleaved pairs over every prompt until `rule` says the interval is tight or its time is spent."""
     new_tokens = aligned_new_tokens(settings.max_new_tokens, k)
     prompts = settings.prompts
@@ -139,7 +139,7 @@ def _speed_run(
         speedup_high=round(interval.high, 3),
         pairs=interval.pairs,
     )
-    return Measured(run, interval, divergence)
+    return SweepPoint(run, interval, divergence)
 
 
 def machine_facts(device: str) -> Machine:

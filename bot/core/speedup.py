@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-class SpeedRun(Protocol):
+class SweepRow(Protocol):
     """A sweep row as `bot.core.record_checks.SpeedRun` holds it (that module imports this one: no import back)."""
 
     @property
@@ -170,14 +170,14 @@ def recommend_k(intervals: Mapping[int, Interval]) -> tuple[int, str]:
     )
 
 
-def run_interval(run: SpeedRun) -> Interval | None:
+def run_interval(run: SweepRow) -> Interval | None:
     """A sweep row's interval (None for a record from before intervals were measured)."""
     if run.speedup_low is None or run.speedup_high is None:
         return None
     return Interval(run.speedup, run.speedup_low, run.speedup_high, run.pairs or 0)
 
 
-def compare_to_card(here: Sequence[SpeedRun], card: SpeedRun) -> str:
+def compare_to_card(here: Sequence[SweepRow], card: SweepRow) -> str:
     """Whether this machine's speed-up interval at the card's recommended k overlaps the card's (`dflash-bot try`).
 
     Args:

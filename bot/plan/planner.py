@@ -145,7 +145,7 @@ def planned_outcomes(builds: Iterable[tuple[BuildJob, str]], card_refresh: Itera
 
 
 class KnownNamespace(Protocol):
-    """What the status memory tells planning about the output namespace (`bot.status.step.Memory`)."""
+    """What the status memory tells planning about the output namespace (`bot.status.step.StatusMemory`)."""
 
     @property
     def namespace_listing(self) -> Mapping[str, str]: ...

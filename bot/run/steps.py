@@ -42,7 +42,7 @@ class RunMemory:
         published: source -> (record, repos) of every source published or found up to date this run.
     """
 
-    memory: status_step.Memory | None = None
+    memory: status_step.StatusMemory | None = None
     listed: list[str] = field(default_factory=list)
     remembered: set[str] = field(default_factory=set)
     published: dict[str, tuple[BuildRecord, Repos]] = field(default_factory=dict)
@@ -148,7 +148,7 @@ class _RunSide:
         return examine, [skip for skip in skips if skip.repo_id not in self.state.remembered]
 
     def _keep_published(
-        self, planner: Planner, memory: status_step.Memory, listings: list[RepoListing], skips: list[SkipRecord]
+        self, planner: Planner, memory: status_step.StatusMemory, listings: list[RepoListing], skips: list[SkipRecord]
     ) -> tuple[list[RepoListing], list[SkipRecord]]:
         """Published pairs stay watched whoever approved them (docs/design.md §14): a not-approved source the memory
         holds a published pair of is examined like a listed one (the planner keeps the pair as it is until a new
@@ -175,7 +175,7 @@ def _append_listing(planner: Planner, source: str, listings: list[RepoListing]) 
     listings.append(planner.listing_for(source))
 
 
-def _believed(planner: Planner, memory: status_step.Memory, entry: StatusEntry, listing: RepoListing) -> bool:
+def _believed(planner: Planner, memory: status_step.StatusMemory, entry: StatusEntry, listing: RepoListing) -> bool:
     """Whether a remembered publish holds: the draft repo's record at its listed head (one request, kept for
     the source's planning) says what the entry says, and the planner finds it current (the target's head is not
     looked up: that is what the memory saves)."""
@@ -192,7 +192,7 @@ def _believed(planner: Planner, memory: status_step.Memory, entry: StatusEntry, 
 
 def load_memory(
     reader: Hub, recipe: Recipe, fingerprints: Fingerprints, options: RunOptions
-) -> status_step.Memory | None:
+) -> status_step.StatusMemory | None:
     """The status repo's memory, or None when it cannot be read (then every source is examined, as before)."""
     try:
         return status_step.load_memory(

@@ -50,7 +50,7 @@ from bot.core.hashes import FileHash, HubHash, LocalHash, hash_file, mismatch
 from bot.core.naming import validate_repo_id
 from bot.core.recipe import ValidationSettings, load_recipe
 from bot.core.record import PROVENANCE_FILE, BuildRecord, FileDigest, FileList, RecordError, parse_draft_record
-from bot.core.record_checks import Validation as Measured
+from bot.core.record_checks import Validation
 from bot.core.record_files import differs_from_record
 from bot.core.safe_text import clean
 from bot.core.settings import SANDBOX_LAYERS
@@ -101,7 +101,7 @@ class TryResult:
     """What this machine measured for a pinned pair, with the card's figures (the record) beside it."""
 
     pair: PinnedPair
-    measured: Measured
+    measured: Validation
     genai: str  # the openvino-genai version that ran it
     hardware: str  # the device's full name (for AUTO: the devices it picks from)
 
@@ -384,7 +384,7 @@ def fetch_files(hub: Hub, repo: str, commit: str, files: FileList, cache: Path, 
 
 def measure(
     draft_dir: Path, target_dir: Path, settings: ValidationSettings, *, is_vlm: bool, layers: Sequence[str]
-) -> Measured:
+) -> Validation:
     """The build's validation of the pair on `settings.device`: in the sandbox child on CPU, here otherwise.
 
     Raises:

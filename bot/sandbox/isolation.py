@@ -23,7 +23,7 @@ from bot.core.errors import Failure, InfrastructureFailure, RunnerFault, Stage, 
 from bot.core.settings import SANDBOX_LAYERS
 from bot.sandbox import reaper
 from bot.sandbox.confinement import NAMESPACE_PREFIX, confinement, scrubbed_env
-from bot.sandbox.resources import Memory, Peaks, PeakSampler, session_members
+from bot.sandbox.resources import MemorySample, Peaks, PeakSampler, session_members
 
 
 def untrusted_env(base: Mapping[str, str] | None = None, *, home: Path | None = None) -> dict[str, str]:
@@ -189,9 +189,9 @@ def run_logged(
     with _children_lock:
         _children.add(process)
     over_budget = threading.Event()
-    crossing: list[Memory] = []  # the sample that went over the budget
+    crossing: list[MemorySample] = []  # the sample that went over the budget
 
-    def guard(memory: Memory) -> None:
+    def guard(memory: MemorySample) -> None:
         if (
             memory_budget_bytes is not None
             and memory.unreclaimable_bytes > memory_budget_bytes
@@ -252,7 +252,7 @@ def disk_full_line(log_path: Path) -> str | None:
     return None
 
 
-def over_budget_message(what: str, memory: Memory, budget_bytes: int, log_path: Path) -> str:
+def over_budget_message(what: str, memory: MemorySample, budget_bytes: int, log_path: Path) -> str:
     """The guard's failure: the stage, the memory that crossed (anonymous and file-backed) and the budget."""
     anon = memory.unreclaimable_bytes
     swapped = f", {_gb(memory.swap_bytes)} of it swapped" if memory.swap_bytes else ""

@@ -22,7 +22,7 @@ from pathlib import Path
 from bot.core.record import StageResources
 
 SAMPLE_INTERVAL_S = 0.2
-# The lines of /proc/<pid>/status this module reads, in kB, and the `Memory` field each one adds to.
+# The lines of /proc/<pid>/status this module reads, in kB, and the `MemorySample` field each one adds to.
 _STATUS_FIELDS = {
     b"RssAnon:": "anon_bytes",
     b"RssFile:": "file_bytes",
@@ -32,7 +32,7 @@ _STATUS_FIELDS = {
 
 
 @dataclass(frozen=True)
-class Memory:
+class MemorySample:
     """Memory of a process tree at one moment, by kind (each summed over its processes).
 
     Attributes:
@@ -57,8 +57,8 @@ class Memory:
         """Anonymous memory, resident or swapped: what a memory budget (and the OOM killer) must hold."""
         return self.anon_bytes + self.swap_bytes
 
-    def __add__(self, other: Memory) -> Memory:
-        return Memory(
+    def __add__(self, other: MemorySample) -> MemorySample:
+        return MemorySample(
             self.anon_bytes + other.anon_bytes,
             self.file_bytes + other.file_bytes,
             self.shmem_bytes + other.shmem_bytes,
@@ -72,7 +72,7 @@ class Peaks:
 
     Attributes:
         rss_bytes: Highest resident set size.
-        anon_bytes: Highest anonymous memory, resident plus swapped (`Memory.unreclaimable_bytes`).
+        anon_bytes: Highest anonymous memory, resident plus swapped (`MemorySample.unreclaimable_bytes`).
         file_bytes: Highest resident file-backed memory.
         shmem_bytes: Highest resident shared memory.
     """
@@ -82,7 +82,7 @@ class Peaks:
     file_bytes: int = 0
     shmem_bytes: int = 0
 
-    def with_sample(self, memory: Memory) -> Peaks:
+    def with_sample(self, memory: MemorySample) -> Peaks:
         return Peaks(
             max(self.rss_bytes, memory.rss_bytes),
             max(self.anon_bytes, memory.unreclaimable_bytes),
@@ -91,7 +91,7 @@ class Peaks:
         )
 
 
-def tree_memory(root_pid: int, *, include_root: bool = True) -> Memory:
+def tree_memory(root_pid: int, *, include_root: bool = True) -> MemorySample:
     """Memory of `root_pid`, all its descendants and every other process of the session it leads (zero once it
     has exited): a child started in a session of its own (`bot.sandbox.isolation`) that leaves an orphan behind,
     re-parented out of its tree, still has it counted; one that left the session too is counted when `root_pid`
@@ -107,7 +107,7 @@ def tree_memory(root_pid: int, *, include_root: bool = True) -> Memory:
             children.setdefault(ids[0], []).append(int(entry.name))
             if ids[2] == root_pid:
                 in_session.append(int(entry.name))
-    total, stack, seen = Memory(), [root_pid, *in_session], set()
+    total, stack, seen = MemorySample(), [root_pid, *in_session], set()
     while stack:
         pid = stack.pop()
         if pid in seen:
@@ -159,7 +159,7 @@ class PeakSampler:
     """A background thread that keeps the peak memory of a process tree, of each kind (`Peaks`), and, optionally,
     of disk under a folder.
 
-    `on_sample(memory)` runs after each sample with that sample's `Memory` (the memory guard kills the tree from
+    `on_sample(memory)` runs after each sample with that sample's `MemorySample` (the memory guard kills the tree from
     there).
     """
 
@@ -169,7 +169,7 @@ class PeakSampler:
         *,
         disk: Path | None = None,
         interval_s: float = SAMPLE_INTERVAL_S,
-        on_sample: Callable[[Memory], None] | None = None,
+        on_sample: Callable[[MemorySample], None] | None = None,
         include_root: bool = True,
     ):
         self.pid = pid
@@ -289,13 +289,13 @@ def _stat_ids(pid: int) -> tuple[int, int, int] | None:
     return int(fields[1]), int(fields[2]), int(fields[3])
 
 
-def process_memory(pid: int) -> Memory:
+def process_memory(pid: int) -> MemorySample:
     """One process's memory by kind, from ``/proc/<pid>/status`` (zero once it is gone, and for kernel threads)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as handle:
             status = handle.read()
     except OSError:
-        return Memory()
+        return MemorySample()
     kilobytes = {}
     for line in status.splitlines():
         name, _, rest = line.partition(b"\t")
@@ -305,4 +305,4 @@ def process_memory(pid: int) -> Memory:
                 kilobytes[field] = int(rest.split()[0]) * 1024
             except (IndexError, ValueError):
                 continue
-    return Memory(**kilobytes)
+    return MemorySample(**kilobytes)

@@ -3,7 +3,7 @@
 Two calls for the orchestrator to make:
 
 - `load_memory(reader, recipe, ...)` once per run, before planning: exactly two Hub requests (`status.json` and
-  one listing of the output namespace). `Memory.remembered(repo_id, revision)` then says, without any request,
+  one listing of the output namespace). `StatusMemory.remembered(repo_id, revision)` then says, without any request,
   whether a listed source can be reported from memory (skipped or failed, unchanged) or must be examined
   (provenance read, config read, maybe a build). A remembered "published" is believed while the namespace listing
   shows its draft repo at the sha recorded after the bot's last commit (`head_unchanged`); otherwise `partition`
@@ -52,7 +52,7 @@ _STATUS_ATTEMPTS = 3  # a lost race (412) re-reads the page and merges again
 
 
 @dataclass(frozen=True)
-class Memory:
+class StatusMemory:
     """What planning knows before examining any source: the last status and the output namespace's shas."""
 
     status: StatusFile | None
@@ -100,7 +100,7 @@ def load_memory(
     fingerprints: Fingerprints | None = None,
     recheck: bool = False,
     now: dt.datetime | None = None,
-) -> Memory:
+) -> StatusMemory:
     """Read the status repo and list the output namespace: two requests, whatever the number of sources.
 
     Args:
@@ -127,7 +127,7 @@ def load_memory(
     stale = frozenset(stale_published(entries, listing, namespace=recipe.publish.namespace))
     if stale:
         log.get().info("published repos changed outside the bot, re-examined: %s", ", ".join(sorted(stale)))
-    return Memory(
+    return StatusMemory(
         status=status,
         namespace_listing=dict(listing),
         stale=stale,
@@ -151,7 +151,7 @@ class MemoryPlan:
     verify: tuple[tuple[StatusEntry, RepoListing], ...] = ()
 
 
-def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) -> MemoryPlan:
+def partition(memory: StatusMemory, listings: Iterable[RepoListing], skips: Iterable) -> MemoryPlan:
     """Split `discover.list_sources`' result by the memory, without any Hub request.
 
     Args:
@@ -189,7 +189,7 @@ def partition(memory: Memory, listings: Iterable[RepoListing], skips: Iterable) 
     return MemoryPlan(tuple(remembered), tuple(examine), tuple(listing_skips), tuple(verify))
 
 
-def _same_listing_skip(memory: Memory, skip: SkipRecord) -> StatusEntry | None:
+def _same_listing_skip(memory: StatusMemory, skip: SkipRecord) -> StatusEntry | None:
     """The previous entry of a source the listing rules out exactly as before (same revision, stage and reason):
     kept as it is, so a radar that sees the same strangers commits nothing. A "seen, not approved" is never
     remembered for planning (`Fault.DECISION`), but the listing alone decides it, so its line need not change."""
@@ -201,18 +201,18 @@ def _same_listing_skip(memory: Memory, skip: SkipRecord) -> StatusEntry | None:
     return entry
 
 
-def published_sources(memory: Memory) -> dict[str, str]:
+def published_sources(memory: StatusMemory) -> dict[str, str]:
     """Every source the memory holds a published pair of (lower-cased id -> id): watched whatever the listings
     return, so a pair never leaves the page or the update cycle because a search stopped finding it."""
     entries = memory.status.entries if memory.status is not None else ()
     return {entry.source.lower(): entry.source for entry in entries if entry.repos}
 
 
-def head_unchanged(memory: Memory, entry: StatusEntry) -> bool:
+def head_unchanged(memory: StatusMemory, entry: StatusEntry) -> bool:
     """Whether the namespace listing shows the entry's draft repo at the sha the bot recorded after its own last
     commit there: the record at that commit is the one the entry was made from (and a commit's files never change),
     so a remembered publish is believed without reading it again, and a no-op run costs the listing pages plus two
-    requests however many drafts are published (issue 32). A head that differs is stale (`Memory.remembered`) and
+    requests however many drafts are published (issue 32). A head that differs is stale (`StatusMemory.remembered`) and
     examined; the memory of a published pair is re-examined by age too (`watch.recheck_after`)."""
     draft = entry.draft_repo
     return (
@@ -239,13 +239,13 @@ def believed(entry: StatusEntry, record: BuildRecord | None) -> bool:
     return True
 
 
-def draft_head(memory: Memory, entry: StatusEntry) -> str | None:
+def draft_head(memory: StatusMemory, entry: StatusEntry) -> str | None:
     """The draft repo's sha in the namespace listing: the revision its record is read at."""
     return memory.namespace_listing.get(entry.draft_repo) if entry.draft_repo else None
 
 
 def entries_for(
-    memory: Memory, outcomes: Iterable[Outcome], published: Mapping[str, tuple[BuildRecord, Repos]]
+    memory: StatusMemory, outcomes: Iterable[Outcome], published: Mapping[str, tuple[BuildRecord, Repos]]
 ) -> list[StatusEntry]:
     """Status entries for the sources a run examined, from their outcomes and the records it holds in memory.
 
@@ -266,7 +266,7 @@ def entries_for(
 
 
 def _entry_for(
-    memory: Memory, outcome: Outcome, published: Mapping[str, tuple[BuildRecord, Repos]]
+    memory: StatusMemory, outcome: Outcome, published: Mapping[str, tuple[BuildRecord, Repos]]
 ) -> StatusEntry | None:
     if outcome.status in (Status.PUBLISHED, Status.UP_TO_DATE) and outcome.source in published:
         built, repos = published[outcome.source]
@@ -331,7 +331,7 @@ class StatusResult:
 def publish_status(
     writer: Hub,
     recipe: Recipe,
-    memory: Memory,
+    memory: StatusMemory,
     updates: Iterable[StatusEntry],
     *,
     watched: Iterable[str] | None,

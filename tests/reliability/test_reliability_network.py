@@ -26,7 +26,7 @@ from bot.run.pipeline import RunOptions, fetch_and_build, plan_step
 from bot.run.report import RunReport
 from bot.status.memory import STATUS_JSON, needs_recheck
 from bot.status.read import load_status
-from bot.status.step import Memory, entries_for
+from bot.status.step import StatusMemory, entries_for
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
@@ -314,7 +314,7 @@ def test_a_full_disk_during_download_is_the_runners_one_line_and_the_next_plan_r
     assert outcome.reason.startswith("download: disk full: download of model.safetensors at "), outcome.reason
     assert " more bytes, " in outcome.reason and " bytes free " in outcome.reason and "\n" not in outcome.reason
     assert "unexpected" not in outcome.reason and "runner's fault (disk full)" in outcome.reason
-    memory = Memory(status=None, namespace_listing={}, stale=frozenset(), fingerprints=Fingerprints("tc", "rc"),
+    memory = StatusMemory(status=None, namespace_listing={}, stale=frozenset(), fingerprints=Fingerprints("tc", "rc"),
                     now=dt.datetime.now(dt.UTC), recheck_after=None)  # fmt: skip
     (entry,) = entries_for(memory, [outcome], {})
     assert needs_recheck(entry, revision=job.revision, fingerprints=Fingerprints("tc", "rc"), now=memory.now,

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from bot.sandbox.resources import Memory, Peaks, PeakSampler, measure, process_memory, tree_memory
+from bot.sandbox.resources import MemorySample, Peaks, PeakSampler, measure, process_memory, tree_memory
 
 MB = 2**20
 
@@ -51,7 +51,7 @@ def test_anonymous_and_file_backed_memory_are_read_apart(tmp_path):
         assert mapping.rss_bytes == mapping.anon_bytes + mapping.file_bytes + mapping.shmem_bytes
     finally:
         child.wait(timeout=30)
-    assert process_memory(child.pid) == Memory()  # gone: nothing, not an error
+    assert process_memory(child.pid) == MemorySample()  # gone: nothing, not an error
 
 
 def test_a_grandchild_counts_in_the_tree_of_its_grandparent(tmp_path):
@@ -71,7 +71,7 @@ def test_a_grandchild_counts_in_the_tree_of_its_grandparent(tmp_path):
 def test_the_sampler_keeps_each_kind_of_peak_from_its_own_moment(tmp_path):
     """Anonymous first, then file-backed: the anonymous peak is not the anonymous part of the RSS peak."""
     child = subprocess.Popen([sys.executable, "-c", _PHASES, "200", "300", str(tmp_path)])
-    seen: list[Memory] = []
+    seen: list[MemorySample] = []
     with PeakSampler(child.pid, interval_s=0.05, on_sample=seen.append) as sampler:
         child.wait(timeout=60)
     peaks = sampler.peaks
@@ -82,7 +82,11 @@ def test_the_sampler_keeps_each_kind_of_peak_from_its_own_moment(tmp_path):
 
 
 def test_swap_counts_as_anonymous_and_peaks_take_the_maximum():
-    peaks = Peaks().with_sample(Memory(anon_bytes=5, file_bytes=1, swap_bytes=4)).with_sample(Memory(file_bytes=7))
+    peaks = (
+        Peaks()
+        .with_sample(MemorySample(anon_bytes=5, file_bytes=1, swap_bytes=4))
+        .with_sample(MemorySample(file_bytes=7))
+    )
     assert peaks == Peaks(rss_bytes=7, anon_bytes=9, file_bytes=7, shmem_bytes=0)
 
 

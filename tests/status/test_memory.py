@@ -33,7 +33,7 @@ from bot.status.memory import (
 )
 from bot.status.page import md_text, render_files, render_readme, renderer_fingerprint, write_status
 from bot.status.read import MAX_STATUS_BYTES, StatusRead, agrees, foreign_repos, load_status, read_status, vetted
-from bot.status.step import Memory, entries_for
+from bot.status.step import StatusMemory, entries_for
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
@@ -145,7 +145,7 @@ def test_needs_recheck_truth_table(entry, kwargs, expected) -> None:
 
 def examined_again(outcome: Outcome) -> bool:
     """Whether the run after the one that recorded `outcome` examines the source again, nothing else changed."""
-    memory = Memory(
+    memory = StatusMemory(
         status=None,
         namespace_listing={},
         stale=frozenset(),
@@ -390,7 +390,7 @@ def test_status_command_prints_table_and_json(server: LocalHub, monkeypatch: pyt
 
 
 def test_status_step_with_only_skips_makes_no_collection(server: LocalHub) -> None:
-    from bot.status.step import Memory, publish_status
+    from bot.status.step import StatusMemory, publish_status
 
     writer = Hub(server.url, TOKEN)
     recipe = fast_recipe()
@@ -399,7 +399,7 @@ def test_status_step_with_only_skips_makes_no_collection(server: LocalHub) -> No
             "publish": recipe.publish.model_copy(update={"namespace": "OnlySkips", "status_repo": "{namespace}/status"})
         }
     )
-    memory = Memory(
+    memory = StatusMemory(
         status=None,
         namespace_listing={},
         stale=frozenset(),
