@@ -91,7 +91,8 @@ def published_scenario(count: int) -> dict:
     from bot.core.recipe import load_recipe
     from bot.hub.client import Hub
     from bot.hub.transport import configure_client
-    from bot.run.pipeline import RunOptions, run
+    from bot.plan.step import RunOptions
+    from bot.run.pipeline import run
     from hubserver import LocalHub
 
     recipe = load_recipe()
@@ -137,7 +138,8 @@ def radar_scenario(strangers: int, published: int = 10, repeats: int = 5) -> dic
     from bot.core.recipe import load_recipe
     from bot.hub.client import Hub
     from bot.hub.transport import configure_client
-    from bot.run.pipeline import RunOptions, run
+    from bot.plan.step import RunOptions
+    from bot.run.pipeline import run
     from hubserver import LocalHub
     from tinymodels.hub_layouts import write_repo
 

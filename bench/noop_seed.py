@@ -12,10 +12,9 @@ import json
 from pathlib import Path
 
 from bot.core import naming
-from bot.core.fingerprints import current_toolchain_fingerprint, recipe_memory_fingerprint
+from bot.core.fingerprints import current_toolchain_fingerprint, recipe_memory_fingerprint, template_fingerprint
 from bot.core.recipe import Recipe
 from bot.hub.client import Hub
-from bot.publish.card import template_fingerprint
 from bot.status.memory import StatusEntry, merged, now_utc, with_repo_shas
 from bot.status.page import renderer_fingerprint, write_status
 from tinymodels.hub_layouts import write_repo

@@ -93,8 +93,9 @@ def peak_child_rss_gb() -> float:
 
 
 def main() -> int:
-    from bot.builder.export import TASK_LLM, ExportRequest, export_model
+    from bot.builder.export import ExportRequest, export_model
     from bot.builder.quality import measure_quality
+    from bot.core.exporter import TASK_LLM
     from bot.core.recipe import load_recipe
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

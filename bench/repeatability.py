@@ -31,8 +31,9 @@ from bot.core.naming import DRAFT_WEIGHT_FORMATS, draft_output_repo  # noqa: E40
 from bot.core.recipe import load_recipe  # noqa: E402
 from bot.hub.client import Hub  # noqa: E402
 from bot.hub.transport import configure_client  # noqa: E402
+from bot.plan.step import RunOptions  # noqa: E402
 from bot.run import demo  # noqa: E402
-from bot.run.pipeline import RunOptions, run  # noqa: E402
+from bot.run.pipeline import run  # noqa: E402
 from hubserver import LocalHub  # noqa: E402
 
 TOKEN = "hf_bench_repeatability"

@@ -115,7 +115,8 @@ def measure_shape(shape: str, root: Path, *, recipe_validation: bool = False) ->
 def measure_export_scratch(shape: str, root: Path) -> dict:
     """Disk each export holds beyond its IR: optimum-cli writes the floating-point IR to a temporary folder (under
     TMPDIR) before compressing it into the output, so TMPDIR is put under the measured work folder here."""
-    from bot.builder.export import TASK_LLM, ExportRequest, export_model
+    from bot.builder.export import ExportRequest, export_model
+    from bot.core.exporter import TASK_LLM
     from bot.core.recipe import load_recipe
     from bot.discover.fetch import safe_copy
 

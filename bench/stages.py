@@ -146,7 +146,8 @@ def _specs(work: Path):
 
 
 def _export(stage: str, work: Path, out: Path, scratch: Path, recipe_validation: bool) -> dict:
-    from bot.builder.export import TASK_LLM, TASK_VLM, ExportRequest, export_model
+    from bot.builder.export import ExportRequest, export_model
+    from bot.core.exporter import TASK_LLM, TASK_VLM
 
     python, _, target_spec = _specs(work)
     role = stage.split()[0]

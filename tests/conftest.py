@@ -83,7 +83,8 @@ def tiny(tmp_path_factory):
 def built(tiny, tmp_path_factory):
     """built(kind, sweep=None) -> DraftOutcome (or the BotError classification found), from one real build per
     kind and sweep (default: fast_recipe's)."""
-    from bot.builder.group import Checkout, build_folders
+    from bot.builder.group import build_folders
+    from bot.builder.jobs import Checkout
 
     results = {}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.cli import run_command_line
+from bot.cli.ending import run_command_line
 from bot.core.recipe import DEFAULT_RECIPE
 
 COMMANDS = (["run"], ["plan"], ["publish"], ["build"], ["status"], ["inspect"], ["make-tiny"], ["demo"],

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.cli import run_command_line
+from bot.cli.ending import run_command_line
 from bot.core.recipe import DEFAULT_RECIPE, load_recipe
 from bot.hub.client import Hub
 from bot.run import demo

@@ -11,12 +11,13 @@ from __future__ import annotations
 from bot import __version__
 from bot.builder.bundle import seal_bundle
 from bot.builder.draft import FinishedDraft
-from bot.builder.export import TASK_LLM, ExportResult
+from bot.builder.export import ExportResult
 from bot.builder.jobs import DraftOutcome, GroupContext, run_step
 from bot.builder.quality import quality_gate
 from bot.builder.target import license_fields
 from bot.core import log
 from bot.core.errors import BotError, Failure, Stage
+from bot.core.exporter import TASK_LLM
 from bot.core.fingerprints import template_fingerprint
 from bot.core.record import (
     BuildRecord,

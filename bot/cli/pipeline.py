@@ -46,8 +46,8 @@ def plan_command(
     """
     # Planning reads configs and records: no export toolchain (the Actions plan job installs without it).
     from bot.core.recipe import load_recipe
+    from bot.plan.step import RunOptions
     from bot.run.commands import plan_job
-    from bot.run.pipeline import RunOptions
 
     only = only_repo(only)
     loaded = load_recipe(recipe)
@@ -86,8 +86,8 @@ def run_command(
     """
     needs_build_extra("run")
     from bot.core.recipe import load_recipe
+    from bot.plan.step import RunOptions
     from bot.run.commands import run_once
-    from bot.run.pipeline import RunOptions
 
     only = only_repo(only)
     loaded = load_recipe(recipe)

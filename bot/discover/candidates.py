@@ -18,6 +18,7 @@ from bot.core import draft_formats, log, naming, profiles
 from bot.core.errors import Skip, Stage
 from bot.core.hub_records import RepoFiles, RepoListing
 from bot.core.recipe import Recipe
+from bot.core.record import Approval
 from bot.core.toolchain import Toolchain
 from bot.core.watch import SourceQuery
 from bot.discover.checkpoints import (
@@ -34,7 +35,7 @@ from bot.discover.checkpoints import (
 )
 from bot.discover.fetch import is_allowed
 from bot.discover.source_card import SourceCard, read_source_card
-from bot.discover.trust import Approval, Trust, exclusion
+from bot.discover.trust import Trust, exclusion
 from bot.discover.weights import check_weights, require_safetensors
 from bot.hub.client import Hub
 

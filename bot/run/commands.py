@@ -18,11 +18,12 @@ from bot.core.record import RecordError
 from bot.core.settings import Settings
 from bot.hub.client import Hub
 from bot.plan.job import BuildJob, OutputRepos
+from bot.plan.step import RunOptions
 from bot.publish.install import install_line
 from bot.publish.publisher import PublishResult, publish_bundle
 from bot.run.actions import Actions
 from bot.run.fanout import MatrixPlan, gh_fetch, load_plan, plan_matrix, publish_run
-from bot.run.pipeline import RunOptions, build_and_hand_off, run
+from bot.run.pipeline import build_and_hand_off, run
 from bot.run.preflight import check_read_side, check_writer, reader_token_name, require_write_token
 from bot.run.report import RunReport
 from bot.sandbox.confinement import hold_write_token

@@ -82,7 +82,8 @@ def run_demo(work: Path | None = None, *, settings: Settings | None = None) -> i
     from bot.core.recipe import load_recipe
     from bot.hub.client import Hub
     from bot.hub.transport import configure_client
-    from bot.run.pipeline import RunOptions, run
+    from bot.plan.step import RunOptions
+    from bot.run.pipeline import run
 
     recipe = load_recipe()
     options = RunOptions(settings=settings or Settings())

@@ -29,7 +29,8 @@ from pathlib import Path
 import yaml
 
 from bot.builder.bundle import Bundle
-from bot.builder.group import Checkout, DraftBuild, DraftOutcome, build_group, estimate_group
+from bot.builder.group import build_group, estimate_group
+from bot.builder.jobs import Checkout, DraftBuild, DraftOutcome
 from bot.builder.official import check_official
 from bot.core import log
 from bot.core.draft_formats import report_note
@@ -46,8 +47,7 @@ from bot.plan.planner import card_refreshes
 from bot.plan.sizing import local_runner
 from bot.plan.step import RunOptions
 from bot.publish.install import install_line
-from bot.publish.publisher import publish_group
-from bot.publish.refresh import refresh_cards
+from bot.publish.publisher import publish_group, refresh_cards
 from bot.run.handoff import artifact_name, read_group, write_outcome
 from bot.run.preflight import require_write_token
 from bot.run.report import RunReport, build_cost_note

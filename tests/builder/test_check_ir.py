@@ -20,7 +20,7 @@ from bot.builder.check_ir import inspect_draft
 from bot.builder.inspect_ir import inspect_folder
 from bot.builder.ir_read import hidden_state_layers, read_dflash_rt_info
 from bot.builder.per_row_rules import DraftLayout
-from bot.cli import run_command_line
+from bot.cli.ending import run_command_line
 from bot.core.errors import Failure
 from bot.discover.checkpoints import DraftSpec
 from tinymodels.per_row import PerRowSpec

@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.builder.export import (
-    TASK_LLM,
-    TASK_VLM,
-    ExportRequest,
-    export_command,
-    optimum_cli_args,
-    target_task,
-)
+from bot.builder.export import ExportRequest, export_command, optimum_cli_args
+from bot.core.exporter import TASK_LLM, TASK_VLM, target_task
 from bot.core.recipe import ExportSettings
 
 SETTINGS = ExportSettings(weight_format="int4", group_size=64, ratio=0.8, group_size_fallback="ignore")

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from bot.builder.bundle import PROVENANCE_FILE, find_local_paths, local_path_markers
+from bot.builder.bundle import find_local_paths, local_path_markers
+from bot.core.record import PROVENANCE_FILE
 
 
 def test_dflash_pair_builds_and_passes_both_gates(built):
@@ -140,7 +141,8 @@ def test_both_draft_weight_formats_are_measured_and_the_faster_one_is_published(
     recorded with the reason, and the target measured against its original weights once."""
     import tempfile
 
-    from bot.builder.group import Checkout, build_folders
+    from bot.builder.group import build_folders
+    from bot.builder.jobs import Checkout
     from bot.core.record import Repos, TargetRecord
     from bot.publish.card import render_draft_card, render_target_card
     from tests.conftest import fast_recipe

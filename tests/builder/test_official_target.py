@@ -27,8 +27,9 @@ from bot.core.recipe import PublishSettings
 from bot.discover.fetch import safe_copy
 from bot.hub.client import Hub
 from bot.plan.official import pin_official
+from bot.plan.step import RunOptions
 from bot.run import demo
-from bot.run.pipeline import RunOptions, run
+from bot.run.pipeline import run
 from bot.status.memory import stale_published
 from bot.status.read import foreign_repos, read_status
 from hubserver import LocalHub

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from bot.builder.export import TASK_LLM, ExportRequest, export_model
+from bot.builder.export import ExportRequest, export_model
 from bot.builder.quality import (
     PromptQuality,
     QualityReport,
@@ -21,6 +21,7 @@ from bot.builder.quality import (
     measure_quality,
     quality_gate,
 )
+from bot.core.exporter import TASK_LLM
 from bot.core.recipe import ExportSettings, load_recipe
 
 PROMPTS = load_recipe().validation.prompts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.builder.export import TASK_LLM, ExportRequest, export_model
+from bot.builder.export import ExportRequest, export_model
 from bot.builder.quantization import (
     _package_folder,
     calibration_unavailable,
@@ -15,6 +15,7 @@ from bot.builder.quantization import (
     weight_format_args,
     with_calibration,
 )
+from bot.core.exporter import TASK_LLM
 from bot.core.recipe import ExportSettings
 
 RECIPE = ExportSettings(group_size=128, ratio=1.0, sym=False)
@@ -143,7 +144,7 @@ def test_the_ir_records_the_recommended_settings_it_was_exported_with(tiny, tmp_
 def test_the_card_line_names_the_settings_source_and_the_fallback():
     import jinja2
 
-    from bot.publish.card import TEMPLATES
+    from bot.core.fingerprints import TEMPLATES
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
     settings = recommended_int4("Qwen/Qwen3-8B", RECIPE, defaults=optimum_default_4bit_configs())

@@ -72,7 +72,7 @@ def test_when_none_is_accepted_the_fastest_lossless_one_is_named():
 def test_the_card_section_lists_every_format_and_marks_the_published_one():
     import jinja2
 
-    from bot.publish.card import TEMPLATES
+    from bot.core.fingerprints import TEMPLATES
 
     choice = choose_draft_format([result("int4", 1.40, size=100 << 20), result("int8", 1.80, size=180 << 20, k=7)])
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
@@ -87,7 +87,7 @@ def test_a_format_that_failed_is_named_in_the_card_with_its_reason_not_left_out(
     import jinja2
 
     from bot.builder.weight_formats import FailedFormat
-    from bot.publish.card import TEMPLATES
+    from bot.core.fingerprints import TEMPLATES
 
     killed = FailedFormat("int8", "export-draft: draft export failed (exit -9: killed by SIGKILL from outside the bot)")
     choice = choose_draft_format([result("int4", 1.40, size=100 << 20)], [killed])
@@ -320,7 +320,7 @@ def test_formats_whose_files_weigh_the_same_hold_int4():
 def test_the_card_says_which_format_is_held_and_what_a_switch_needs():
     import jinja2
 
-    from bot.publish.card import TEMPLATES
+    from bot.core.fingerprints import TEMPLATES
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined)
     template = env.get_template("_draft_formats.md.j2")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import run_command_line
+from bot.cli.ending import run_command_line
 from bot.core import profiles
 from bot.core.settings import DEFAULT_ENDPOINT, SANDBOX_LAYERS, Settings
 

@@ -57,7 +57,8 @@ def test_a_dry_run_of_the_shipped_recipe_names_every_layout(tmp_path):
     gets its layout, target and the capability it waits for, before any target lookup (gpt-oss: its family)."""
     from bot.hub.client import Hub
     from bot.hub.transport import configure_client
-    from bot.run.pipeline import RunOptions, run
+    from bot.plan.step import RunOptions
+    from bot.run.pipeline import run
     from hubserver import LocalHub
 
     with LocalHub(tmp_path / "hub", user="maintainer", token="hf_write") as server:

@@ -177,8 +177,8 @@ def test_a_local_hub_seeded_with_a_real_pair_gets_a_matrix_entry_on_standard(
     """The real configs and safetensors of the real byte sizes (sparse files, adopted by the local Hub without
     copying), discovered over HTTP with the default recipe: one matrix entry, on `standard`."""
     from bot.hub.client import Hub
+    from bot.plan.step import RunOptions
     from bot.run.fanout import plan_matrix
-    from bot.run.pipeline import RunOptions
     from hubserver import LocalHub
     from tinymodels.shapes import SHAPES, make_shape
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from bot.core.errors import Failure
+from bot.core.fingerprints import template_fingerprint
 from bot.hub.client import Hub
 from bot.plan.job import OutputRepos
-from bot.publish.card import template_fingerprint
 from bot.publish.card_check import refused_card
 from bot.publish.publisher import publish_bundle
 from tests.conftest import HUB_TOKEN

@@ -18,8 +18,9 @@ from huggingface_hub import HfApi, ModelCard
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.recipe import Recipe
 from bot.hub.client import Hub
+from bot.plan.step import RunOptions
 from bot.run import demo
-from bot.run.pipeline import RunOptions, run
+from bot.run.pipeline import run
 from bot.status.memory import README
 from bot.status.read import read_status
 from hubserver import LocalHub

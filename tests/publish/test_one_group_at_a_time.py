@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
-from bot.cli import run_command_line
+from bot.cli.ending import run_command_line
 from bot.core.errors import UsageError
 from bot.core.outcome import Outcome, Status
 from bot.core.record import BuildRecord

@@ -23,10 +23,12 @@ from bot.core.fingerprints import Fingerprints
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.record import Repos, write
 from bot.hub.client import Hub
+from bot.plan.step import RunOptions
 from bot.publish.publisher import publish_bundle
 from bot.run import demo
-from bot.run.pipeline import RunOptions, fetch_and_build, plan_step, run
+from bot.run.pipeline import fetch_and_build, run
 from bot.run.report import RunReport
+from bot.run.steps import plan_step
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
@@ -200,7 +202,8 @@ def test_listing_faults_are_retried(hub, tmp_path):
 def _status_after(hub, namespace: str, bundle, rules: list[dict]):
     """Publish the bundle under `namespace`, then write its status page (`pipeline.finish_status`) under faults."""
     from bot.core.outcome import Outcome, Status
-    from bot.run.pipeline import RunMemory, finish_status, load_memory
+    from bot.run.pipeline import finish_status
+    from bot.run.steps import RunMemory, load_memory
 
     recipe = recipe_for(namespace)
     writer = Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05)
@@ -645,10 +648,11 @@ def test_actions_handoffs_that_are_not_the_planned_build_are_failures_and_the_re
     """The publish job's inputs as a build job can leave them: a truncated bundle, a bundle of another revision
     than its entry, a missing artifact, and a plan from another recipe. Each is a failure naming its cause,
     nothing is published from it, and the good bundle in the same run is published."""
+    from bot.core.errors import JobError
     from bot.core.outcome import Outcome, Status
     from bot.discover.candidates import Candidate
     from bot.plan.job import BuildJob
-    from bot.run.fanout import JobError, MatrixEntry, MatrixPlan, PlanReport, load_plan, publish_run
+    from bot.run.fanout import MatrixEntry, MatrixPlan, PlanReport, load_plan, publish_run
     from bot.run.handoff import BuildOutcomeFile, artifact_name
 
     recipe = recipe_for("rel-handoff")

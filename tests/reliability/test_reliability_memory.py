@@ -18,12 +18,17 @@ import subprocess
 import pytest
 from huggingface_hub import HfApi
 
-from bot.core.fingerprints import Fingerprints, current_toolchain_fingerprint, recipe_memory_fingerprint
+from bot.core.fingerprints import (
+    Fingerprints,
+    current_toolchain_fingerprint,
+    recipe_memory_fingerprint,
+    template_fingerprint,
+)
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.hub.client import Hub
-from bot.publish.card import template_fingerprint
+from bot.plan.step import RunOptions
 from bot.run import demo
-from bot.run.pipeline import RunOptions, run
+from bot.run.pipeline import run
 from bot.status.memory import STATUS_JSON, StatusEntry
 from bot.status.step import load_memory, publish_status
 from hubserver import LocalHub

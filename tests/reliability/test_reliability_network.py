@@ -21,9 +21,11 @@ from bot.core.errors import BotError, Failure, HubError
 from bot.core.fingerprints import Fingerprints
 from bot.core.recipe import HubSettings
 from bot.hub.client import Hub
+from bot.plan.step import RunOptions
 from bot.run import demo
-from bot.run.pipeline import RunOptions, fetch_and_build, plan_step
+from bot.run.pipeline import fetch_and_build
 from bot.run.report import RunReport
+from bot.run.steps import plan_step
 from bot.status.memory import STATUS_JSON, needs_recheck
 from bot.status.read import load_status
 from bot.status.step import StatusMemory, entries_for

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.core.errors import JobError
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.outcome import Outcome, Status
 from bot.core.runners import RunnerSettings
@@ -29,10 +30,11 @@ from bot.discover.candidates import Candidate
 from bot.hub.client import Hub
 from bot.plan.job import BuildJob
 from bot.plan.sizing import BuildTime, Pair, choose_runner, pair_of
+from bot.plan.step import RunOptions
 from bot.run import demo
 from bot.run.actions import Actions, summary_markdown
-from bot.run.fanout import JobError, artifact_name, parse_jobs, plan_matrix
-from bot.run.pipeline import RunOptions
+from bot.run.fanout import parse_jobs, plan_matrix
+from bot.run.handoff import artifact_name
 from bot.run.report import RunReport
 from tests.conftest import HUB_ORGS, fast_recipe
 

@@ -20,10 +20,11 @@ from huggingface_hub import HfApi
 from bot.core import fingerprints
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.hub.client import Hub
+from bot.plan.step import RunOptions
 from bot.publish import card
 from bot.run import demo
 from bot.run.handoff import artifact_name
-from bot.run.pipeline import BUNDLES, RunOptions, run
+from bot.run.pipeline import BUNDLES, run
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
@@ -212,7 +213,7 @@ def test_a_card_refresh_planned_from_an_older_build_never_overwrites_a_newer_one
     the one planned from (published in between), it leaves that build's cards alone."""
     from huggingface_hub import HfApi
 
-    from bot.publish.refresh import refresh_cards
+    from bot.publish.publisher import refresh_cards
 
     writer = Hub(hub.url, TOKEN)
     published = writer.draft_record(DRAFT_OUT)
@@ -253,7 +254,7 @@ def test_new_source_commit_triggers_exactly_one_rebuild(hub, first_run, tmp_path
 def test_reuse_is_planned_only_when_the_published_target_matches(hub, first_run):
     """The published target matches this recipe and toolchain; another export setting, another tracked toolchain
     version or another target revision each rule the reuse out, with the reason."""
-    from bot.builder.export import TASK_LLM
+    from bot.core.exporter import TASK_LLM
     from bot.core.profiles import planned_toolchain
     from bot.core.record import parse_target_record
     from bot.plan.reuse import plan_reuse, why_not_reusable

@@ -18,7 +18,7 @@ import yaml
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
-from bot.cli import run_command_line
+from bot.cli.ending import run_command_line
 from bot.core.errors import HubError, UsageError
 from bot.core.recipe import DEFAULT_RECIPE, load_recipe
 from bot.hub.client import Hub

@@ -22,8 +22,9 @@ from bot.core.hashes import hash_file
 from bot.core.naming import draft_output_repo, target_output_repo
 from bot.core.record import FileDigest, Repos, to_json
 from bot.hub.client import Hub
+from bot.plan.step import RunOptions
 from bot.run import demo
-from bot.run.pipeline import RunOptions, run
+from bot.run.pipeline import run
 from bot.run.try_pair import COLUMNS
 from tests.conftest import fast_recipe
 

@@ -15,8 +15,9 @@ from huggingface_hub import HfApi
 
 from bot.core.naming import draft_output_repo
 from bot.hub.client import Hub
+from bot.plan.step import RunOptions
 from bot.run import demo
-from bot.run.pipeline import RunOptions, run
+from bot.run.pipeline import run
 from bot.run.report import MAX_TABLE_BYTES
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN

@@ -11,12 +11,13 @@ import pytest
 import yaml
 
 from bench.noop_seed import seed_published
-from bot.cli import run_command_line
+from bot.cli.ending import run_command_line
 from bot.core import schedule
 from bot.core.recipe import load_recipe
 from bot.hub.client import Hub
 from bot.hub.transport import configure_client
-from bot.run.pipeline import RunOptions, run
+from bot.plan.step import RunOptions
+from bot.run.pipeline import run
 from bot.status.memory import STALE_PERIODS, StatusFile, now_utc, run_stamp
 from bot.status.page import render_readme, show_status, write_status
 from bot.status.read import read_status

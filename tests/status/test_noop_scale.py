@@ -8,7 +8,8 @@ from bench.noop_seed import seed_published
 from bot.core.recipe import load_recipe
 from bot.hub.client import Hub
 from bot.hub.transport import configure_client
-from bot.run.pipeline import RunOptions, run
+from bot.plan.step import RunOptions
+from bot.run.pipeline import run
 from hubserver import LocalHub
 
 

@@ -14,9 +14,10 @@ from huggingface_hub import HfApi
 
 from bot.core import naming
 from bot.hub.client import Hub
+from bot.plan.step import RunOptions
 from bot.publish.charts import ACCEPTANCE_CHART, acceptance_png
 from bot.run import demo
-from bot.run.pipeline import RunOptions, run
+from bot.run.pipeline import run
 from bot.status.memory import CHART, README, STATUS_JSON
 from bot.status.read import read_status
 from hubserver import LocalHub
