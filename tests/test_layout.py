@@ -496,7 +496,7 @@ def test_the_name_checks_see_what_they_look_for() -> None:
 # The longest function and module in bot/ on the day the limits were set (issue 34; ruff's C901/PLR09xx limits in
 # pyproject.toml were set the same day). Lower them when the longest gets shorter; never raise them.
 MAX_FUNCTION_LINES = 86
-MAX_MODULE_LINES = 1013
+MAX_MODULE_LINES = 556  # bot/publish/publisher.py, once bot/hub.py was split (issue 42)
 
 
 def _lengths() -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:

@@ -95,8 +95,16 @@ class Shape:
 
     def at_depth(self, layers: int) -> Shape:
         """This shape with its target cut to `layers` decoder layers (`NAME@N`), every width kept."""
-        if not 1 <= layers <= self.dims.layers:
-            raise ValueError(f"{self.name} has {self.dims.layers} layers; a depth of {layers} is not 1..that")
+        least = 2 if self.is_vlm else 1
+        if not least <= layers <= self.dims.layers:
+            raise ValueError(
+                f"{self.name} has {self.dims.layers} layers; a depth of {layers} is not {least}..that"
+                + (
+                    " (a Qwen3.5 cut needs a linear- and a full-attention layer: optimum-intel's export looks up both)"
+                    if self.is_vlm and layers == 1
+                    else ""
+                )
+            )
         return dataclasses.replace(
             self, name=f"{self.name}@{layers}", dims=dataclasses.replace(self.dims, layers=layers)
         )
@@ -508,7 +516,7 @@ def _qwen3_target(shape: Shape, version: str):
 
 def layer_types(layers: int) -> list[str]:
     """Qwen3.5's hybrid pattern, full attention every 4th layer; a target cut below 4 layers keeps one full-attention
-    layer, its last, so every cut depth has both kinds."""
+    layer, its last, so every cut depth of 2 or more has both kinds (`Shape.at_depth` refuses 1)."""
     types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers)]
     if layers < 4:
         types[-1] = "full_attention"

@@ -6,8 +6,8 @@ stateful format (optimum-intel 2.2.0) is expected to be refused by the transform
 hidden; a per-row draft must convert like any decoder (`bot.builder.per_row_rules`). The DFlash rt_info must match
 the source config.
 
-Each check returns the record's own part (`record.TargetInspect`, `record.DraftInspect`): what the build record
-says about an IR is what the check found, with no second type in between.
+Each check returns the record's own part (`record_checks.TargetInspect`, `record_checks.DraftInspect`): what the
+build record says about an IR is what the check found, with no second type in between.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ An IR is written by an export child, so it is as untrusted as the checkpoint it 
 OpenVINO parses it. The builder holds the read token and the network: the parse happens in a fresh process started
 through `bot.sandbox.child` like every other child (no credential, its own folder, Landlock to the IR it reads), over
 the one wire every child uses (`bot.sandbox.wire`): an `InspectRequest` in, the record's own model out
-(`record.TargetInspect`, `record.DraftInspect`, what `bot.builder.check_ir` returns), or the failed check's message.
+(`record_checks.TargetInspect`, `record_checks.DraftInspect`, what `bot.builder.check_ir` returns), or the failed
+check's message.
 
 `python -m bot.sandbox.child --read IR --write WORK bot.builder.inspect_child --request FILE --answer FILE`
 """

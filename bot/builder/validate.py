@@ -76,7 +76,7 @@ def validate_pair(
 
     Raises:
         Failure: GenAI could not load or run the pair, the run exceeded `settings.timeout_s`, it went over the
-            memory budget, or the child wrote no `record.Validation` (`bot.sandbox.wire.run_child`).
+            memory budget, or the child wrote no `record_checks.Validation` (`bot.sandbox.wire.run_child`).
     """
     earlier = baseline if baseline is not None and baseline.is_file() else None
     request = ValidationRequest(

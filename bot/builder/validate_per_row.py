@@ -140,7 +140,7 @@ def validate_per_row_pair(
 
     Raises:
         Skip: the installed GenAI cannot run per-row drafts (the reason names what it lacks).
-        Failure: GenAI failed, ran past the recipe's time limit, or wrote no `record.ConcurrentValidation`.
+        Failure: GenAI failed, ran past the recipe's time limit, or wrote no `record_checks.ConcurrentValidation`.
     """
     support = support or per_row_support_in(python)
     if not support.supported:

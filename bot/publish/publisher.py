@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import random
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from bot.builder.bundle import DRAFT_PUBLISHED, TARGET_FILES, Bundle, check_folder, check_publishable
 from bot.core import log, record
@@ -41,8 +39,8 @@ from bot.publish.card_check import refused_card
 from bot.publish.charts import ACCEPTANCE_CHART, write_acceptance_chart
 from bot.publish.one_repo import held_elsewhere, settle
 
-_CARD_FILES = ("README.md", PROVENANCE_FILE)
-_DRAFT_RENDERED = (*_CARD_FILES, ACCEPTANCE_CHART)  # rendered from the record at publish, so not listed in it
+CARD_FILES = ("README.md", PROVENANCE_FILE)  # what a card-only commit holds (here and `bot.publish.refresh`)
+_DRAFT_RENDERED = (*CARD_FILES, ACCEPTANCE_CHART)  # rendered from the record at publish, so not listed in it
 _RACE_ATTEMPTS = 6  # another publisher of the same group makes up to three commits in a row
 
 
@@ -451,7 +449,7 @@ def _publish_target(
     if not weights_current:  # the weights are committed: exactly the files the record lists
         listed = None if published is None else published.files if published.files is not None else TARGET_FILES
         _not_the_bots_repo(repos.target, head, listed, built.source.repo)
-        check_folder(folder, _listed(target_record.files, repos.target), _CARD_FILES, repos.target)
+        check_folder(folder, _listed(target_record.files, repos.target), CARD_FILES, repos.target)
     record.write(target_record, folder)
     (folder / "README.md").write_text(render_target_card(target_record, target_repo=repos.target), encoding="utf-8")
     message = (
@@ -464,7 +462,7 @@ def _publish_target(
         folder,
         message=message,
         private=private,
-        only=_CARD_FILES if weights_current else None,
+        only=CARD_FILES if weights_current else None,
         seen=head,
     )
     if result.commit:
@@ -523,62 +521,12 @@ def _listing(target: TargetRecord, summary: DraftSummary, card_fp: str) -> Targe
     return target.model_copy(update={"drafts": kept}).with_draft(summary, card_fp)
 
 
-def refresh_cards(hub: Hub, published: BuildRecord, *, private: bool) -> PublishResult:
-    """Re-render the cards from the published records after a template change: no rebuild, no weights.
-
-    Returns:
-        PUBLISHED when a card changed (a commit was made), UP_TO_DATE when both were already current.
-    """
-    if published.repos is None:
-        raise Failure(
-            "the published record names no repos to refresh", subject=published.source.repo, stage=Stage.PUBLISH
-        )
-    repos, card_fp = published.repos, template_fingerprint()
-    # Render from the record at the commit the card will be committed on: a build published since the plan read
-    # `published` has its own fresh cards, and must not get this one's record back.
-    head = hub.files_or_none(repos.draft)
-    current = hub.draft_record(repos.draft, revision=head.sha) if head is not None else None
-    if current is None or current.inputs().changes_to(published.inputs()):
-        log.step("%s holds another build since it was planned: its cards are its own", repos.draft)
-        return PublishResult(Status.UP_TO_DATE, repos, [])
-    refreshed = current.published_as(repos, card_fp)
-    commits: list[tuple[str, str]] = []
-    with tempfile.TemporaryDirectory(prefix="dflash-bot-card-") as tmp:
-        folder = Path(tmp)
-        record.write(refreshed, folder)
-        write_acceptance_chart(folder, refreshed.validation)
-        (folder / "README.md").write_text(render_draft_card(refreshed), encoding="utf-8")
-        result = hub.publish_folder(
-            repos.draft,
-            folder,
-            message="Update model card",
-            private=private,
-            only=(*_CARD_FILES, ACCEPTANCE_CHART),
-            seen=head,
-        )
-        if result.commit:
-            commits.append((repos.draft, result.commit))
-        target_head = hub.files_or_none(repos.target)
-        target = hub.target_record(repos.target, revision=target_head.sha) if target_head is not None else None
-        if target is not None and target.card.template_fingerprint != card_fp:
-            (folder / ACCEPTANCE_CHART).unlink()
-            target = target.model_copy(update={"card": record.CardInfo(template_fingerprint=card_fp)})
-            record.write(target, folder)
-            (folder / "README.md").write_text(render_target_card(target, target_repo=repos.target), encoding="utf-8")
-            result = hub.publish_folder(
-                repos.target, folder, message="Update model card", private=private, only=_CARD_FILES, seen=target_head
-            )
-            if result.commit:
-                commits.append((repos.target, result.commit))
-    return PublishResult(Status.PUBLISHED if commits else Status.UP_TO_DATE, repos, commits)
-
-
 def _as_recorded(hub: Hub, repo: str, commit: str, published: TargetRecord) -> bool:
     """Whether the target repo holds exactly the files its record lists; if not (edited outside the bot, or built
     before records listed files), its weights are committed again from this build."""
     if published.files is None:
         return False
-    changed = differs_from_record(hub.listed_hashes(repo, commit), published.files, (*_CARD_FILES, ".gitattributes"))
+    changed = differs_from_record(hub.listed_hashes(repo, commit), published.files, (*CARD_FILES, ".gitattributes"))
     if changed is None:
         # Files that match a record someone else rewrote are not the bot's: a card-only commit must not certify them.
         try:

@@ -47,7 +47,8 @@ from bot.plan.planner import card_refreshes
 from bot.plan.sizing import local_runner
 from bot.plan.step import RunOptions
 from bot.publish.install import install_line
-from bot.publish.publisher import publish_group, refresh_cards
+from bot.publish.publisher import publish_group
+from bot.publish.refresh import refresh_cards
 from bot.run.handoff import artifact_name, read_group, write_outcome
 from bot.run.preflight import require_write_token
 from bot.run.report import RunReport, build_cost_note

@@ -12,7 +12,8 @@ from bot.core.errors import Failure, Skip
 from bot.core.outcome import Status
 from bot.core.record import OfficialTarget, Repos
 from bot.hub.client import Hub
-from bot.publish.publisher import _listed, _message, publish_bundle, refresh_cards
+from bot.publish.publisher import _listed, _message, publish_bundle
+from bot.publish.refresh import refresh_cards
 from tests.conftest import HUB_TOKEN
 from tests.publish.handmade import make_bundle, seed_sources
 from tests.records import REPOS, SOURCE_SHA, TARGET_SHA, build_record

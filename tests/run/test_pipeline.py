@@ -213,7 +213,7 @@ def test_a_card_refresh_planned_from_an_older_build_never_overwrites_a_newer_one
     the one planned from (published in between), it leaves that build's cards alone."""
     from huggingface_hub import HfApi
 
-    from bot.publish.publisher import refresh_cards
+    from bot.publish.refresh import refresh_cards
 
     writer = Hub(hub.url, TOKEN)
     published = writer.draft_record(DRAFT_OUT)

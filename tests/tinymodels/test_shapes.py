@@ -66,3 +66,12 @@ def test_unknown_shape_lists_the_known_ones(tmp_path):
     with pytest.raises(ValueError, match=r"qwen3-0\.6b, qwen3-1\.7b"):
         make_shape("qwen3-3b", tmp_path)
     assert dataclasses.is_dataclass(SHAPES["qwen3.5-0.8b"])
+
+
+def test_a_qwen3_5_cut_keeps_both_attention_kinds_and_refuses_one_layer():
+    # optimum-intel's Qwen3.5 export looks up a linear-attention layer: a one-layer cut (full attention only) fails
+    # its trace with "'linear_attention' is not in list", so the cut is refused before minutes of weights are written.
+    with pytest.raises(ValueError, match="linear- and a full-attention layer"):
+        shapes.shape_named("qwen3.5-27b@1")
+    assert shapes.layer_types(2) == ["linear_attention", "full_attention"]
+    assert shapes.shape_named("qwen3-coder-30b-a3b@1").dims.layers == 1
