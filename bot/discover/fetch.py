@@ -110,26 +110,3 @@ def strip_auto_map(path: Path) -> None:
     if isinstance(config, dict) and "auto_map" in config:
         del config["auto_map"]
         path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-
-
-def release_weights(*folders: Path) -> int:
-    """Delete the `*.safetensors` files of source checkouts once both IRs are written, to free disk.
-
-    Only the weights go: configs, tokenizer files and the card stay (the bundle and the provenance still read them).
-    A file hard-linked into several of `folders` is freed once all its links are gone.
-
-    Returns:
-        The bytes of the files removed (counted once per distinct file).
-    """
-    seen: set[tuple[int, int]] = set()
-    freed = 0
-    for folder in folders:
-        for path in sorted(folder.glob("*.safetensors")):
-            if path.is_symlink() or not path.is_file():
-                continue
-            info = path.stat()
-            if (info.st_dev, info.st_ino) not in seen:
-                seen.add((info.st_dev, info.st_ino))
-                freed += info.st_size
-            path.unlink()
-    return freed

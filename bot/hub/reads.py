@@ -13,7 +13,7 @@ from typing import TypeVar
 import huggingface_hub as hf
 
 from bot.core import deadlines, log
-from bot.core.errors import Failure, HubError, Skip, Stage
+from bot.core.errors import HubError, Skip, Stage
 from bot.core.hub_records import (
     CommitEntry,
     RepoFiles,
@@ -255,11 +255,3 @@ class Reads(Transport):
             return repos
 
         return self.call(Stage.LIST_NAMESPACE, fetch, subject=namespace)
-
-    def read_dataset_file(self, repo_id: str, filename: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes | None:
-        """One small file of a dataset repo (`read_file`); a file over the limit is a Failure here, since the
-        status repo is the bot's own."""
-        try:
-            return self.read_file(repo_id, filename, max_bytes=max_bytes, repo_type="dataset")
-        except Skip as skip:
-            raise Failure(skip.message, subject=repo_id, stage=Stage.READ) from None

@@ -144,7 +144,7 @@ def test_a_switch_publishes_the_new_repo_and_points_the_old_card_to_it(hub, int8
     entry = read_status(reader, status_repo).entry(demo.DRAFT_REPO)
     assert (entry.draft_repo, entry.status) == (INT4_OUT, "published")
     assert INT8_OUT not in entry.repo_shas
-    page = reader.read_dataset_file(status_repo, README).decode()
+    page = reader.read_file(status_repo, README, repo_type="dataset").decode()
     assert INT4_OUT in page and INT8_OUT not in page
     slug = report.collection.rsplit("/collections/", 1)[-1]
     items = {i.item_id for i in HfApi(endpoint=hub.url, token=TOKEN).get_collection(slug).items}

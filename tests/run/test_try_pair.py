@@ -295,6 +295,6 @@ def test_the_published_card_and_the_status_page_show_the_command(server):
     section = card.split("## Measure it on your machine", 1)[1].split("\n## ", 1)[0]
     # No install line names a package nobody owns (issue 31): outside Actions the card names no install at all.
     assert f"dflash-bot try {DRAFT_OUT} --device CPU" in section and "pip install dflash-ov-bot" not in section
-    page = hub.read_dataset_file(RECIPE.status_repo_id, README).decode()
+    page = hub.read_file(RECIPE.status_repo_id, README, repo_type="dataset").decode()
     assert "`dflash-bot try <draft repo>`" in page
     assert f"- [{DRAFT_OUT}]({server.url}/{DRAFT_OUT}#measure-it-on-your-machine)" in page
