@@ -218,6 +218,7 @@ LONG_MODULES = (
     "tests/test_deploy.py",
     "tests/reliability/test_reliability.py",
     "tests/publish/test_format_names.py",
+    "tests/run/test_who_gets_published.py",
     "tests/run/test_fanout.py",
     "tests/tinymodels/test_vlm.py",
     "tests/builder/test_moe.py",
