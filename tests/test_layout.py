@@ -395,6 +395,18 @@ def test_no_folder_is_named_like_a_build_output() -> None:
     assert not named, f"folders that pytest, setuptools or editors skip as build output: {named}"
 
 
+def test_every_package_in_bot_is_in_the_wheel() -> None:
+    """setuptools installs only the packages pyproject.toml lists: a new package (bot/hub/ was one) left out works from
+    the checkout and fails with ModuleNotFoundError from every installed copy (the wheel, `try`'s plain install)."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in BOT.rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert packages - listed == set(), f"add to [tool.setuptools] packages in pyproject.toml: {packages - listed}"
+
+
 def test_planning_lives_in_plan() -> None:
     """The plan step of a run is planning, so it lives in `bot/plan/`, not in the orchestration (`bot/run/`)."""
     assert not (BOT / "run" / "planning.py").exists(), "bot/run/planning.py: the plan step belongs in bot/plan/"

@@ -116,7 +116,8 @@ def test_a_revalidation_of_both_formats_within_the_margin_keeps_the_format_and_t
     formats = Hub(hub.url).draft_record(INT8_OUT).draft_formats.model_dump()
     speedups = {f["weight_format"]: f["speedup"] for f in formats["formats"]}
     assert set(speedups) == {"int4", "int8"}, formats  # both measured again, against one baseline
-    assert speedups["int4"] <= speedups["int8"] * 2  # within the margin of 100 %
+    # Not asserted: that the point estimates fall within the margin. On a busy 2-core machine they measured int4
+    # x4.676 and int8 x1.766 and the run kept int8 all the same: the decision is the intervals', held below.
     assert (formats["chosen"], formats["published_before"], formats["switch_margin"]) == ("int8", "int8", 1.0)
     if speedups["int4"] > speedups["int8"] * 1.02:  # int4 measured faster (beyond a tie): kept all the same
         assert formats["reason"].startswith("int8: kept as published"), formats["reason"]
