@@ -44,7 +44,8 @@ def repeat_target_export(shape: str, root: Path, repeats: int) -> list[dict]:
         shutil.rmtree(work / "tmp", ignore_errors=True)
         with measure(work) as measured:
             run_stage("target export", shape, work, out, work)
-        kept = {key: figures(measured)[key] for key in KEPT}
+        figured = figures(measured)
+        kept = {key: figured[key] for key in KEPT}
         runs.append(kept | {"load_average": round(os.getloadavg()[0], 1)})
         shown = ", ".join(f"{key} {value / 1e9:.2f} GB" for key, value in kept.items() if key.endswith("bytes"))
         print(f"{shape} run {index + 1}: {kept['seconds']:.1f} s, {shown}", flush=True)

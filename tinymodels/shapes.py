@@ -95,15 +95,12 @@ class Shape:
 
     def at_depth(self, layers: int) -> Shape:
         """This shape with its target cut to `layers` decoder layers (`NAME@N`), every width kept."""
+        # A Qwen3.5 cut needs a linear- and a full-attention layer: optimum-intel's export looks up both.
         least = 2 if self.is_vlm else 1
         if not least <= layers <= self.dims.layers:
             raise ValueError(
                 f"{self.name} has {self.dims.layers} layers; a depth of {layers} is not {least}..that"
-                + (
-                    " (a Qwen3.5 cut needs a linear- and a full-attention layer: optimum-intel's export looks up both)"
-                    if self.is_vlm and layers == 1
-                    else ""
-                )
+                + (" (a Qwen3.5 cut needs a linear- and a full-attention layer)" if self.is_vlm else "")
             )
         return dataclasses.replace(
             self, name=f"{self.name}@{layers}", dims=dataclasses.replace(self.dims, layers=layers)
