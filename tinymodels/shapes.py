@@ -16,13 +16,22 @@ Qwen checkpoints pad their embedding past the tokenizer.
 A shape named ``NAME@N`` (`shape_named`) is NAME with its target cut to N decoder layers and every width kept: what
 bench/scale.py measures per target family when the whole model does not fit the machine (docs/scale.md). Mixture-of-
 experts targets are written as their Hub repos store them, one tensor per expert (transformers fuses them at load).
+
+Gemma 4 (``gemma-4-31b``) needs transformers >= 5.5, which only its toolchain profile's environment has (the bot's own
+pins Qwen3.5 to 5.2): where the running transformers lacks Gemma 4, `make_shape` and `target_shapes` run themselves
+in that profile's python (`bot.core.profiles.toolchain_for`, created on first use), as the build runs its stages.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import json
+import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -38,6 +47,25 @@ QWEN3_VOCAB = 151936
 QWEN3_MASK_TOKEN = 151669  # z-lab's DFlash mask token for Qwen3 (an added token of the real tokenizer)
 QWEN3_5_VOCAB = 248320
 QWEN3_5_MASK_TOKEN = 248070
+GEMMA4_VOCAB = 262144
+GEMMA4_MASK_TOKEN = 4  # <mask> in Gemma's vocabulary: the mask token of z-lab's Gemma 4 DFlash drafts
+# The Gemma 4 tiny tokenizer: the Qwen3 one's tokens, then Gemma 4's image and video tokens (begin, end, placeholder).
+GEMMA4_SPECIAL_TOKENS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|MASK|>", "<|image>", "<image|>", "<|image|>", "<|video|>",
+)  # fmt: skip
+GEMMA4_CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' }}"
+    "{%- if message['content'] is string %}{{- message['content'] }}"
+    "{%- else %}{%- for item in message['content'] %}"
+    "{%- if item['type'] == 'image' %}{{- '<|image|>' }}"
+    "{%- elif item['type'] == 'video' %}{{- '<|video|>' }}"
+    "{%- elif item['type'] == 'text' %}{{- item['text'] }}{%- endif %}"
+    "{%- endfor %}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
 DRAFT_LAYERS = 5
 DRAFT_TAPS = 5
 SHARD_BYTES = 2 * 10**9  # largest shard written; bounds the writer's memory
@@ -55,6 +83,17 @@ class Experts:
 
 
 @dataclasses.dataclass(frozen=True)
+class FullAttention:
+    """Gemma 4's full-attention layers (every 6th, and the last) beside its sliding-window ones: their own head width
+    and KV heads, keys reused as values (`attention_k_eq_v`: no v_proj), and the sliding layers' window."""
+
+    head_dim: int
+    kv_heads: int
+    sliding_window: int
+    keys_are_values: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
 class Shape:
     """One real model shape: the target's decoder sizes and its family.
 
@@ -62,12 +101,17 @@ class Shape:
         name: Short name (``qwen3-4b``) for `make_shape` and ``make-tiny --shape``.
         target_repo: The real repo this shape copies (named in the draft's card).
         family: The target's model_type: ``qwen3`` (Qwen3ForCausalLM), ``qwen3_moe`` (Qwen3MoeForCausalLM),
-            ``qwen3_5`` or ``qwen3_5_moe`` (VLMs with hybrid linear/full attention).
+            ``qwen3_5`` or ``qwen3_5_moe`` (VLMs with hybrid linear/full attention), ``gemma4``
+            (Gemma4ForConditionalGeneration: a VLM with sliding-window and full attention).
         dims: Decoder sizes of the target's text model (`intermediate` is the dense MLP's; unused by MoE layers).
         tied: Whether the target ties its lm_head to its embedding (then no lm_head tensor is written).
         experts: The MoE block of every layer (MoE families only).
         linear_heads: Qwen3.5's GatedDeltaNet key and value head counts (128 wide each).
-        vision: Qwen3.5's vision tower as (depth, hidden, intermediate, heads).
+        vision: The vision tower (Qwen3.5, Gemma 4) as (depth, hidden, intermediate, heads).
+        full_attention: Gemma 4's full-attention layers (`dims` are its sliding layers').
+        draft_dims: The DFlash draft's decoder sizes when they are not the target's (its layer count is
+            DRAFT_LAYERS whatever these say).
+        draft_taps: How many target layers the draft's fuser reads.
     """
 
     name: str
@@ -78,29 +122,35 @@ class Shape:
     experts: Experts | None = None
     linear_heads: tuple[int, int] = (16, 16)
     vision: tuple[int, int, int, int] = (12, 768, 3072, 12)
+    full_attention: FullAttention | None = None
+    draft_dims: Dims | None = None
+    draft_taps: int = DRAFT_TAPS
 
     @property
     def target_layer_ids(self) -> tuple[int, ...]:
-        """z-lab's taps: DRAFT_TAPS layers evenly spread from 1 to layers - 3 (every layer of a target cut to
-        fewer than 8 layers, up to DRAFT_TAPS)."""
-        if self.dims.layers < DRAFT_TAPS + 3:
-            return tuple(range(min(DRAFT_TAPS, self.dims.layers)))
+        """z-lab's taps: `draft_taps` layers evenly spread from 1 to layers - 3 (every layer of a target cut to
+        fewer than taps + 3 layers, up to `draft_taps`)."""
+        taps = self.draft_taps
+        if self.dims.layers < taps + 3:
+            return tuple(range(min(taps, self.dims.layers)))
         last = self.dims.layers - 3
-        step = (last - 1) // (DRAFT_TAPS - 1)
-        return tuple(1 + i * step for i in range(DRAFT_TAPS))
+        step = (last - 1) // (taps - 1)
+        return tuple(1 + i * step for i in range(taps))
 
     @property
     def is_vlm(self) -> bool:
-        return self.family in ("qwen3_5", "qwen3_5_moe")
+        return self.family in ("qwen3_5", "qwen3_5_moe", "gemma4")
 
     def at_depth(self, layers: int) -> Shape:
         """This shape with its target cut to `layers` decoder layers (`NAME@N`), every width kept."""
-        # A Qwen3.5 cut needs a linear- and a full-attention layer: optimum-intel's export looks up both.
+        # A Qwen3.5 cut needs a linear- and a full-attention layer: optimum-intel's export looks up both; a Gemma 4
+        # cut keeps a sliding-window layer beside its last, full-attention one, for the same reason.
         least = 2 if self.is_vlm else 1
+        kinds = "a sliding-window" if self.family == "gemma4" else "a linear-"
         if not least <= layers <= self.dims.layers:
             raise ValueError(
                 f"{self.name} has {self.dims.layers} layers; a depth of {layers} is not {least}..that"
-                + (" (a Qwen3.5 cut needs a linear- and a full-attention layer)" if self.is_vlm else "")
+                + (f" (a {self.family} cut needs {kinds} and a full-attention layer)" if self.is_vlm else "")
             )
         return dataclasses.replace(
             self, name=f"{self.name}@{layers}", dims=dataclasses.replace(self.dims, layers=layers)
@@ -178,6 +228,26 @@ SHAPES: Mapping[str, Shape] = MappingProxyType(
             linear_heads=(16, 48),
             vision=(27, 1152, 4304, 16),
         ),
+        # google/gemma-4-31B-it (gemma4, Gemma4ForConditionalGeneration with its vision tower, no audio), from its
+        # published config.json as public parsers of it quote it: text 60 layers, hidden 5376, MLP 21504, 32 heads;
+        # sliding-window layers (window 1024) with 16 KV heads of 256, every 6th layer full attention with 4 KV heads
+        # of 512 and keys reused as values; vocabulary 262144, tied embedding. The vision tower (27 blocks, hidden
+        # 1152, MLP 4304, 16 heads of 72) is the one the 26B-A4B's config.json states; with it transformers 5.5.4
+        # instantiates 31,273,088,876 parameters, the 31B's published bf16 count (its card: 30.7B + ~550M vision).
+        # The draft has the widths of z-lab's Gemma-4-31B DFlash config as quoted by a public test of its schema
+        # (hidden 5376, 64 heads of 128, 8 KV heads, MLP 10752, 6 target layers, mask token 4) in this module's
+        # layout (5 full-attention layers: the published one makes 4 of them sliding-window, same tensors).
+        "gemma-4-31b": Shape(
+            "gemma-4-31b",
+            "google/gemma-4-31B-it",
+            "gemma4",
+            Dims(hidden=5376, layers=60, heads=32, kv_heads=16, head_dim=256, intermediate=21504),
+            True,
+            vision=(27, 1152, 4304, 16),
+            full_attention=FullAttention(head_dim=512, kv_heads=4, sliding_window=1024),
+            draft_dims=Dims(hidden=5376, layers=DRAFT_LAYERS, heads=64, kv_heads=8, head_dim=128, intermediate=10752),
+            draft_taps=6,
+        ),
     }
 )
 """Every shape `make_shape` writes; the 8B and larger shapes are for sizing (16 GB of weights and more), not for this
@@ -223,10 +293,18 @@ def make_shape(name: str | Shape, out: Path, *, seed: int = 0, sparse: bool = Fa
     for directory in (dirs.target, dirs.draft):
         if directory.exists() and any(directory.iterdir()):
             raise FileExistsError(f"{directory} is not empty; choose a fresh output directory.")
+    if not _transformers_knows(shape.family):
+        _in_profile(shape, "make_shape", str(Path(out).resolve()), str(seed), str(sparse))
+        return dirs
     import transformers  # deferred: seconds to import
 
     version = transformers.__version__
-    if shape.is_vlm:
+    if shape.family == "gemma4":
+        tokenizer = gemma4_tokenizer()
+        target_config, model_class = _gemma4_target(shape, tokenizer, version)
+        mask_token, vocab_size = GEMMA4_MASK_TOKEN, GEMMA4_VOCAB
+        rope_theta = 1000000
+    elif shape.is_vlm:
         tokenizer = qwen3_5.tokenizer()
         target_config, model_class = _qwen3_5_target(shape, tokenizer, version)
         mask_token, vocab_size = QWEN3_5_MASK_TOKEN, QWEN3_5_VOCAB
@@ -264,14 +342,15 @@ def make_shape(name: str | Shape, out: Path, *, seed: int = 0, sparse: bool = Fa
         )
     )
     if shape.is_vlm:
-        for file_name, text in qwen3_5._processor_files().items():
+        files = _gemma4_processor_files() if shape.family == "gemma4" else qwen3_5._processor_files()
+        for file_name, text in files.items():
             (dirs.target / file_name).write_text(text)
     tokenizer.save_pretrained(dirs.target)
     target_shapes = per_expert(_state_shapes(model_class, target_config, tied=shape.tied))
     write_weights = write_sparse_weights if sparse else functools.partial(write_random_weights, seed=seed)
     write_weights(dirs.target, target_shapes, stream=0)
 
-    draft_config = layouts._qwen3_config(shape.dims, vocab, version) | {
+    draft_config = layouts._qwen3_config(shape.draft_dims or shape.dims, vocab, version) | {
         "architectures": ["DFlashDraftModel"],
         "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
         "block_size": 16,
@@ -314,7 +393,7 @@ def make_shape(name: str | Shape, out: Path, *, seed: int = 0, sparse: bool = Fa
 
 def draft_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
     """Tensor shapes of a z-lab DFlash draft for `shape`: no embedding, no lm_head (it uses the target's)."""
-    dims = dataclasses.replace(shape.dims, layers=DRAFT_LAYERS)
+    dims = dataclasses.replace(shape.draft_dims or shape.dims, layers=DRAFT_LAYERS)
     q_width, kv_width = dims.heads * dims.head_dim, dims.kv_heads * dims.head_dim
     out: dict[str, tuple[int, ...]] = {}
     for i in range(dims.layers):
@@ -351,9 +430,13 @@ def checkpoint_bytes(tensor_shapes: Mapping[str, tuple[int, ...]]) -> int:
 
 def target_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
     """Tensor names and shapes of the target, as transformers would save them."""
+    if not _transformers_knows(shape.family):
+        return {name: tuple(dims) for name, dims in _in_profile(shape, "target_shapes").items()}
     import transformers
 
-    if shape.is_vlm:
+    if shape.family == "gemma4":
+        config, model_class = _gemma4_target(shape, gemma4_tokenizer(), transformers.__version__)
+    elif shape.is_vlm:
         config, model_class = _qwen3_5_target(shape, qwen3_5.tokenizer(), transformers.__version__)
     else:
         config, model_class = _qwen3_target(shape, transformers.__version__)
@@ -459,7 +542,7 @@ def _plan_shards(tensor_shapes: Mapping[str, tuple[int, ...]]) -> Iterator[list[
 
 
 def _random_tensor(name: str, dims: tuple[int, ...], rng: torch.Generator) -> torch.Tensor:
-    if name.endswith(("norm.weight", "layernorm.weight")):
+    if name.endswith(("norm.weight", "layernorm.weight", "layer_scalar")):  # Gemma 4 scales each layer's output
         return torch.ones(dims, dtype=torch.bfloat16)
     out = torch.empty(dims, dtype=torch.bfloat16)
     flat = out.view(-1)
@@ -571,3 +654,135 @@ def _qwen3_5_target(shape: Shape, tokenizer, version: str):
 
 def _write_json(path: Path, value: dict) -> None:
     path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def gemma4_layer_types(layers: int) -> list[str]:
+    """Gemma 4's pattern: full attention every 6th layer and on the last one (transformers forces the last), sliding
+    window otherwise; every cut of 2 layers or more has both kinds (`Shape.at_depth` refuses 1)."""
+    types = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(layers)]
+    types[-1] = "full_attention"
+    return types
+
+
+def gemma4_tokenizer():
+    """The tiny tokenizer with Gemma 4's image and video tokens, named as `Gemma4Processor` looks them up."""
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from tinymodels.tokenizer import _tokenizer_json
+
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(_tokenizer_json(GEMMA4_SPECIAL_TOKENS)),
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>", "<|MASK|>", "<|video|>"],
+        extra_special_tokens={"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>"},
+        chat_template=GEMMA4_CHAT_TEMPLATE,
+        model_max_length=4096,
+    )
+
+
+def _gemma4_target(shape: Shape, tokenizer, version: str):
+    from transformers.models.gemma4 import Gemma4Config, Gemma4ForConditionalGeneration
+
+    dims, full = shape.dims, shape.full_attention
+    assert full is not None, f"{shape.name}: a gemma4 shape states its full-attention layers"
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in GEMMA4_SPECIAL_TOKENS}
+    text = {
+        "vocab_size": GEMMA4_VOCAB, "hidden_size": dims.hidden, "intermediate_size": dims.intermediate,
+        "num_hidden_layers": dims.layers, "layer_types": gemma4_layer_types(dims.layers),
+        "num_attention_heads": dims.heads, "num_key_value_heads": dims.kv_heads, "head_dim": dims.head_dim,
+        "global_head_dim": full.head_dim, "num_global_key_value_heads": full.kv_heads,
+        "attention_k_eq_v": full.keys_are_values, "sliding_window": full.sliding_window,
+        "final_logit_softcapping": 30.0, "max_position_embeddings": 262144, "hidden_size_per_layer_input": 0,
+        "use_bidirectional_attention": "vision", "tie_word_embeddings": shape.tied,
+        "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"], "pad_token_id": ids["<|endoftext|>"],
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
+        },
+    }  # fmt: skip
+    depth, width, mlp, heads = shape.vision
+    vision = {
+        "num_hidden_layers": depth, "hidden_size": width, "intermediate_size": mlp, "num_attention_heads": heads,
+        "num_key_value_heads": heads, "head_dim": width // heads, "patch_size": 16, "pooling_kernel_size": 3,
+        "position_embedding_size": 10240, "standardize": True,
+    }  # fmt: skip
+    config = Gemma4Config(
+        text_config=text,
+        vision_config=vision,
+        audio_config=None,
+        image_token_id=ids["<|image|>"],
+        boi_token_id=ids["<|image>"],
+        eoi_token_id=ids["<image|>"],
+        video_token_id=ids["<|video|>"],
+        audio_token_id=None,
+        boa_token_id=None,
+        eoa_token_index=None,
+        tie_word_embeddings=shape.tied,
+    )
+    config.architectures = [Gemma4ForConditionalGeneration.__name__]
+    config.dtype = torch.bfloat16
+    raw = json.loads(config.to_json_string(use_diff=False))
+    raw["transformers_version"] = version
+    return raw, lambda _: Gemma4ForConditionalGeneration(config)
+
+
+def _gemma4_processor_files() -> dict[str, str]:
+    """`Gemma4Processor`'s two configs, with transformers 5.5.4's image-processor defaults (280 soft tokens an
+    image, 16-pixel patches pooled 3 x 3)."""
+    image = {
+        "do_convert_rgb": True, "do_normalize": False, "do_rescale": True, "do_resize": True,
+        "image_mean": [0.0, 0.0, 0.0], "image_std": [1.0, 1.0, 1.0], "image_processor_type": "Gemma4ImageProcessor",
+        "max_soft_tokens": 280, "patch_size": 16, "pooling_kernel_size": 3, "processor_class": "Gemma4Processor",
+        "resample": 3, "rescale_factor": 0.00392156862745098,
+    }  # fmt: skip
+    processor = {
+        "processor_class": "Gemma4Processor", "image_seq_length": 280, "audio_seq_length": 750,
+        "audio_ms_per_token": 40,
+    }  # fmt: skip
+    return {
+        "preprocessor_config.json": json.dumps(image, indent=2, sort_keys=True) + "\n",
+        "processor_config.json": json.dumps(processor, indent=2, sort_keys=True) + "\n",
+    }
+
+
+def _transformers_knows(family: str) -> bool:
+    """Whether this environment's transformers has the family's model (Gemma 4 needs 5.5; the others any pin)."""
+    return family != "gemma4" or importlib.util.find_spec("transformers.models.gemma4") is not None
+
+
+def _in_profile(shape: Shape, function: str, *args: str):
+    """Run `function` of this module on `shape` (by name) in the python of the toolchain profile that builds its
+    family, which imports this `tinymodels` and nothing else of this environment; returns what it prints as JSON.
+
+    Raises:
+        RuntimeError: the child failed (its last lines of output say why).
+    """
+    from bot.core.profiles import toolchain_for
+    from bot.core.settings import Settings
+
+    python = toolchain_for(shape.family, root=Settings.from_env(os.environ).profiles_dir).python
+    if python is None or Path(python) == Path(sys.executable):
+        raise RuntimeError(f"{shape.name}: this transformers lacks {shape.family} and no other profile covers it")
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from tinymodels import shapes\n"
+        "shape = shapes.shape_named(sys.argv[1])\n"
+        "if sys.argv[2] == 'make_shape':\n"
+        "    shapes.make_shape(shape, Path(sys.argv[3]), seed=int(sys.argv[4]), sparse=sys.argv[5] == 'True')\n"
+        "    print('null')\n"
+        "else:\n"
+        "    print(json.dumps(shapes.target_shapes(shape)))\n"
+    )
+    # Only this package on the child's path (this environment's site-packages would shadow the profile's pins).
+    with tempfile.TemporaryDirectory(prefix="tinymodels-import-") as root:
+        (Path(root) / "tinymodels").symlink_to(Path(__file__).resolve().parent)
+        env = {**os.environ, "PYTHONPATH": root, "PYTHONSAFEPATH": "1"}
+        done = subprocess.run(
+            [str(python), "-c", code, shape.name, function, *args], env=env, capture_output=True, text=True, check=False
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"{shape.name}: {function} in {python} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -101,8 +101,8 @@ def make_tiny_command(
         Optional[str],
         typer.Option(
             help="instead of a tiny kind, a random-weight pair of a real shape (qwen3-0.6b, qwen3-1.7b, qwen3-4b, "
-            "qwen3-8b, qwen3.5-0.8b, qwen3-coder-30b-a3b, qwen3.5-35b-a3b, qwen3.5-27b; NAME@N: cut to N layers): "
-            "real sizes, for scale benchmarks; then the only argument is OUT"
+            "qwen3-8b, qwen3.5-0.8b, qwen3-coder-30b-a3b, qwen3.5-35b-a3b, qwen3.5-27b, gemma-4-31b; NAME@N: cut to N "
+            "layers): real sizes, for scale benchmarks; then the only argument is OUT"
         ),
     ] = None,
     sparse: Annotated[

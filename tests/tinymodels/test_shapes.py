@@ -20,6 +20,9 @@ from tinymodels.weights import Dims
         ("qwen3-1.7b", 3_441_149_952, 545_311_232),
         ("qwen3-4b", 8_044_936_192, 1_074_854_400),  # notes/scale-on-cpu.md: 8.05 GB
         ("qwen3-8b", 16_381_470_720, 2_097_252_864),  # z-lab/Qwen3-8B-DFlash-b16: 2,097,259,104 with its header
+        # google/gemma-4-31B-it: 31,273,088,876 bf16 parameters (its published count), vision tower included; the
+        # tensors come from transformers 5.5.4 in the gemma4 profile's python (the default pins lack Gemma 4).
+        ("gemma-4-31b", 62_546_177_752, 3_071_934_976),
     ],
 )
 def test_shapes_have_the_real_checkpoints_bytes(name, target_bytes, draft_bytes):
@@ -75,3 +78,12 @@ def test_a_qwen3_5_cut_keeps_both_attention_kinds_and_refuses_one_layer():
         shapes.shape_named("qwen3.5-27b@1")
     assert shapes.layer_types(2) == ["linear_attention", "full_attention"]
     assert shapes.shape_named("qwen3-coder-30b-a3b@1").dims.layers == 1
+
+
+def test_a_gemma4_cut_keeps_both_attention_kinds_and_refuses_one_layer():
+    # Gemma 4 makes its last layer full attention whatever the config says: a one-layer cut has no sliding layer.
+    with pytest.raises(ValueError, match="sliding-window and a full-attention layer"):
+        shapes.shape_named("gemma-4-31b@1")
+    assert shapes.gemma4_layer_types(2) == ["sliding_attention", "full_attention"]
+    assert shapes.gemma4_layer_types(7) == ["sliding_attention"] * 5 + ["full_attention"] * 2
+    assert SHAPES["gemma-4-31b"].target_layer_ids == (1, 12, 23, 34, 45, 56)  # six taps, as z-lab's 31B draft
