@@ -106,7 +106,7 @@ class TargetSpec:
     num_hidden_layers: int
     vocab_size: int
     is_vlm: bool
-    full_attention_layers: int
+    full_attention_layers: int  # softmax-attention layers: all but Qwen3.5's linear-attention (GatedDeltaNet) ones
     quantization: str | None = None  # a pre-quantised target's `quantization_config.quant_method`
 
 
@@ -420,8 +420,10 @@ def read_target(config: dict, *, subject: str | None = None) -> TargetSpec:
             "target config lacks hidden_size, num_hidden_layers or vocab_size", subject=subject, stage=Stage.CLASSIFY
         )
     layer_types = text.get("layer_types")
+    # Softmax-attention layers, each one PagedAttention op in the IR: Qwen3.5's full-attention ones (its linear-
+    # attention layers are GatedDeltaNet), Gemma 4's sliding-window ones beside its full-attention ones.
     full_attention = (
-        sum(1 for t in layer_types if t == "full_attention")
+        sum(1 for t in layer_types if t != "linear_attention")
         if isinstance(layer_types, list) and len(layer_types) == num_layers
         else num_layers
     )

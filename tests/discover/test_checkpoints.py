@@ -94,6 +94,15 @@ def test_vlm_target_dimensions_come_from_text_config():
     assert target.is_vlm and target.full_attention_layers == 2
 
 
+def test_gemma4_sliding_window_layers_count_as_attention_layers():
+    """Gemma 4's sliding-window layers are softmax attention (one PagedAttention op each), not linear attention."""
+    text = {"hidden_size": 5376, "num_hidden_layers": 6, "vocab_size": 262144}
+    config = {"model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"], "text_config": text}
+    text["layer_types"] = ["sliding_attention"] * 5 + ["full_attention"]
+    target = read_target(config)
+    assert target.is_vlm and (target.num_hidden_layers, target.full_attention_layers) == (6, 6)
+
+
 def test_dspark_detected_by_projector_type():
     spec = classify_draft(
         {
