@@ -1,45 +1,30 @@
 """One draft's finish, once its exports and the target's are done: inspect and validate each weight format, choose
 the one to publish, run the per-row concurrent gate, and write the repo folders.
 
-What it found is a `FinishedDraft`; its record is constructed from that once the whole group's cost is known
-(`bot.builder.draft_record`), so `openvino_export.json` is written once.
+A draft at work is a `DraftWork`: the group's record of the draft (`bot.builder.jobs.DraftBuild`) with the handles
+its threads need (working copy, exports, the group's target); the finish adds what it measured to the same record.
+Its build record is constructed from that once the whole group's cost is known (`bot.builder.draft_record`), so
+`openvino_export.json` is written once.
 """
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.builder.bundle import StagedBundle, source_files, stage_bundle
 from bot.builder.export import ExportResult
 from bot.builder.inspect_child import inspect_draft_in_child
-from bot.builder.jobs import DraftBuild, DraftOutcome, GroupContext, VerifiedPair, run_step
-from bot.builder.quality import QualityReport
-from bot.builder.target import GroupTarget, TargetFacts, ir_digests
+from bot.builder.jobs import DraftBuild, GroupContext, VerifiedPair, run_step
+from bot.builder.target import GroupTarget, ir_digests
 from bot.builder.validate import BASELINE_FILE, validate_pair
 from bot.builder.validate_per_row import validate_per_row_pair
 from bot.builder.weight_formats import FailedFormat, FormatChoice, FormatResult, choose_draft_format
 from bot.core import log
 from bot.core.errors import BotError, Failure, Stage
-from bot.core.record_checks import ConcurrentValidation, DraftInspect, TargetInspect, Validation
-
-
-@dataclass(frozen=True, kw_only=True)
-class DraftJob:
-    """One draft of the group: its verified configs, its working copy, its exports by weight format, the target."""
-
-    index: int
-    draft: DraftBuild
-    pair: VerifiedPair
-    src: Path  # the working copy the exports read
-    exports: dict[str, Future[ExportResult]]  # weight format -> its export
-    target: GroupTarget
-
-    @property
-    def name(self) -> str:
-        return self.draft.checkout.name
+from bot.core.record_checks import ConcurrentValidation, DraftInspect, Validation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,73 +40,72 @@ class MeasuredFormat:
 
 
 @dataclass(frozen=True, kw_only=True)
-class FinishedDraft:
-    """A draft measured and its repo folders written: everything its record says but the whole group's cost."""
+class DraftWork:
+    """One draft at work in the group: the draft, its verified configs, its working copy, its exports by weight
+    format and the group's target; `finish_draft` adds what it measured. The target's own facts (its export,
+    check, quality) stay the target's (`GroupTarget`, each found once for the group), never copied per draft."""
 
-    job: DraftJob
-    target_export: ExportResult
-    target_inspection: TargetInspect
-    target_facts: TargetFacts
-    quality: QualityReport
-    chosen: MeasuredFormat
-    choice: FormatChoice | None  # None: one format, nothing to choose
-    concurrent: ConcurrentValidation | None  # per-row drafts only
-    staged: StagedBundle
+    draft: DraftBuild
+    index: int
+    pair: VerifiedPair
+    src: Path  # the working copy the exports read
+    exports: dict[str, Future[ExportResult]]  # weight format -> its export
+    target: GroupTarget
+    # Added by `finish_draft` (None before it ran): the format to publish, how it was chosen (None: one format, nothing
+    # to choose), the per-row concurrent gate (per-row drafts only), the repo folders written.
+    chosen: MeasuredFormat | None = None
+    choice: FormatChoice | None = None
+    concurrent: ConcurrentValidation | None = None
+    staged: StagedBundle | None = None
+
+    @property
+    def name(self) -> str:
+        return self.draft.checkout.name
 
 
-def finish_draft(job: DraftJob, ctx: GroupContext) -> FinishedDraft | DraftOutcome:
+def finish_draft(work: DraftWork, ctx: GroupContext) -> DraftWork | DraftBuild:
     """Inspect, measure and validate one draft once its exports and the target's are done; write the repo folders
     of the weight format that measured best.
 
     Args:
-        job: the draft, its exports and the group's target.
+        work: the draft, its exports and the group's target.
         ctx: the group's recipe, toolchain, scratch folder and schedule.
 
     Returns:
-        The finished draft, or the outcome holding the error that stopped it (a draft's error never stops its
-        siblings).
+        The draft's work with what it measured added, or the draft stopped by the error (a draft's error never
+        stops its siblings).
     """
     try:
-        target_export = job.target.exported()
-        target_inspection = job.target.inspection(job.pair.draft)
-        quality = job.target.quality()
-        job.target.exports_done()  # validations (a build's memory peak at real sizes) start once all exports are done
-        chosen, choice = _measure_formats(job, target_export, ctx)
-        concurrent = _concurrent(job, chosen, target_export, ctx)
-        staged = run_step(Stage.BUNDLE, lambda: _stage(job, chosen, target_export))
-        facts = job.target.facts.result()  # set before the target export ran
+        target_export = work.target.exported()
+        work.target.inspection(work.pair.draft)  # the target's check, run once for the group: its failure stops this
+        work.target.quality()
+        work.target.exports_done()  # validations (a build's memory peak at real sizes) start once all exports are done
+        chosen, choice = _measure_formats(work, target_export, ctx)
+        concurrent = _concurrent(work, chosen, target_export, ctx)
+        staged = run_step(Stage.BUNDLE, lambda: _stage(work, chosen, target_export))
+        work.target.facts.result()  # set before the target export ran
     except BotError as error:
         log.step("%s", error.one_line())
-        return DraftOutcome(draft=job.draft, bundle=None, error=error.at(subject=job.name, stage=Stage.BUILD))
-    return FinishedDraft(
-        job=job,
-        target_export=target_export,
-        target_inspection=target_inspection,
-        target_facts=facts,
-        quality=quality,
-        chosen=chosen,
-        choice=choice,
-        concurrent=concurrent,
-        staged=staged,
-    )
+        return work.draft.stopped(error, Stage.BUILD)
+    return replace(work, chosen=chosen, choice=choice, concurrent=concurrent, staged=staged)
 
 
-def _stage(job: DraftJob, chosen: MeasuredFormat, target_export: ExportResult) -> StagedBundle:
+def _stage(work: DraftWork, chosen: MeasuredFormat, target_export: ExportResult) -> StagedBundle:
     return stage_bundle(
-        job.draft.out,
+        work.draft.out,
         chosen.export.ir_dir,
         target_export.ir_dir,
-        job.src,
-        job.target.src,
-        sources=(source_files(job.draft.checkout.path), job.target.sources()),
-        official_files=job.target.official_ir.files if job.target.official_ir is not None else None,
-        from_source=job.target.from_source,
-        validated=(chosen.ir_digests, job.target.validated_ir()),
+        work.src,
+        work.target.src,
+        sources=(source_files(work.draft.checkout.path), work.target.sources()),
+        official_files=work.target.official_ir.files if work.target.official_ir is not None else None,
+        from_source=work.target.from_source,
+        validated=(chosen.ir_digests, work.target.validated_ir()),
     )
 
 
 def _measure_formats(
-    job: DraftJob, target_export: ExportResult, ctx: GroupContext
+    work: DraftWork, target_export: ExportResult, ctx: GroupContext
 ) -> tuple[MeasuredFormat, FormatChoice | None]:
     """Every weight format of the draft measured, and the one to publish.
 
@@ -129,27 +113,27 @@ def _measure_formats(
         BotError: the only format failed, or no format could be measured.
     """
     results: list[MeasuredFormat | FailedFormat] = []
-    for weight_format, future in job.exports.items():
+    for weight_format, future in work.exports.items():
         try:
-            results.append(_measure_format(job, weight_format, future, target_export, ctx))
+            results.append(_measure_format(work, weight_format, future, target_export, ctx))
         except BotError as error:
-            if len(job.exports) == 1:
+            if len(work.exports) == 1:
                 raise  # the only format: its failure is the draft's
-            results.append(_failed_format(job, weight_format, error, ctx))
+            results.append(_failed_format(work, weight_format, error, ctx))
     measured = [r for r in results if isinstance(r, MeasuredFormat)]
     failed = [r for r in results if isinstance(r, FailedFormat)]
     if not measured:
         reasons = "; ".join(f"{f.weight_format}: {f.reason}" for f in failed)
         raise Failure(
-            f"no weight format of the draft could be measured ({reasons})", subject=job.name, stage=Stage.BUILD
+            f"no weight format of the draft could be measured ({reasons})", subject=work.name, stage=Stage.BUILD
         )
-    chosen, choice = _choose(measured, failed, job.draft.published_format, ctx.recipe.publish.format_switch_margin)
-    log.step("%s: %s", job.name, choice.reason if choice else f"{chosen.weight_format} draft")
+    chosen, choice = _choose(measured, failed, work.draft.job.published_format, ctx.recipe.publish.format_switch_margin)
+    log.step("%s: %s", work.name, choice.reason if choice else f"{chosen.weight_format} draft")
     return chosen, choice
 
 
 def _measure_format(
-    job: DraftJob, weight_format: str, future: Future[ExportResult], target_export: ExportResult, ctx: GroupContext
+    work: DraftWork, weight_format: str, future: Future[ExportResult], target_export: ExportResult, ctx: GroupContext
 ) -> MeasuredFormat:
     """Inspect and validate one weight format of the draft once its export is done.
 
@@ -162,8 +146,8 @@ def _measure_format(
         Stage.INSPECT_DRAFT,
         lambda: inspect_draft_in_child(
             draft_export.ir_dir,
-            job.pair.draft,
-            work=ctx.scratch / f"inspect-{job.index}-{weight_format}",
+            work.pair.draft,
+            work=ctx.scratch / f"inspect-{work.index}-{weight_format}",
             timeout_s=ctx.recipe.validation.timeout_s,
             memory_budget_bytes=ctx.schedule.memory_budget_bytes,
             layers=ctx.schedule.sandbox_layers,
@@ -171,7 +155,7 @@ def _measure_format(
     )
     log.step(
         "%s: %s %s format, PagedAttention-ready: %s",
-        job.name,
+        work.name,
         weight_format,
         inspection.format,
         inspection.paged_attention_ready,
@@ -183,15 +167,15 @@ def _measure_format(
             target_export.ir_dir,
             draft_export.ir_dir,
             ctx.recipe.validation,
-            work=ctx.scratch / f"validate-{job.index}-{weight_format}",
-            is_vlm=job.pair.target.is_vlm,
+            work=ctx.scratch / f"validate-{work.index}-{weight_format}",
+            is_vlm=work.pair.target.is_vlm,
             python=ctx.toolchain.python,
             memory_budget_bytes=ctx.schedule.memory_budget_bytes,
-            baseline=_baseline(ctx.scratch, job.index),  # plain greedy measured once for every format
+            baseline=_baseline(ctx.scratch, work.index),  # plain greedy measured once for every format
             layers=ctx.schedule.sandbox_layers,
         ),
     )
-    _log_sweep(job.name, weight_format, validation)
+    _log_sweep(work.name, weight_format, validation)
     return MeasuredFormat(
         weight_format=weight_format,
         export=draft_export,
@@ -218,10 +202,10 @@ def _log_sweep(name: str, weight_format: str, validation: Validation) -> None:
         log.step("%s: %s", name, validation.speedup_note)
 
 
-def _failed_format(job: DraftJob, weight_format: str, error: BotError, ctx: GroupContext) -> FailedFormat:
+def _failed_format(work: DraftWork, weight_format: str, error: BotError, ctx: GroupContext) -> FailedFormat:
     """What failed for one weight format, and why, while another format stands in (recorded and on the card)."""
     reason = ctx.public(f"{error.stage or Stage.BUILD}: {error.message}")
-    log.step("%s: %s failed, other formats go on: %s", job.name, weight_format, reason)
+    log.step("%s: %s failed, other formats go on: %s", work.name, weight_format, reason)
     return FailedFormat(weight_format=weight_format, reason=reason)
 
 
@@ -251,7 +235,7 @@ def _choose(
 
 
 def _concurrent(
-    job: DraftJob, chosen: MeasuredFormat, target_export: ExportResult, ctx: GroupContext
+    work: DraftWork, chosen: MeasuredFormat, target_export: ExportResult, ctx: GroupContext
 ) -> ConcurrentValidation | None:
     """Per-row drafts: continuous batching with several requests, what the format is for.
 
@@ -267,7 +251,7 @@ def _concurrent(
             target_export.ir_dir,
             chosen.export.ir_dir,
             ctx.recipe.validation,
-            work=ctx.scratch / f"validate-concurrent-{job.index}",
+            work=ctx.scratch / f"validate-concurrent-{work.index}",
             python=ctx.toolchain.python,
             layers=ctx.schedule.sandbox_layers,
         ),

@@ -7,8 +7,12 @@ run side by side, and each draft is finished in its own thread as soon as the ex
 Each draft's outcome is independent: one broken draft never stops its siblings. Once the whole group is done, each
 draft's record is constructed and written into its bundle, once (`bot.builder.draft_record`).
 
+One draft is one `bot.builder.jobs.DraftBuild` (the plan's `BuildJob`, its files, its bundle folder) from the call
+to the result, each step adding what it found: while its threads run it is held in a `bot.builder.draft.DraftWork`
+(its exports and the group's target), and it ends with its bundle or the error that stopped it.
+
 This module is the entry point (`build_group`, and `build_folders` / `build_pair` for local folders) and schedules
-the exports; the records it passes around live in `bot.builder.jobs`.
+the exports.
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ from __future__ import annotations
 import shutil
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from bot.builder.bundle import Bundle
-from bot.builder.draft import DraftJob, FinishedDraft, finish_draft
-from bot.builder.draft_record import sealed_outcome
+from bot.builder.draft import DraftWork, finish_draft
+from bot.builder.draft_record import seal_draft
 from bot.builder.export import ExportRequest, ExportResult
-from bot.builder.jobs import Checkout, DraftBuild, DraftOutcome, GroupContext, Schedule, VerifiedPair, child_home
+from bot.builder.jobs import Checkout, DraftBuild, GroupContext, Schedule, VerifiedPair, child_home
 from bot.builder.official import OfficialCheck
 from bot.builder.quantization import weight_format_args
 from bot.builder.target import GroupTarget, ReusedIr, start_target
@@ -39,6 +44,7 @@ from bot.discover.candidates import Candidate, classify_folders
 from bot.discover.checkpoints import classify_draft, load_config, read_target
 from bot.discover.fetch import safe_copy
 from bot.discover.weights import check_weights
+from bot.plan.job import BuildJob
 from bot.plan.reuse import ReusedTarget, check_reused
 from bot.plan.sizing import BuildEstimate, BuildTime, estimate_for, gb, local_runner, pair_of
 from bot.sandbox.confinement import Confinement, confinement
@@ -48,7 +54,6 @@ from bot.sandbox.resources import measure
 __all__ = [
     "Checkout",
     "DraftBuild",
-    "DraftOutcome",
     "build_folders",
     "build_group",
     "build_pair",
@@ -106,12 +111,12 @@ def build_group(
     settings: Settings | None = None,
     estimate: BuildEstimate | None = None,
     official: OfficialCheck | None = None,
-) -> list[DraftOutcome]:
+) -> list[DraftBuild]:
     """Build every draft of one target into its own bundle folder, exporting the target once.
 
     Args:
         target: the target checkpoint shared by all drafts (with `reused`: the published target's IR folder).
-        drafts: the drafts, each with discovery's candidate and its bundle folder.
+        drafts: the drafts, each with its job (the plan's, or `BuildJob.local`) and its bundle folder.
         recipe: export and validation settings.
         work: scratch folder (a fresh temporary one by default); removed on every exit unless `keep_work`.
         toolchain: the toolchain to build with (default: the target family's profile; `toolchain check` passes a
@@ -125,17 +130,17 @@ def build_group(
             `target` is its IR folder and no target is exported; either way the drafts' records name it.
 
     Returns:
-        One outcome per draft, in the order given: a bundle (which may have failed a gate) or the error.
+        Each draft, in the order given, with its bundle (which may have failed a gate) or the error.
     """
     settings = settings or Settings()
     scratch = Path(tempfile.mkdtemp(prefix="dflash-bot-", dir=work))
     try:
         try:
-            toolchain = toolchain or _profile_toolchain(target, drafts[0].candidate.target_model_type, settings)
+            toolchain = toolchain or _profile_toolchain(target, drafts[0].job.candidate.target_model_type, settings)
             reused_ir = _reused_ir(target, drafts[0], recipe, toolchain, reused) if reused else None
         except BotError as error:
             log.step("%s", error.one_line())
-            return [DraftOutcome(draft=d, bundle=None, error=error) for d in drafts]
+            return [replace(d, error=error) for d in drafts]
         served = official is not None and official.ir is not None  # an official IR: no target export either
         schedule = plan_schedule(
             drafts, recipe, scratch, target_reused=reused is not None or served, settings=settings, estimate=estimate
@@ -145,7 +150,7 @@ def build_group(
             results = _build_drafts(target, drafts, ctx, reused_ir, official)
         group_cost = whole.result
         assert group_cost is not None  # set when the measured block ends
-        return [r if isinstance(r, DraftOutcome) else sealed_outcome(r, ctx, group_cost) for r in results]
+        return [r if isinstance(r, DraftBuild) else seal_draft(r, ctx, group_cost) for r in results]
     finally:
         if not keep_work:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -176,7 +181,7 @@ def _reused_ir(
         BotError: it is not the IR the plan chose (`bot.plan.reuse.check_reused`).
     """
     try:
-        task = target_task(first.candidate.target_is_vlm)
+        task = target_task(first.job.candidate.target_is_vlm)
         published = check_reused(target.path, target.revision or "", recipe.export, task, toolchain)
     except BotError as error:
         raise error.at(subject=target.name) from None
@@ -195,7 +200,9 @@ def plan_schedule(
 ) -> Schedule:
     """The export schedule and the memory budget of each child, from the fitted model and this machine."""
     runner = local_runner(scratch)
-    estimate = estimate or estimate_group([d.candidate for d in drafts], recipe, runner, target_reused=target_reused)
+    estimate = estimate or estimate_group(
+        [d.job.candidate for d in drafts], recipe, runner, target_reused=target_reused
+    )
     log.step("schedule: %s on this machine (%s memory available)", estimate.describe(), gb(runner.max_memory_bytes))
     layers = (settings or Settings()).sandbox_layers
     return Schedule(
@@ -236,7 +243,7 @@ def _build_drafts(
     ctx: GroupContext,
     reused: ReusedIr | None,
     official: OfficialCheck | None = None,
-) -> list[FinishedDraft | DraftOutcome]:
+) -> list[DraftWork | DraftBuild]:
     """Verify every draft, start every export, and finish each draft in its own thread."""
     target_is_ir = reused is not None or (official is not None and official.ir is not None)
     verified, results = _verify_all(target, drafts, target_is_ir=target_is_ir)
@@ -250,11 +257,11 @@ def _build_drafts(
         log.group(f"build {target.name} and {len(verified)} draft(s): export, inspect, validate, bundle"),
     ):
         group_target = start_target(target, next(iter(verified.values())).target, reused, ctx, exporters, official)
-        jobs = [
+        started = [
             _start_draft(index, drafts[index], pair, group_target, ctx, exporters) for index, pair in verified.items()
         ]
         # Every export is submitted before any draft is finished: each finish waits for all of them.
-        finishing = {job.index: finishers.submit(finish_draft, job, ctx) for job in jobs}
+        finishing = {work.index: finishers.submit(finish_draft, work, ctx) for work in started}
         for index, future in finishing.items():
             results[index] = future.result()
     return [results[i] for i in range(len(drafts))]
@@ -262,16 +269,16 @@ def _build_drafts(
 
 def _verify_all(
     target: Checkout, drafts: list[DraftBuild], *, target_is_ir: bool
-) -> tuple[dict[int, VerifiedPair], dict[int, FinishedDraft | DraftOutcome]]:
+) -> tuple[dict[int, VerifiedPair], dict[int, DraftWork | DraftBuild]]:
     """(the verified pairs, the outcomes of the drafts that failed verification), by the drafts' index."""
     verified: dict[int, VerifiedPair] = {}
-    failed: dict[int, FinishedDraft | DraftOutcome] = {}
+    failed: dict[int, DraftWork | DraftBuild] = {}
     with log.group(f"verify {len(drafts)} draft(s) for {target.name}"):
         for index, draft in enumerate(drafts):
             try:
-                pair = verify_pair(draft.candidate, draft.checkout, target, target_is_ir=target_is_ir)
+                pair = verify_pair(draft.job.candidate, draft.checkout, target, target_is_ir=target_is_ir)
             except BotError as error:
-                failed[index] = DraftOutcome(draft=draft, bundle=None, error=error.at(subject=draft.checkout.name))
+                failed[index] = draft.stopped(error)
                 log.step("%s", error.one_line())
                 continue
             verified[index] = pair
@@ -280,7 +287,7 @@ def _verify_all(
                 "%s: %s draft (%s format), target %s %s",
                 draft.checkout.name,
                 pair.draft.kind,
-                draft.candidate.draft_format,
+                draft.job.candidate.draft_format,
                 pair.target.model_type,
                 kind,
             )
@@ -294,7 +301,7 @@ def _start_draft(
     target: GroupTarget,
     ctx: GroupContext,
     exporters: ThreadPoolExecutor,
-) -> DraftJob:
+) -> DraftWork:
     """Copy the draft and submit one export per weight format of the recipe (`export.draft_weight_formats`)."""
     src = safe_copy(draft.checkout.path, ctx.scratch / "src" / f"draft-{index}", subject=draft.checkout.name)
     exports: dict[str, Future[ExportResult]] = {}
@@ -311,7 +318,7 @@ def _start_draft(
             ctx.export, request, weight_format_args(weight_format, ctx.recipe.export)
         )
     target.all_exports.extend(exports.values())
-    return DraftJob(index=index, draft=draft, pair=pair, src=src, exports=exports, target=target)
+    return DraftWork(draft=draft, index=index, pair=pair, src=src, exports=exports, target=target)
 
 
 def build_folders(
@@ -322,7 +329,7 @@ def build_folders(
     *,
     keep_work: bool = False,
     settings: Settings | None = None,
-) -> DraftOutcome | BotError:
+) -> DraftBuild | BotError:
     """Classify a pair of local folders the way discovery does, then build it; a defect found before the build
     is returned as the error."""
     settings = settings or Settings()
@@ -331,7 +338,7 @@ def build_folders(
     except BotError as error:
         return error.at(subject=draft.name, stage=Stage.CLASSIFY)
     (outcome,) = build_group(
-        target, [DraftBuild(candidate, draft, out)], recipe, keep_work=keep_work, settings=settings
+        target, [DraftBuild(BuildJob.local(candidate), draft, out)], recipe, keep_work=keep_work, settings=settings
     )
     return outcome
 

@@ -5,7 +5,7 @@ work for the target and for each draft)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -15,7 +15,6 @@ from bot.core.errors import BotError, Stage
 from bot.core.recipe import Recipe
 from bot.core.settings import SANDBOX_LAYERS
 from bot.core.toolchain import Toolchain
-from bot.discover.candidates import Candidate
 from bot.discover.checkpoints import DraftSpec, TargetSpec
 from bot.plan.job import BuildJob
 
@@ -37,33 +36,29 @@ class Checkout:
 
 @dataclass(frozen=True)
 class DraftBuild:
-    """One draft to build against the group's target: the plan's job for it, its files, and its bundle folder.
+    """One draft of a group build, from the plan's job to the bundle: the one record of it that the builder hands
+    in and back, extended by the steps (`dataclasses.replace`), never copied into another type.
 
-    The job is held as the plan made it (`bot.plan.job.BuildJob`, read back from `jobs.json` or the Actions matrix),
-    never copied: its record names the repos the job publishes to. A pair of local folders (`build --draft
-    --target`, the toolchain trial) has no plan: `planned` is then discovery's candidate alone, and its record names
-    no repos, so no publish path takes it.
+    The job is held as the plan made it (`bot.plan.job.BuildJob`, read back from `jobs.json` or the Actions
+    matrix): its record names the repos the job publishes to. A pair of local folders (`build --draft --target`,
+    the toolchain trial) has no plan and makes a job of its own (`BuildJob.local`): its record names no repos, so no
+    publish path takes it. The build adds its bundle (which may have failed a gate) or the error that stopped it;
+    one draft's error never stops its siblings.
     """
 
-    planned: BuildJob | Candidate
+    job: BuildJob
     checkout: Checkout
-    out: Path
+    out: Path  # its bundle folder
+    bundle: Bundle | None = None
+    error: BotError | None = None
 
     @property
-    def job(self) -> BuildJob | None:
-        """The plan's job (None: local folders, built without a plan)."""
-        return self.planned if isinstance(self.planned, BuildJob) else None
+    def ok(self) -> bool:
+        return self.bundle is not None and self.bundle.passed and self.error is None
 
-    @property
-    def candidate(self) -> Candidate:
-        """Discovery's facts the downloaded files are verified against."""
-        return self.planned.candidate if isinstance(self.planned, BuildJob) else self.planned
-
-    @property
-    def published_format(self) -> str | None:
-        """The weight format its published repo holds (None: new, or no plan): kept unless another measures faster
-        by the recipe's `publish.format_switch_margin` (bot.builder.weight_formats)."""
-        return self.job.published_format if self.job is not None else None
+    def stopped(self, error: BotError, stage: Stage | None = None) -> DraftBuild:
+        """This draft, stopped by `error`, which names it (and `stage`) where an inner layer did not."""
+        return replace(self, error=error.at(subject=self.checkout.name, stage=stage))
 
 
 @dataclass(frozen=True)
@@ -72,20 +67,6 @@ class VerifiedPair:
 
     draft: DraftSpec
     target: TargetSpec
-
-
-@dataclass(frozen=True)
-class DraftOutcome:
-    """What happened to one draft: a bundle (passed or failed its gates) or the error that stopped it, with the
-    draft as it was handed to the build (its plan's job)."""
-
-    draft: DraftBuild
-    bundle: Bundle | None
-    error: BotError | None
-
-    @property
-    def ok(self) -> bool:
-        return self.bundle is not None and self.bundle.passed and self.error is None
 
 
 @dataclass(frozen=True)

@@ -79,18 +79,21 @@ class BuildJob(BaseModel):
     """One build: discovery's `Candidate` (a draft and its target pinned to revisions), why, and where it publishes.
 
     The candidate is held as discovery made it, never copied field by field: the build verifies its downloads
-    against it. Written by `plan --matrix` into the Actions matrix and read back by `build --job`
-    (`BuildJob.model_validate`: a field missing, unknown or of the wrong type is refused, and so is a candidate
-    without both repos and revisions pinned).
+    against it, and the builder's record of the draft (`bot.builder.jobs.DraftBuild`) holds this job as it is.
+    Written by `plan --matrix` into the Actions matrix and read back by `build --job` (`BuildJob.model_validate`: a
+    field missing, unknown or of the wrong type is refused, and so is a candidate without both repos and revisions
+    pinned). A build of local folders has no plan and makes a job of its own (`BuildJob.local`): no output repos,
+    so its record names none and no publish path takes it; `build --job` refuses such a job (`planned`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     candidate: Candidate
     reasons: tuple[str, ...]
-    # Where the draft is published now, or (a new draft) where its first weight format would be.
-    draft_repo: str = Field(pattern=REPO_ID)
-    target_repo: str = Field(pattern=REPO_ID)
+    # Where the draft is published now, or (a new draft) where its first weight format would be; both None: a local
+    # build (`BuildJob.local`), published nowhere.
+    draft_repo: Annotated[str, Field(pattern=REPO_ID)] | None
+    target_repo: Annotated[str, Field(pattern=REPO_ID)] | None
     # Weight format -> the repo the draft is published to when the build chooses that format (`bot.core.naming`);
     # empty: `draft_repo` for every format.
     draft_repos: dict[str, Annotated[str, Field(pattern=REPO_ID)]] = Field(default_factory=dict)
@@ -104,7 +107,14 @@ class BuildJob(BaseModel):
 
     @model_validator(mode="after")
     def _pinned(self) -> BuildJob:
-        """A build downloads from the Hub: both repo ids well formed (they name folders too), both revisions set."""
+        """A build downloads from the Hub: both repo ids well formed (they name folders too), both revisions set.
+        A local build (no output repos) downloads nothing and publishes nowhere: it names nothing to publish."""
+        if self.draft_repo is None and self.target_repo is None:
+            if self.draft_repos or self.published_format or self.reuse_target or self.official_target:
+                raise ValueError("a local build job (no output repos) names no format repo, published or reused target")
+            return self
+        if self.draft_repo is None or self.target_repo is None:
+            raise ValueError("a build job names both output repos, or neither (a local build)")
         candidate = self.candidate
         for role, repo in (("source", candidate.repo_id), ("target", candidate.target_repo)):
             if repo is None or not re.fullmatch(REPO_ID, repo):
@@ -142,6 +152,17 @@ class BuildJob(BaseModel):
             published_format=published[1] if published else None,
         )
 
+    @classmethod
+    def local(cls, candidate: Candidate) -> BuildJob:
+        """The job of a build without a plan (`build --draft --target`, the toolchain trial): local folders,
+        classified as discovery would (`bot.discover.candidates.classify_folders`), published nowhere."""
+        return cls(candidate=candidate, reasons=("local folders",), draft_repo=None, target_repo=None)
+
+    @property
+    def planned(self) -> bool:
+        """Whether the plan made this job (it names its output repos); False: a local build (`local`)."""
+        return self.draft_repo is not None
+
     # The pinned ids, typed as set (`_pinned` checked them): what the run's bookkeeping goes by.
     @property
     def source(self) -> str:
@@ -161,14 +182,21 @@ class BuildJob(BaseModel):
 
     @property
     def repos(self) -> Repos:
-        """The repos as planned (`draft_repo`); a build publishes to `repos_for` its chosen weight format."""
+        """The repos as planned (`draft_repo`); a build publishes to `repos_for` its chosen weight format.
+
+        Raises:
+            ValueError: a local build's job (`local`) names none.
+        """
+        if self.draft_repo is None or self.target_repo is None:
+            raise ValueError("a local build job names no output repos")
         return Repos(draft=self.draft_repo, target=self.target_repo)
 
     @property
     def outputs(self) -> OutputRepos:
         """Every repo this job's build may be published to, as planned (`draft_repo` for a format without a repo
         of its own)."""
-        return OutputRepos(self.draft_repos, self.target_repo, fallback=self.draft_repo)
+        planned = self.repos
+        return OutputRepos(self.draft_repos, planned.target, fallback=planned.draft)
 
     def repos_for(self, weight_format: str, official: OfficialTarget | None = None) -> Repos:
         """The repos a build of this job in `weight_format`, tried against `official`, is published to
@@ -200,4 +228,5 @@ def planned_repos(job: BuildJob) -> list[str]:
     """The repos a planned build may publish to: its draft repo as planned, the repo of each other weight format
     the build may choose instead (the measured faster one is published, `publish.format_switch_margin`), then the
     target repo (unused when the official target IR serves, `bot.plan.official`)."""
-    return list(dict.fromkeys((job.draft_repo, *job.outputs.family, job.target_repo)))
+    repos = job.repos
+    return list(dict.fromkeys((repos.draft, *job.outputs.family, repos.target)))

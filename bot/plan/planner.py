@@ -340,7 +340,8 @@ class Planner:
 
     def _reusable_target(self, job: BuildJob) -> tuple[ReusedTarget | None, str | None]:
         """The published target IR this job can build against instead of exporting, and why not; once per target."""
-        key = (job.target_repo, job.target_revision)
+        target_repo = job.repos.target
+        key = (target_repo, job.target_revision)
         if key not in self._reusable:
             toolchain = self._family(job.candidate.target_model_type)
             self._reusable[key] = (
@@ -348,13 +349,13 @@ class Planner:
                 if toolchain is None
                 else plan_reuse(
                     self.reader,
-                    job.target_repo,
+                    target_repo,
                     job.target_revision,
                     self.recipe.export,
                     target_task(job.candidate.target_is_vlm),
                     toolchain,
                     bot_user=self.bot_user,
-                    changed_outside=self.memory is not None and self.memory.changed_outside(job.target_repo),
+                    changed_outside=self.memory is not None and self.memory.changed_outside(target_repo),
                 )
             )
         return self._reusable[key]

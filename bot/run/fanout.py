@@ -235,6 +235,8 @@ def parse_jobs(text: str) -> list[BuildJob]:
         raise JobError(
             f"--job is not a build job from `plan --matrix`: {where}: {first['msg']}", stage=Stage.JOB
         ) from None
+    if any(not j.planned for j in jobs):
+        raise JobError("--job names a build without output repos: `plan --matrix` never writes one", stage=Stage.JOB)
     if not jobs or len({(j.target, j.target_revision) for j in jobs}) != 1:
         raise JobError("--job must hold the drafts of one target revision", stage=Stage.JOB)
     return jobs
@@ -413,13 +415,16 @@ def _artifacts(report: RunReport, bundles: Path | None, recipe: Recipe) -> Itera
 
 def _not_the_recipes(job: BuildJob, recipe: Recipe) -> str | None:
     """Why a job read from a build artifact is not one the recipe's plan would make (None: it is): its repos."""
+    if not job.planned:
+        return "names no output repos (a local build's job)"
     try:
         outputs = OutputRepos.named(recipe.publish, job.source, job.target)
     except BotError as error:
         return f"names no valid output repo ({error.message})"
     drafts, target = outputs.drafts, outputs.target
-    if job.target_repo != target or job.draft_repo not in drafts.values() or job.draft_repos not in ({}, drafts):
-        named = sorted({job.draft_repo, job.target_repo, *job.draft_repos.values()} - {target, *drafts.values()})
+    repos = job.repos
+    if repos.target != target or repos.draft not in drafts.values() or job.draft_repos not in ({}, drafts):
+        named = sorted({repos.draft, repos.target, *job.draft_repos.values()} - {target, *drafts.values()})
         return f"names repos the recipe does not publish to ({', '.join(named) or 'in other roles'})"
     if job.reuse_target is not None and job.reuse_target.repo != target:
         return f"reuses {job.reuse_target.repo}, not the recipe's target repo"

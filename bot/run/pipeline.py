@@ -30,7 +30,7 @@ import yaml
 
 from bot.builder.bundle import Bundle
 from bot.builder.group import build_group, estimate_group
-from bot.builder.jobs import Checkout, DraftBuild, DraftOutcome
+from bot.builder.jobs import Checkout, DraftBuild
 from bot.builder.official import check_official
 from bot.core import log
 from bot.core.draft_formats import report_note
@@ -197,15 +197,14 @@ def build_and_hand_off(
         shutil.rmtree(out)
     out.mkdir(parents=True)
     try:
-        built: list[DraftOutcome] = []
+        built: list[DraftBuild] = []
         fetch = functools.partial(
             fetch_and_build, reader, recipe, jobs, scratch, report, keep_work=keep_work, settings=settings
         )
         guard_group(report, jobs, lambda: built.extend(fetch()))
         outcomes = {o.source: o for o in report.outcomes}
         for result in built:
-            job = result.draft.job
-            assert job is not None  # every draft of a job build is its plan's
+            job = result.job
             if result.bundle is not None:
                 shutil.move(str(result.bundle.root), str(out / artifact_name(job.source)))
             if result.error is not None:  # the runner's: not remembered
@@ -232,7 +231,7 @@ def fetch_and_build(
     *,
     keep_work: bool = False,
     settings: Settings | None = None,
-) -> list[DraftOutcome]:
+) -> list[DraftBuild]:
     """Download one target and its drafts with the reader, then build each draft (`bot.builder.group.build_group`,
     with the CLI's `settings`). The drafts come first: an official target the plan pinned is checked against the
     layers they tap (`bot.builder.official`), and the source target is downloaded only when it does not serve.
@@ -240,7 +239,7 @@ def fetch_and_build(
     Sources that cannot be downloaded get their outcome in `report`.
 
     Returns:
-        The build outcome of every downloaded draft (each holds its job).
+        Every downloaded draft with its build's end (each holds its job).
     """
     first = members[0]
     group_dir = scratch / first.target.replace("/", "--")
@@ -271,7 +270,7 @@ def fetch_and_build(
         try:
             target_dir = official_ir.path if official_ir is not None else _fetch_target(reader, first, group_dir)
         except BotError as error:
-            _target_failed(report, [job for draft in downloaded if (job := draft.job) is not None], error)
+            _target_failed(report, [draft.job for draft in downloaded], error)
             return []
     return build_group(
         Checkout(target_dir, first.target, first.target_revision),
@@ -370,7 +369,7 @@ def publish_built(
     does); every other draft gets its outcome instead."""
     ready = read_group(report, jobs, folder, formats=recipe.export.draft_weight_formats)
     if ready:
-        with log.group(f"publish {ready[0][0].target_repo} and {len(ready)} draft(s)"):
+        with log.group(f"publish {ready[0][0].repos.target} and {len(ready)} draft(s)"):
             publish = functools.partial(publish_jobs, report, writer, recipe, ready, state, install)
             guard_group(report, [job for job, _ in ready], publish)
 

@@ -17,6 +17,7 @@ from bot.core.recipe import load_recipe
 from bot.core.settings import Settings
 from bot.core.toolchain import Toolchain
 from bot.discover.candidates import classify_folders
+from bot.plan.job import BuildJob
 from bot.run.upstream_proposal import ProfileProposal
 
 
@@ -86,7 +87,7 @@ def run_tiny_pair(
     candidate = classify_folders(pair.draft, pair.target, recipe, toolchain=toolchain)
     (outcome,) = build_group(
         Checkout(pair.target),
-        [DraftBuild(candidate, Checkout(pair.draft), work / "bundle")],
+        [DraftBuild(BuildJob.local(candidate), Checkout(pair.draft), work / "bundle")],
         recipe,
         work=scratch,
         toolchain=toolchain,

@@ -1,6 +1,6 @@
 """`bot.builder.jobs`: each export child's own home under the group's scratch folder, the records a group build
-passes between its modules (checkout names, draft outcomes, the schedule's default layers), how a step's error is
-labelled, and what `GroupContext` keeps out of public messages."""
+passes between its modules (checkout names, a draft's build and how it ends, the schedule's default layers), how a
+step's error is labelled, and what `GroupContext` keeps out of public messages."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bot.builder.jobs import Checkout, DraftBuild, DraftOutcome, GroupContext, Schedule, child_home, run_step
+from bot.builder.jobs import Checkout, DraftBuild, GroupContext, Schedule, child_home, run_step
 from bot.core.errors import Failure, Stage
 from bot.core.recipe import load_recipe
 from bot.core.settings import SANDBOX_LAYERS
@@ -30,13 +30,25 @@ def test_checkout_name_is_the_repo_or_the_folder() -> None:
     assert Checkout(Path("/w/local-model")).name == "local-model"
 
 
-def test_draft_outcome_ok_needs_a_passed_bundle_and_no_error() -> None:
+def test_a_draft_build_is_ok_with_a_passed_bundle_and_no_error(tmp_path: Path) -> None:
     passed, failed = SimpleNamespace(passed=True), SimpleNamespace(passed=False)
     error = Failure("gate failed")
-    assert DraftOutcome(draft=None, bundle=passed, error=None).ok is True  # type: ignore[arg-type]
-    assert DraftOutcome(draft=None, bundle=failed, error=None).ok is False  # type: ignore[arg-type]
-    assert DraftOutcome(draft=None, bundle=passed, error=error).ok is False  # type: ignore[arg-type]
-    assert DraftOutcome(draft=None, bundle=None, error=error).ok is False  # type: ignore[arg-type]
+    draft = DraftBuild(BuildJob.local(records.candidate(repo_id=None, revision=None)), Checkout(tmp_path), tmp_path)
+    assert draft.ok is False  # not built yet
+    assert DraftBuild(draft.job, draft.checkout, draft.out, bundle=passed).ok is True  # type: ignore[arg-type]
+    assert DraftBuild(draft.job, draft.checkout, draft.out, bundle=failed).ok is False  # type: ignore[arg-type]
+    assert DraftBuild(draft.job, draft.checkout, draft.out, passed, error).ok is False  # type: ignore[arg-type]
+    assert DraftBuild(draft.job, draft.checkout, draft.out, error=error).ok is False
+
+
+def test_a_stopped_draft_names_its_checkout_and_keeps_what_the_error_knew(tmp_path: Path) -> None:
+    """`stopped` names the draft and the stage where an inner layer did not, and never renames what it did."""
+    draft = DraftBuild(BuildJob.local(records.candidate()), Checkout(tmp_path, "org/draft"), tmp_path / "out")
+    fresh = draft.stopped(Failure("boom"), Stage.BUILD).error
+    assert fresh is not None and (fresh.subject, fresh.stage) == ("org/draft", Stage.BUILD)
+    inner = draft.stopped(Failure("boom", subject="org/target", stage=Stage.VERIFY), Stage.BUILD).error
+    assert inner is not None and (inner.subject, inner.stage) == ("org/target", Stage.VERIFY)
+    assert draft.error is None  # the draft handed in is never changed
 
 
 def test_schedule_allows_every_sandbox_layer_by_default() -> None:
@@ -79,11 +91,19 @@ def test_public_leaves_out_the_work_folder_and_environments_and_is_short(tmp_pat
     assert len(ctx.public("x" * 1000)) == 300
 
 
-def test_a_draft_build_holds_its_plans_job_or_for_local_folders_the_candidate_alone(tmp_path: Path) -> None:
-    """The builder reads the job the plan made (not a copy): its candidate, its published format and its repos."""
+def test_a_draft_build_holds_its_plans_job_or_for_local_folders_a_job_of_its_own(tmp_path: Path) -> None:
+    """The builder reads the job the plan made (not a copy): its candidate, its published format and its repos; a
+    build of local folders makes a job of its own, which names no repos and which `build --job` refuses."""
     planned = BuildJob.from_candidate(records.candidate(), ("new",), load_recipe().publish)
     planned = planned.model_copy(update={"published_format": "int8"})
     draft = DraftBuild(planned, Checkout(tmp_path), tmp_path / "out")
-    assert draft.job is planned and draft.candidate is planned.candidate and draft.published_format == "int8"
-    local = DraftBuild(records.candidate(repo_id=None, revision=None), Checkout(tmp_path), tmp_path / "out")
-    assert local.job is None and local.published_format is None and local.candidate.repo_id is None
+    assert draft.job is planned and draft.job.planned and draft.job.published_format == "int8"
+    candidate = records.candidate(repo_id=None, revision=None)
+    local = DraftBuild(BuildJob.local(candidate), Checkout(tmp_path), tmp_path / "out")
+    assert local.job.candidate is candidate and not local.job.planned and local.job.published_format is None
+    with pytest.raises(ValueError, match="names no output repos"):
+        local.job.repos  # noqa: B018 (the property raises)
+    data = planned.model_dump(mode="json")
+    for broken in ({**data, "draft_repo": None}, {**local.job.model_dump(mode="json"), "published_format": "int8"}):
+        with pytest.raises(ValueError, match=r"neither|local build job"):
+            BuildJob.model_validate(broken)

@@ -147,6 +147,7 @@ def test_build_job_records_round_trip_and_reject_what_plan_never_writes():
 
     for broken in (
         {**data, "extra": 1},
+        {**data, "draft_repo": None, "target_repo": None},  # a local build's job: plan never writes one
         with_candidate(extra=1),
         with_candidate(draft_bytes="many"),
         with_candidate(draft_bytes=-1),

@@ -459,6 +459,7 @@ def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_car
     from bot.builder.jobs import Checkout, DraftBuild
     from bot.core.record import Repos, TargetRecord
     from bot.discover.candidates import classify_folders
+    from bot.plan.job import BuildJob
     from bot.publish.card import render_draft_card, render_target_card
     from tests.conftest import fast_recipe
     from tests.discover.test_source_card import ALIAS_BOMB, INJECTED_LICENSE
@@ -472,7 +473,11 @@ def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_car
     candidate = classify_folders(draft, target, fast_recipe())
     (outcome,) = build_group(
         Checkout(target, "Qwen/Qwen3-Tiny", "1" * 40),
-        [DraftBuild(candidate, Checkout(draft, "z-lab/Qwen3-Tiny-DFlash-b16", "2" * 40), tmp_path / "bundle")],
+        [
+            DraftBuild(
+                BuildJob.local(candidate), Checkout(draft, "z-lab/Qwen3-Tiny-DFlash-b16", "2" * 40), tmp_path / "bundle"
+            )
+        ],
         fast_recipe(),
         work=tmp_path,
     )

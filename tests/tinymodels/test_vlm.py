@@ -27,7 +27,7 @@ SWEEP = [4, 15]
 
 @pytest.fixture(scope="session")
 def built_vlm(built):
-    """built_vlm(kind) -> DraftOutcome of one real Qwen3.5 build per kind, swept up to k = 15."""
+    """built_vlm(kind) -> DraftBuild (its bundle or error) of one real Qwen3.5 build per kind, swept up to k = 15."""
     return lambda kind: built(kind, tuple(SWEEP))
 
 
