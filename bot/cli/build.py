@@ -40,7 +40,7 @@ def build(
     if job is not None:
         if draft is not None or target is not None:
             raise UsageError("give either --job or --draft/--target, not both")
-        _build_job(ctx, endpoint, job, out, recipe, work, keep_work)
+        _build_planned(ctx, endpoint, job, out, recipe, work, keep_work)
         return
     if draft is None or target is None:
         raise UsageError("--draft and --target are required (or --job)")
@@ -59,7 +59,7 @@ def build(
     )
 
 
-def _build_job(
+def _build_planned(
     ctx: typer.Context,
     endpoint: str | None,
     job: str,
@@ -71,7 +71,7 @@ def _build_job(
     """The builder (an Actions build job, or the process `run` starts per target group): read token only; the
     write token is dropped from this process before anything runs."""
     from bot.core.recipe import load_recipe
-    from bot.run.commands import build_job, drop_write_token
+    from bot.run.commands import build_planned, drop_write_token
     from bot.run.fanout import parse_jobs
 
     settings = drop_write_token(hub_settings(ctx, endpoint))
@@ -80,7 +80,7 @@ def _build_job(
     except OSError as exc:
         raise UsageError(f"cannot read {job[1:]}: {exc.strerror}") from None
     jobs = parse_jobs(text)
-    report = build_job(settings, load_recipe(recipe), jobs, out.resolve(), work=work, keep_work=keep_work)
+    report = build_planned(settings, load_recipe(recipe), jobs, out.resolve(), work=work, keep_work=keep_work)
     for outcome in report.outcomes:
         typer.echo(
             f"{outcome.status}: {outcome.source}@{(outcome.revision or '')[:7]} -> {out}"

@@ -130,7 +130,7 @@ def publish_command(
     work). Never loads a checkpoint."""
     needs_build_extra("publish", ("matplotlib",))  # the charts of the cards and the status page
     from bot.core.recipe import load_recipe
-    from bot.run.commands import publish_folder, publish_job, writer_hub
+    from bot.run.commands import publish_folder, publish_planned, writer_hub
     from bot.run.preflight import require_write_token
 
     if (bundle is not None and (bundles is not None or plan is not None)) or (
@@ -151,7 +151,7 @@ def publish_command(
         result = publish_folder(writer, loaded, bundle.resolve(), report_file=report)
         typer.echo(f"{result.status}: {result.repos.draft}, {result.repos.target}")
         return
-    published = publish_job(
+    published = publish_planned(
         settings, writer, loaded, bundles=bundles, plan=plan, artifacts_from_run=artifacts_from_run, report_file=report
     )
     published.print_table()

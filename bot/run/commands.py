@@ -132,7 +132,7 @@ def drop_write_token(settings: Settings) -> Settings:
     return settings.without_write_token()
 
 
-def build_job(
+def build_planned(
     settings: Settings, recipe: Recipe, jobs: list[BuildJob], out: Path, *, work: Path | None, keep_work: bool
 ) -> RunReport:
     """`dflash-bot build --job`: one target group downloaded with the read token and built into `out`
@@ -179,7 +179,7 @@ def publish_folder(writer: Hub, recipe: Recipe, folder: Path, *, report_file: Pa
     return result
 
 
-def publish_job(
+def publish_planned(
     settings: Settings,
     writer: Hub,
     recipe: Recipe,
