@@ -479,6 +479,25 @@ def test_no_public_class_name_is_defined_twice() -> None:
     assert not twice, f"public class names defined in more than one module (rename one to say what it holds): {twice}"
 
 
+JOB_CLASSES = frozenset({"BuildJob", "JobError", "_JobList"})  # the plan's job, the error and the list reading one
+
+
+def test_a_job_is_the_plans_build_job() -> None:
+    """The word job names one thing in `bot/`, the plan's `BuildJob` (issue 42: `BuildJob`, `DraftBuild`'s `BuildJob |
+    Candidate`, `DraftJob` and the `build_job` command were four things called job): no other class says job, and
+    the builder's record of a draft holds the job itself, never a union standing in for one."""
+    classes = {
+        f"{name}.{node.name}"
+        for name, path in bot_modules().items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef) and "job" in node.name.lower() and node.name not in JOB_CLASSES
+    }
+    assert not classes, f"classes called job that are not the plan's BuildJob (say what they hold): {sorted(classes)}"
+    modules = bot_modules().items()
+    unions = [name for name, path in modules if "BuildJob | Candidate" in path.read_text(encoding="utf-8")]
+    assert not unions, f"a BuildJob | Candidate union (a build without a plan makes BuildJob.local): {unions}"
+
+
 def test_each_name_is_imported_from_the_module_that_defines_it() -> None:
     """`from bot.x import Name` names a submodule of `bot.x` or something `bot.x` defines, never a name it only
     imports itself (`RunOptions` through `bot.run.pipeline`, issue 42): the import line says where the thing is."""
