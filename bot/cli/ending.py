@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 import typer
 
-from bot.cli.commands import app
+from bot.cli.app import app
 from bot.core import log
 from bot.core.errors import UNEXPECTED_EXIT_CODE, BotError, Stage, UsageError
 
@@ -79,7 +79,7 @@ def _invoke(args: list[str]) -> Ending:
         reason = f"{error.subject}: {error.reason()}" if error.subject else error.reason()
         stage = error.stage or (Stage.USAGE if isinstance(error, UsageError) else None)
         return Ending(error.exit_code, reason, stage, lambda: typer.echo(log.error_line(line), err=True))
-    except SystemExit as exit_:  # SIGTERM (`bot.cli.signals.terminate`) or a library's sys.exit
+    except SystemExit as exit_:  # SIGTERM (`bot.cli.sigterm.terminate`) or a library's sys.exit
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         return Ending(code, f"stopped (exit {code})" if code else None)
     except Exception as error:  # a bug: the whole traceback at error level, and an exit code no expected error has

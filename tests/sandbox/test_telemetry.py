@@ -138,11 +138,11 @@ def test_switch_off_leaves_nncf_and_ovc_their_stubs_and_writes_nothing_in_home(t
 _FORK_SCRIPT = textwrap.dedent(
     """\
     import json, multiprocessing, os, signal, subprocess, threading, time
-    from bot.cli import signals
+    from bot.cli import sigterm
     from bot.sandbox.isolation import tracked
 
-    signals.install_signal_handlers()
-    out = {"handler_here": signals.terminate is signal.getsignal(signal.SIGTERM)}
+    sigterm.install_signal_handlers()
+    out = {"handler_here": sigterm.terminate is signal.getsignal(signal.SIGTERM)}
     sleeper = subprocess.Popen(["sleep", "120"], start_new_session=True)
     with tracked(sleeper):
         threading.Thread(target=sleeper.wait, daemon=True).start()
@@ -162,7 +162,7 @@ _FORK_SCRIPT = textwrap.dedent(
         pid = os.fork()
         if pid == 0:
             out_child = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-            signal.signal(signal.SIGTERM, signals.terminate)
+            signal.signal(signal.SIGTERM, sigterm.terminate)
             time.sleep(60 if out_child else 0)
             os._exit(3)
         time.sleep(0.5)
@@ -177,7 +177,7 @@ _FORK_SCRIPT = textwrap.dedent(
             status = None
         out["raw_fork_signal"] = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else status
         out["sleeper_alive_after_raw_fork"] = sleeper.poll() is None
-        out["handler_still_here"] = signals.terminate is signal.getsignal(signal.SIGTERM)
+        out["handler_still_here"] = sigterm.terminate is signal.getsignal(signal.SIGTERM)
         sleeper.kill()
     print(json.dumps(out))
     """

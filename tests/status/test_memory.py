@@ -372,7 +372,7 @@ def test_read_status_rejects_damaged_or_newer_files(server: LocalHub) -> None:
 
 
 def test_status_command_prints_table_and_json(server: LocalHub, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bot.cli.commands import app
+    from bot.cli.app import app
 
     writer = Hub(server.url, TOKEN)
     repo = "OV/cli-status"
@@ -469,7 +469,7 @@ def test_unusable_files_are_none_never_an_exception(server: LocalHub, case: str,
 def test_status_command_on_a_damaged_file_prints_what_is_valid(
     server: LocalHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bot.cli.commands import app
+    from bot.cli.app import app
 
     _upload(
         server,

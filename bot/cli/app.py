@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import typer
 
-from bot.cli import build, demo, examine, pipeline, status
+from bot.cli import build, demo_command, examine, pipeline_commands, status
 from bot.cli.context import setup
 from bot.cli.local_hub import hub_app
-from bot.cli.toolchain import toolchain_app
+from bot.cli.toolchain_command import toolchain_app
 
 app = typer.Typer(
     add_completion=False,
@@ -21,11 +21,11 @@ app.add_typer(hub_app, name="hub")
 app.add_typer(toolchain_app, name="toolchain")
 app.command()(build.build)
 app.command("make-tiny")(build.make_tiny_command)
-app.command("plan")(pipeline.plan_command)
-app.command("run")(pipeline.run_command)
-app.command("publish")(pipeline.publish_command)
-app.command("check")(pipeline.check_command)
+app.command("plan")(pipeline_commands.plan_command)
+app.command("run")(pipeline_commands.run_command)
+app.command("publish")(pipeline_commands.publish_command)
+app.command("check")(pipeline_commands.check_command)
 app.command("status")(status.status_command)
 app.command("inspect")(examine.inspect_command)
 app.command("try")(examine.try_command)
-app.command()(demo.demo)
+app.command()(demo_command.demo)
