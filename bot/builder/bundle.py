@@ -119,7 +119,7 @@ def stage_bundle(
 
     Args:
         sources: the draft's and the target's source files (`source_files`), listed in the record.
-        official_files: the files of an official target IR the draft was validated with (`bot.builder.official`):
+        official_files: the files of an official target IR the draft was validated with (`bot.builder.official_target`):
             listed as the target's, never bundled (`out/target` stays empty: nothing to publish).
         from_source: the target files the export copies from its source (tokenizer, chat template), as the
             builder read them from its working copy before any child ran (`bot.builder.target.source_snapshot`):

@@ -28,7 +28,7 @@ from bot.builder.draft import DraftWork, finish_draft
 from bot.builder.draft_record import seal_draft
 from bot.builder.export import ExportRequest, ExportResult
 from bot.builder.jobs import Checkout, DraftBuild, GroupContext, Schedule, VerifiedPair, child_home
-from bot.builder.official import OfficialCheck
+from bot.builder.official_target import OfficialCheck
 from bot.builder.quantization import weight_format_args
 from bot.builder.target import GroupTarget, ReusedIr, start_target
 from bot.core import log
@@ -126,7 +126,7 @@ def build_group(
             default: `Settings()`, every layer).
         estimate: the group's estimate on this machine when the caller already made it for its disk check
             (`bot.run.pipeline`); made here otherwise.
-        official: the group's official target as checked (`bot.builder.official.check_official`): when it serves,
+        official: the group's official target as checked (`bot.builder.official_target.check_official`): when it serves,
             `target` is its IR folder and no target is exported; either way the drafts' records name it.
 
     Returns:

@@ -17,7 +17,7 @@ from bot.builder.bundle import TARGET_CONFIGS, source_files
 from bot.builder.export import ExportRequest, ExportResult
 from bot.builder.inspect_child import inspect_target_in_child
 from bot.builder.jobs import Checkout, GroupContext, run_step
-from bot.builder.official import OfficialCheck, OfficialIr
+from bot.builder.official_target import OfficialCheck, OfficialIr
 from bot.builder.quality import QualityReport, measure_quality
 from bot.builder.quantization import Int4Settings, calibration_unavailable, recommended_int4, with_calibration
 from bot.core import log
@@ -127,7 +127,7 @@ class GroupTarget:
 
     `export` and `facts` are futures: the drafts' exports start while the target's runs. `all_exports` holds every
     export of the group (the target's first), so a step that needs the machine to itself can wait for them.
-    `official` is the group's official target as the builder checked it (`bot.builder.official`): when it serves,
+    `official` is the group's official target as the builder checked it (`bot.builder.official_target`): when it serves,
     it is the target IR (checked already, not measured against the original weights); when refused, its record
     goes into each draft's record with the reason.
     """

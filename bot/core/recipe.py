@@ -174,7 +174,7 @@ class CollectionSettings(_Strict):
 
 
 # The OpenVINO organisation publishes int4 IRs of many targets under this name; one that passes the target IR
-# rules serves every draft of that target (bot.plan.official, bot.builder.official).
+# rules serves every draft of that target (bot.plan.official, bot.builder.official_target).
 DEFAULT_OFFICIAL_TARGETS = ("OpenVINO/{target_name}-int4-ov",)
 _OFFICIAL_FIELDS = ("target_name", "target_namespace")
 

@@ -6,7 +6,7 @@ copy of the target under the bot's namespace helps nobody. So for each target to
 with its tokenizer IRs and whose card or record names the draft's resolved target as its model (`OfficialRepo`,
 `why_not_named`: a repo found by a name derived from the target's may be another model's). Whether it serves is
 only known once its IR is read: the build downloads it (every file checked against the Hub's hash), applies the
-target IR rules the drafts need and exports the target as usual when it does not serve (`bot.builder.official`).
+target IR rules the drafts need and exports the target as usual when it does not serve (`bot.builder.official_target`).
 The repo is untrusted input like any checkpoint: only top-level IR, config and tokenizer files are downloaded, never
 code or pickles.
 """

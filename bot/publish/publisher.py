@@ -12,8 +12,9 @@ which repo supersedes it; the target's card then lists the new repo in place of 
 the source is read, before the draft commit and after it, so overlapping runs that chose different formats leave
 one live repo (`bot.publish.one_repo`).
 
-A draft validated against an official target (`BuildRecord.official_target`, `bot.builder.official`) has no target
-repo of the bot's own: only the draft repo is committed, and its record names the official repo as the pair's target.
+A draft validated against an official target (`BuildRecord.official_target`, `bot.builder.official_target`) has no
+target repo of the bot's own: only the draft repo is committed, and its record names the official repo as the pair's
+target.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import yaml
 from bot.builder.bundle import Bundle
 from bot.builder.group import build_group, estimate_group
 from bot.builder.jobs import Checkout, DraftBuild
-from bot.builder.official import check_official
+from bot.builder.official_target import check_official
 from bot.core import log
 from bot.core.draft_formats import report_note
 from bot.core.errors import BotError, Failure, Skip, Stage, as_runners
@@ -234,7 +234,7 @@ def fetch_and_build(
 ) -> list[DraftBuild]:
     """Download one target and its drafts with the reader, then build each draft (`bot.builder.group.build_group`,
     with the CLI's `settings`). The drafts come first: an official target the plan pinned is checked against the
-    layers they tap (`bot.builder.official`), and the source target is downloaded only when it does not serve.
+    layers they tap (`bot.builder.official_target`), and the source target is downloaded only when it does not serve.
 
     Sources that cannot be downloaded get their outcome in `report`.
 

@@ -1,4 +1,5 @@
-"""An official int4 target on the local Hub (`publish.official_targets`, bot.plan.official, bot.builder.official).
+"""An official int4 target on the local Hub (`publish.official_targets`, `bot.plan.official`,
+`bot.builder.official_target`).
 
 The demo's pair is seeded, and `OpenVINO/Qwen3-Tiny-int4-ov` is filled with the bot's own export of the demo's target
 (a real optimum-intel export, so its IR carries the hidden-state annotation): the first run validates the draft
@@ -18,7 +19,7 @@ import pytest
 from huggingface_hub import HfApi
 
 from bot.builder.export import ExportRequest, export_model
-from bot.builder.official import compare_tokenizers, tokenizer_fingerprints
+from bot.builder.official_target import compare_tokenizers, tokenizer_fingerprints
 from bot.core import naming
 from bot.core.errors import Failure
 from bot.core.exporter import target_task
