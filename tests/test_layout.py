@@ -10,8 +10,8 @@
   the layer order.
 - Where things live: planning in `bot/plan/`, the CLI a package; no folder named like a build output (pytest,
   setuptools and editors skip those); a tests folder for every stage folder and none for a stage that is gone.
-- Names: no public class name defined twice in `bot/`, and each `from bot... import` (in `bot/`, `tests/` and
-  `bench/`) names the module that defines what it imports.
+- Names: no public class name defined twice in `bot/`, no module name used in two folders, and each
+  `from bot... import` (in `bot/`, `tests/` and `bench/`) names the module that defines what it imports.
 - Size: no function and no module in `bot/` longer than the longest on the day the limit was set (the limits only go
   down; ruff's complexity limits in pyproject.toml are their pair).
 - The fast loop (`make test-fast`): the tests that run real builds and the reliability scenarios carry the `slow`
@@ -477,6 +477,17 @@ def test_no_public_class_name_is_defined_twice() -> None:
                 where.setdefault(node.name, []).append(name)
     twice = {name: modules for name, modules in where.items() if len(modules) > 1}
     assert not twice, f"public class names defined in more than one module (rename one to say what it holds): {twice}"
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """One module name means one module across `bot/` (`pipeline`, `commands`, `demo`, `official`, `signals`,
+    `toolchain` and `step` each named two, issue 42): `import pipeline` or a traceback's file name says which."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(BOT.rglob("*.py")):
+        if path.stem not in ("__init__", "__main__"):
+            where.setdefault(path.stem, []).append(path.relative_to(ROOT).as_posix())
+    twice = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert not twice, f"module names used in more than one folder of bot/ (rename one to say what it holds): {twice}"
 
 
 JOB_CLASSES = frozenset({"BuildJob", "JobError", "_JobList"})  # the plan's job, the error and the list reading one

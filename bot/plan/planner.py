@@ -7,7 +7,7 @@ re-renders the card without rebuilding. `decide` compares one source with its re
 one run looks up once (this environment's toolchain, the card fingerprint, target heads, reusable and official
 targets) and turns each listed source into its `Decision` and, for a build, its `bot.plan.job.BuildJob`: the same
 record in one-process `run` and in the Actions matrix. Which sources to examine at all (the status memory) and what
-becomes of an error are the run's (`bot.plan.step`, `bot.run.steps`).
+becomes of an error are the run's (`bot.plan.step`, `bot.run.run_side`).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def planned_outcomes(builds: Iterable[tuple[BuildJob, str]], card_refresh: Itera
 
 
 class KnownNamespace(Protocol):
-    """What the status memory tells planning about the output namespace (`bot.status.step.StatusMemory`)."""
+    """What the status memory tells planning about the output namespace (`bot.status.sync.StatusMemory`)."""
 
     @property
     def namespace_listing(self) -> Mapping[str, str]: ...

@@ -1,11 +1,11 @@
 """The plan step of every run: discover the watched sources, leave out what the status repo vouches for, plan the rest.
 
-`dflash-bot run` and the Actions plan job call `plan_run` alike (through `bot.run.steps.plan_step`); what they do next
-differs only in where the builds run (`bot.run.pipeline`, `bot.run.fanout`). The decisions are the `Planner`'s
+`dflash-bot run` and the Actions plan job call `plan_run` alike (through `bot.run.run_side.plan_step`); what they do
+next differs only in where the builds run (`bot.run.pipeline`, `bot.run.fanout`). The decisions are the `Planner`'s
 (`bot.plan.planner`). What the plan step needs from the run it is part of comes in as a `RunSide`: the run report
 each outcome goes to, the guard under which each source is planned (one source's problem is its outcome and never
 stops the others), and the status repo's memory, which reports an unchanged source without examining it. The status
-repo and the run report sit above this layer; they are the run's to hold (`bot.run.steps`).
+repo and the run report sit above this layer; they are the run's to hold (`bot.run.run_side`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class RunOptions:
 
 
 class RunSide(Protocol):
-    """What a run lends its plan step (`bot.run.steps`)."""
+    """What a run lends its plan step (`bot.run.run_side`)."""
 
     def add(self, outcome: Outcome) -> None:
         """Report one source's outcome."""

@@ -13,8 +13,7 @@ the source is read, before the draft commit and after it, so overlapping runs th
 one live repo (`bot.publish.one_repo`).
 
 A draft validated against an official target (`BuildRecord.official_target`, `bot.builder.official_target`) has no
-target repo of the bot's own: only the draft repo is committed, and its record names the official repo as the pair's
-target.
+target repo of the bot's own: only the draft repo is committed, and its record names the official repo as target.
 """
 
 from __future__ import annotations

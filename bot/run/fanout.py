@@ -50,7 +50,7 @@ from bot.plan.step import RunOptions
 from bot.run.handoff import OUTCOME_FILE, BuildOutcomeFile, artifact_name, read_group
 from bot.run.pipeline import finish_status, publish_step
 from bot.run.report import RunReport
-from bot.run.steps import RunMemory, load_memory, plan_step, report_planned
+from bot.run.run_side import RunMemory, load_memory, plan_step, report_planned
 
 __all__ = [
     "JobError",

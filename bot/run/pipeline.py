@@ -2,7 +2,7 @@
 
 `dflash-bot run` walks it in one process tree (`run`); the GitHub Actions fan-out (`bot.run.fanout`) splits the same
 steps over jobs and calls the same functions in the same order:
-- plan: `bot.plan.step.plan_run`, through `steps.plan_step` (the Actions plan job lays its builds out as matrix
+- plan: `bot.plan.step.plan_run`, through `run_side.plan_step` (the Actions plan job lays its builds out as matrix
   entries after it);
 - build: `build_in_builder` starts `dflash-bot build --job` per target group, and that process runs
   `build_and_hand_off` (on Actions, each build job runs the same command);
@@ -52,10 +52,10 @@ from bot.publish.refresh import refresh_cards
 from bot.run.handoff import artifact_name, read_group, write_outcome
 from bot.run.preflight import require_write_token
 from bot.run.report import RunReport, build_cost_note
-from bot.run.steps import RunMemory, guard, guard_group, load_memory, plan_step, report_planned
+from bot.run.run_side import RunMemory, guard, guard_group, load_memory, plan_step, report_planned
 from bot.sandbox.confinement import READ_TOKEN_VARIABLES, scrubbed_env, start_builder
 from bot.sandbox.isolation import tracked
-from bot.status import step as status_step
+from bot.status import sync as status_sync
 
 LOCAL_RUNNER = "this machine"  # where `run` builds (the Actions plan names a runner class instead)
 BUNDLES = "bundles"  # the folder of a group's scratch space its builder hands the drafts on in
@@ -434,13 +434,13 @@ def finish_status(report: RunReport, state: RunMemory, writer: Hub, recipe: Reci
     listed = set(state.listed)
     updates = [
         entry
-        for entry in status_step.entries_for(memory, state.examined(report), state.published)
+        for entry in status_sync.entries_for(memory, state.examined(report), state.published)
         if entry.source in listed
     ]
     status_repo = recipe.status_repo_id
 
     def write() -> None:
-        result = status_step.publish_status(
+        result = status_sync.publish_status(
             writer,
             recipe,
             memory,

@@ -2,7 +2,7 @@
 
 Owns the memory's records and rules (`memory`: what to examine again, what is stale), reading it as an untrusted
 hint (`read`), rendering and writing the page and `dflash-bot status` (`page`), and the status step of a run
-(`step`: the memory loaded at planning, the page written and the collection synced at publishing).
+(`sync`: the memory loaded at planning, the page written and the collection synced at publishing).
 
 May import: core, hub, sandbox, discover, plan, builder, publish.
 """

@@ -246,7 +246,7 @@ def stale_published(
 
     Only a hint in the direction of doing more work: a repo listed here is examined again; a repo not listed
     is still believed only after its record agrees (`status_read.agrees`). For one repo, ask
-    `status_step.StatusMemory.changed_outside`.
+    `status_sync.StatusMemory.changed_outside`.
 
     Args:
         entries: the status file's entries (those with published repos are looked at).

@@ -24,7 +24,7 @@ from bot.core.errors import (
     UsageError,
 )
 from bot.run.report import RunReport
-from bot.run.steps import guard
+from bot.run.run_side import guard
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every stage label the bot wrote into reports and `status.json` before stages were typed: stored memory must read.

@@ -28,7 +28,7 @@ from bot.publish.publisher import publish_bundle
 from bot.run import demo
 from bot.run.pipeline import fetch_and_build, run
 from bot.run.report import RunReport
-from bot.run.steps import plan_step
+from bot.run.run_side import plan_step
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
@@ -203,7 +203,7 @@ def _status_after(hub, namespace: str, bundle, rules: list[dict]):
     """Publish the bundle under `namespace`, then write its status page (`pipeline.finish_status`) under faults."""
     from bot.core.outcome import Outcome, Status
     from bot.run.pipeline import finish_status
-    from bot.run.steps import RunMemory, load_memory
+    from bot.run.run_side import RunMemory, load_memory
 
     recipe = recipe_for(namespace)
     writer = Hub(hub.url, TOKEN, max_attempts=3, backoff_s=0.05)

@@ -30,7 +30,7 @@ from bot.plan.step import RunOptions
 from bot.run import demo
 from bot.run.pipeline import run
 from bot.status.memory import STATUS_JSON, StatusEntry
-from bot.status.step import load_memory, publish_status
+from bot.status.sync import load_memory, publish_status
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe

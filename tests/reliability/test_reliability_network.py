@@ -25,10 +25,10 @@ from bot.plan.step import RunOptions
 from bot.run import demo
 from bot.run.pipeline import fetch_and_build
 from bot.run.report import RunReport
-from bot.run.steps import plan_step
+from bot.run.run_side import plan_step
 from bot.status.memory import STATUS_JSON, needs_recheck
 from bot.status.read import load_status
-from bot.status.step import StatusMemory, entries_for
+from bot.status.sync import StatusMemory, entries_for
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe

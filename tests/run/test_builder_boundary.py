@@ -8,7 +8,7 @@ import pytest
 from bot.core.errors import Failure, Skip, Stage
 from bot.core.outcome import Status
 from bot.run.report import RunReport
-from bot.run.steps import guard, guard_group
+from bot.run.run_side import guard, guard_group
 from tests.plan.test_planner import RECIPE, BuildJob, Candidate
 
 

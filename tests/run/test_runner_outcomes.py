@@ -12,7 +12,7 @@ import pytest
 from bot.core.errors import Failure, Stage
 from bot.core.outcome import Status
 from bot.run.report import RunReport
-from bot.run.steps import guard
+from bot.run.run_side import guard
 from bot.status.memory import StatusEntry, source_fault
 
 SOURCE = "z-lab/Qwen3-Tiny-DFlash-b16"

@@ -33,7 +33,7 @@ from bot.status.memory import (
 )
 from bot.status.page import md_text, render_files, render_readme, renderer_fingerprint, write_status
 from bot.status.read import MAX_STATUS_BYTES, StatusRead, agrees, foreign_repos, load_status, read_status, vetted
-from bot.status.step import StatusMemory, entries_for
+from bot.status.sync import StatusMemory, entries_for
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
 from tests.conftest import fast_recipe
@@ -390,7 +390,7 @@ def test_status_command_prints_table_and_json(server: LocalHub, monkeypatch: pyt
 
 
 def test_status_step_with_only_skips_makes_no_collection(server: LocalHub) -> None:
-    from bot.status.step import StatusMemory, publish_status
+    from bot.status.sync import StatusMemory, publish_status
 
     writer = Hub(server.url, TOKEN)
     recipe = fast_recipe()
@@ -587,7 +587,7 @@ def test_problem_reasons_are_visible_text() -> None:
 
 
 def test_a_repaired_file_is_written_back(server: LocalHub) -> None:
-    from bot.status.step import load_memory, publish_status
+    from bot.status.sync import load_memory, publish_status
 
     recipe = _recipe("Repair")
     repo = recipe.status_repo_id

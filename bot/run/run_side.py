@@ -1,8 +1,8 @@
-"""What a run's steps share: `guard`, which turns one source's error into its outcome, the run's memory for the
-status repo (`RunMemory`), and the run's side of the plan step (`plan_step`).
+"""The run's side of its steps, what they share: `guard`, which turns one source's error into its outcome, the run's
+memory for the status repo (`RunMemory`), and what the run lends the plan step (`plan_step`).
 
 The plan step itself is the plan stage's (`bot.plan.step.plan_run`); the run lends it the run report, `guard` and
-the status repo's memory (`status.step.load_memory`: read once, before any source is examined), which sit above the
+the status repo's memory (`status.sync.load_memory`: read once, before any source is examined), which sit above the
 plan layer.
 """
 
@@ -26,7 +26,7 @@ from bot.plan.job import BuildJob
 from bot.plan.planner import Decision, Planner, planned_outcomes
 from bot.plan.step import RunOptions, plan_run
 from bot.run.report import RunReport
-from bot.status import step as status_step
+from bot.status import sync as status_sync
 from bot.status.memory import StatusEntry
 
 
@@ -42,7 +42,7 @@ class RunMemory:
         published: source -> (record, repos) of every source published or found up to date this run.
     """
 
-    memory: status_step.StatusMemory | None = None
+    memory: status_sync.StatusMemory | None = None
     listed: list[str] = field(default_factory=list)
     remembered: set[str] = field(default_factory=set)
     published: dict[str, tuple[BuildRecord, Repos]] = field(default_factory=dict)
@@ -134,7 +134,7 @@ class _RunSide:
         if memory is None:
             return listings, skips
         listings, skips = self._keep_published(planner, memory, listings, skips)
-        split = status_step.partition(memory, listings, skips)
+        split = status_sync.partition(memory, listings, skips)
         examine, remembered = list(split.examine), list(split.remembered)
         for entry, listing in split.verify:
             if _believed(planner, memory, entry, listing):
@@ -143,18 +143,18 @@ class _RunSide:
                 examine.append(listing)
         for entry in remembered:
             self.state.remembered.add(entry.source)
-            self.report.add(status_step.remembered_outcome(entry))
+            self.report.add(status_sync.remembered_outcome(entry))
         log.step("%d source(s) unchanged since last examined, reported from the status repo", len(remembered))
         return examine, [skip for skip in skips if skip.repo_id not in self.state.remembered]
 
     def _keep_published(
-        self, planner: Planner, memory: status_step.StatusMemory, listings: list[RepoListing], skips: list[SkipRecord]
+        self, planner: Planner, memory: status_sync.StatusMemory, listings: list[RepoListing], skips: list[SkipRecord]
     ) -> tuple[list[RepoListing], list[SkipRecord]]:
         """Published pairs stay watched whoever approved them (docs/design.md §14): a not-approved source the memory
         holds a published pair of is examined like a listed one (the planner keeps the pair as it is until a new
         dispatch), and a published source no listing returned (a dispatched repo no search finds) is looked up, one
         request each, unless the recipe now excludes it or this run is another repo's dispatch."""
-        kept = status_step.published_sources(memory)
+        kept = status_sync.published_sources(memory)
         listings = list(listings)
         left = []
         for skip in skips:
@@ -175,27 +175,27 @@ def _append_listing(planner: Planner, source: str, listings: list[RepoListing]) 
     listings.append(planner.listing_for(source))
 
 
-def _believed(planner: Planner, memory: status_step.StatusMemory, entry: StatusEntry, listing: RepoListing) -> bool:
+def _believed(planner: Planner, memory: status_sync.StatusMemory, entry: StatusEntry, listing: RepoListing) -> bool:
     """Whether a remembered publish holds: the draft repo's record at its listed head (one request, kept for
     the source's planning) says what the entry says, and the planner finds it current (the target's head is not
     looked up: that is what the memory saves)."""
     if entry.draft_repo is None:
         return False
     try:
-        record = planner.draft_record(entry.draft_repo, status_step.draft_head(memory, entry))
+        record = planner.draft_record(entry.draft_repo, status_sync.draft_head(memory, entry))
     except BotError:
         return False  # examined: the examination reports the Hub's failure
-    if not status_step.believed(entry, record) or record is None:
+    if not status_sync.believed(entry, record) or record is None:
         return False
     return planner.current(listing, record)
 
 
 def load_memory(
     reader: Hub, recipe: Recipe, fingerprints: Fingerprints, options: RunOptions
-) -> status_step.StatusMemory | None:
+) -> status_sync.StatusMemory | None:
     """The status repo's memory, or None when it cannot be read (then every source is examined, as before)."""
     try:
-        return status_step.load_memory(
+        return status_sync.load_memory(
             reader, recipe, fingerprints=fingerprints, recheck=options.recheck or options.force
         )
     except BotError as error:

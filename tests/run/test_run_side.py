@@ -1,4 +1,4 @@
-"""The plan step's pure helpers (`bot.run.steps`): `guard` and `guard_group` turning errors into outcomes (an
+"""The plan step's pure helpers (`bot.run.run_side`): `guard` and `guard_group` turning errors into outcomes (an
 unexpected one logged with its traceback at error level), and `report_planned` (the dry run's outcomes)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from bot.core.outcome import Outcome, Status
 from bot.core.record import Repos
 from bot.plan.planner import CARD_CHANGED
 from bot.run.report import RunReport
-from bot.run.steps import guard, guard_group, report_planned
+from bot.run.run_side import guard, guard_group, report_planned
 from tests.plan.test_job import SHA, job
 from tests.records import SOURCE_SHA, build_record
 
