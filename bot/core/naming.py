@@ -98,12 +98,12 @@ def validate_repo_id(value: object, *, what: str) -> str:
     return value
 
 
-def draft_output_repo(publish: OutputNaming, source_repo: str, weight_format: str) -> str:
+def draft_output_repo(publish: OutputNaming, source: str, weight_format: str) -> str:
     """The repo a draft's OpenVINO export in one weight format is published to (see the module docstring).
 
     Args:
         publish: the recipe's publish settings (namespace, `draft_name` template, draft home namespace).
-        source_repo: the draft's Hub repo id.
+        source: the draft's Hub repo id.
         weight_format: the published draft's weight format (`int4`, `int8`), for the template's
             `{weight_format}` (a template without it gives one name for every format).
 
@@ -111,23 +111,23 @@ def draft_output_repo(publish: OutputNaming, source_repo: str, weight_format: st
         `{publish.namespace}/{name}`, validated.
 
     Raises:
-        Skip: `source_repo` or the resulting id is not a valid repo id, or `weight_format` is not one of
+        Skip: `source` or the resulting id is not a valid repo id, or `weight_format` is not one of
             `DRAFT_WEIGHT_FORMATS` (the reason is named).
     """
     if weight_format not in DRAFT_WEIGHT_FORMATS:
         raise Skip(
-            f"cannot name the draft of {source_repo} for weight format {weight_format!r}: not one of "
+            f"cannot name the draft of {source} for weight format {weight_format!r}: not one of "
             f"{', '.join(DRAFT_WEIGHT_FORMATS)}",
-            subject=source_repo,
+            subject=source,
         )
     fill = {WEIGHT_FORMAT_FIELD: weight_format}
     return _output_repo(
-        publish.namespace, publish.draft_name, "source_name", publish.draft_home_namespace, source_repo, "draft", fill
+        publish.namespace, publish.draft_name, "source_name", publish.draft_home_namespace, source, "draft", fill
     )
 
 
-def draft_output_repos(publish: OutputNaming, source_repo: str) -> dict[str, str]:
-    """Every repo the draft of `source_repo` may be published in: weight format -> repo, in
+def draft_output_repos(publish: OutputNaming, source: str) -> dict[str, str]:
+    """Every repo the draft of `source` may be published in: weight format -> repo, in
     `DRAFT_WEIGHT_FORMATS` order (one repo for all when the template has no `{weight_format}`).
 
     Planning reads each distinct one to find where the source is published now, whatever format won last time.
@@ -135,18 +135,18 @@ def draft_output_repos(publish: OutputNaming, source_repo: str) -> dict[str, str
     Raises:
         Skip: as `draft_output_repo`.
     """
-    return {fmt: draft_output_repo(publish, source_repo, fmt) for fmt in DRAFT_WEIGHT_FORMATS}
+    return {fmt: draft_output_repo(publish, source, fmt) for fmt in DRAFT_WEIGHT_FORMATS}
 
 
-def target_output_repo(publish: OutputNaming, target_repo: str) -> str:
+def target_output_repo(publish: OutputNaming, target: str) -> str:
     """The repo a target's OpenVINO export is published to; the same rule as `draft_output_repo`, with the
     `target_name` template and the target home namespace.
 
     Raises:
-        Skip: `target_repo` or the resulting id is not a valid repo id.
+        Skip: `target` or the resulting id is not a valid repo id.
     """
     return _output_repo(
-        publish.namespace, publish.target_name, "target_name", publish.target_home_namespace, target_repo, "target"
+        publish.namespace, publish.target_name, "target_name", publish.target_home_namespace, target, "target"
     )
 
 
@@ -192,16 +192,16 @@ def _output_repo(
     template: str,
     field: str,
     home: str | None,
-    source_repo: str,
+    source: str,
     role: str,
     fill: Mapping[str, str] | None = None,
 ) -> str:
-    validate_repo_id(source_repo, what=f"{role} repo id")
-    source_namespace, source_name = source_repo.split("/")
+    validate_repo_id(source, what=f"{role} repo id")
+    source_namespace, source_name = source.split("/")
     try:
         prefix, suffix = template_parts(template, field, fill)
     except ValueError as exc:
-        raise Skip(f"cannot name the output of {source_repo}: {exc}", subject=source_repo) from None
+        raise Skip(f"cannot name the output of {source}: {exc}", subject=source) from None
     is_home = home is not None and source_namespace.lower() == home.lower()
     if is_home and NAMESPACE_SEPARATOR not in source_name:
         inner = source_name
@@ -214,17 +214,17 @@ def _output_repo(
         or _SHORTENED_TAIL.search(inner) is not None
     )
     if must_shorten:
-        name = _shortened(prefix, inner, suffix, source_repo)
+        name = _shortened(prefix, inner, suffix, source)
     output = f"{namespace}/{name}"
     try:
-        return validate_repo_id(output, what=f"output repo id for {role} {source_repo}")
+        return validate_repo_id(output, what=f"output repo id for {role} {source}")
     except Skip as skip:
-        raise skip.at(subject=source_repo) from None
+        raise skip.at(subject=source) from None
 
 
-def _shortened(prefix: str, inner: str, suffix: str, source_repo: str) -> str:
+def _shortened(prefix: str, inner: str, suffix: str, source: str) -> str:
     """`prefix + cut inner + -h<hash> + suffix`, at most MAX_NAME_LENGTH characters, deterministic."""
-    tail = "-h" + hashlib.sha256(source_repo.lower().encode()).hexdigest()[:HASH_DIGITS]
+    tail = "-h" + hashlib.sha256(source.lower().encode()).hexdigest()[:HASH_DIGITS]
     room = MAX_NAME_LENGTH - len(prefix) - len(suffix) - len(tail)
     cut = inner[: max(room, 0)].rstrip("-._")  # no `--`, `.-` or `_-` where the hash is joined on
     return prefix + cut + tail + suffix

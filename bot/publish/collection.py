@@ -27,14 +27,15 @@ NOTE_MAX_CHARS = 500  # the Hub refuses longer notes
 class PublishedPair:
     """One published draft and the target repo it was validated with, as the collection and status page show it.
 
-    Filled from the status entries (`StatusEntry.pair`), which come from build records: repo ids of the outputs,
-    the source repos they were made from, and the validation figures at the recommended `num_assistant_tokens`.
+    Filled from the status entries (`StatusEntry.pair`), which come from build records: the repos published
+    (`draft_repo`, `target_repo`), the source repos they were made from (`source`, `target`), and the validation
+    figures at the recommended `num_assistant_tokens`.
     """
 
     draft_repo: str
     target_repo: str
-    source_repo: str
-    target_source: str
+    source: str  # the draft's repo id it was built from
+    target: str  # the target's repo id
     accept_length: float
     speedup: float
     recommended_k: int
@@ -58,7 +59,7 @@ class CollectionResult:
 def draft_note(pair: PublishedPair) -> str:
     """The draft item's note: its target and what it earns there (plain text, at most 500 characters)."""
     return clip(
-        f"Draft for {pair.target_repo} (from {pair.source_repo}). Accept length {figure(pair.accept_length)} and "
+        f"Draft for {pair.target_repo} (from {pair.source}). Accept length {figure(pair.accept_length)} and "
         f"{figure(pair.speedup)}x speed-up over plain greedy at num_assistant_tokens={pair.recommended_k} "
         f"(OpenVINO GenAI, lossless)."
     )
@@ -67,7 +68,7 @@ def draft_note(pair: PublishedPair) -> str:
 def target_note(target_repo: str, pairs: Sequence[PublishedPair]) -> str:
     """The target item's note: where it comes from and which drafts were validated against it."""
     drafts = sorted({pair.draft_repo for pair in pairs if pair.target_repo == target_repo})
-    source = next(pair.target_source for pair in pairs if pair.target_repo == target_repo)
+    source = next(pair.target for pair in pairs if pair.target_repo == target_repo)
     return clip(f"Target ({source}, int4) validated with: {', '.join(drafts)}.")
 
 

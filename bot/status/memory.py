@@ -116,8 +116,8 @@ class StatusEntry(_Record):
         return PublishedPair(
             draft_repo=self.draft_repo,
             target_repo=self.target_repo,
-            source_repo=self.source,
-            target_source=self.target or "",
+            source=self.source,
+            target=self.target or "",
             accept_length=self.accept_length,
             speedup=self.speedup,
             recommended_k=self.recommended_k,

@@ -52,8 +52,8 @@ def test_clean_removes_controls_bidi_and_zero_width() -> None:
             PublishedPair(
                 draft_repo="OV/x-int4-ov",
                 target_repo="OV/t-int4-ov",
-                source_repo=text,
-                target_source="Qwen/t",
+                source=text,
+                target="Qwen/t",
                 accept_length=2.0,
                 speedup=1.5,
                 recommended_k=3,
@@ -71,8 +71,8 @@ def test_collection_note_never_says_nan() -> None:
     pair = PublishedPair(
         draft_repo="OV/x-int4-ov",
         target_repo="OV/t-int4-ov",
-        source_repo="z-lab/x",
-        target_source="Qwen/t",
+        source="z-lab/x",
+        target="Qwen/t",
         accept_length=float("nan"),
         speedup=float("inf"),
         recommended_k=3,

@@ -22,8 +22,8 @@ def pair(name: str, target: str = "Qwen3-Tiny", **changes) -> PublishedPair:
     fields = {
         "draft_repo": f"{NS}/{name}-int4-ov",
         "target_repo": f"{NS}/{target}-int4-ov",
-        "source_repo": f"z-lab/{name}",
-        "target_source": f"Qwen/{target}",
+        "source": f"z-lab/{name}",
+        "target": f"Qwen/{target}",
         "accept_length": 4.0,
         "speedup": 1.75,
         "recommended_k": 3,

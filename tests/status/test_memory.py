@@ -257,7 +257,7 @@ def test_entries_from_a_build_record_and_problems() -> None:
         "default",
     )
     assert entry.last_built == dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
-    assert entry.pair() is not None and entry.pair().target_source == "Qwen/Qwen3-Tiny"
+    assert entry.pair() is not None and entry.pair().target == "Qwen/Qwen3-Tiny"
     failed = problem_entry(
         entry.source,
         "n" * 40,
