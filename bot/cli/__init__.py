@@ -1,11 +1,11 @@
 """CLI: `dflash-bot`, a thin typed command line over the stages.
 
 Owns the command tree (`app`) and one module per command group: `build` (build, make-tiny), `pipeline_commands`
-(plan, run, publish, check), `status`, `toolchain_command`, `examine` (inspect, try), `local_hub` (hub serve) and
-`demo_command`; what they share (`context`: the settings, `--endpoint`, the option types, the build extra); how a
-command line ends (`ending`: one line, the exit code and the `--report` on every exit path); and SIGTERM
-(`sigterm`). A command reads its options and hands on to its stage; the work behind plan, run, publish and build
---job is `bot.run.commands`.
+(plan, run, publish, check), `status_command`, `toolchain_command`, `examine` (inspect, try), `local_hub` (hub
+serve) and `demo_command`; what they share (`context`: the settings, `--endpoint`, the option types, the build
+extra); how a command line ends (`ending`: one line, the exit code and the `--report` on every exit path); and
+SIGTERM (`sigterm`). A command reads its options and hands on to its stage; the work behind plan, run, publish and
+build --job is `bot.run.commands`.
 
 Expected failures (a Skip or Failure, a usage error) end with one line naming the checkpoint, the stage and the
 cause, and the error's exit code; only a bug prints a traceback. Commands raise; `main` prints, exits, and writes

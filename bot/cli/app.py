@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from bot.cli import build, demo_command, examine, pipeline_commands, status
+from bot.cli import build, demo_command, examine, pipeline_commands, status_command
 from bot.cli.context import setup
 from bot.cli.local_hub import hub_app
 from bot.cli.toolchain_command import toolchain_app
@@ -25,7 +25,7 @@ app.command("plan")(pipeline_commands.plan_command)
 app.command("run")(pipeline_commands.run_command)
 app.command("publish")(pipeline_commands.publish_command)
 app.command("check")(pipeline_commands.check_command)
-app.command("status")(status.status_command)
+app.command("status")(status_command.status_command)
 app.command("inspect")(examine.inspect_command)
 app.command("try")(examine.try_command)
 app.command()(demo_command.demo)
