@@ -59,7 +59,7 @@ class OfficialRepo(BaseModel):
 
 
 def find_official(
-    reader: Hub, publish: PublishSettings, target_repo: str, *, is_vlm: bool
+    reader: Hub, publish: PublishSettings, target: str, *, is_vlm: bool
 ) -> tuple[OfficialRepo | None, str | None]:
     """The first official repo of `publish.official_targets` that holds a target IR, and why none did.
 
@@ -67,31 +67,31 @@ def find_official(
     token) costs that request and nothing else.
 
     Args:
-        target_repo: the draft's target (its source repo id, as discovery resolved it).
+        target: the draft's target (its source repo id, as discovery resolved it).
         is_vlm: a vision-language target (its language model IR is `openvino_language_model.xml`).
 
     Returns:
         (the repo pinned at its head, None), or (None, why the repos found do not serve; None when none exists).
     """
     reasons = []
-    for repo in publish.official_target_repos(target_repo):
+    for repo in publish.official_target_repos(target):
         head = reader.files_or_none(repo)
         if head is None:
             continue
         official, why_not = pin_official(head, is_vlm=is_vlm)
         if official is not None:
-            why_not = why_not_named(reader, head, target_repo)
+            why_not = why_not_named(reader, head, target)
             official = official if why_not is None else None
         if official is not None:
-            log.step("%s: official target %s found (%.2f GB)", target_repo, official.short, official.ir_bytes / 1e9)
+            log.step("%s: official target %s found (%.2f GB)", target, official.short, official.ir_bytes / 1e9)
             return official, None
-        log.step("%s: official target %s not used: %s", target_repo, repo, why_not)
+        log.step("%s: official target %s not used: %s", target, repo, why_not)
         reasons.append(f"{repo} {why_not}")
     return None, "; ".join(reasons) or None
 
 
-def why_not_named(reader: Hub, head: RepoFiles, target_repo: str) -> str | None:
-    """Why an official repo is not an export of `target_repo` by its own word (None: it is): its card's `base_model`
+def why_not_named(reader: Hub, head: RepoFiles, target: str) -> str | None:
+    """Why an official repo is not an export of `target` by its own word (None: it is): its card's `base_model`
     (as the Hub reads the card) or, failing that, its `openvino_export.json` (a record of this bot's format) must
     name that very repo. A repo found by a name derived from the target's (`OpenVINO/{target_name}-int4-ov`) may
     be another model's export: a fine-tune `ft-org/Qwen3-X` shares its name and tokenizer with `Qwen/Qwen3-X`, and
@@ -101,20 +101,20 @@ def why_not_named(reader: Hub, head: RepoFiles, target_repo: str) -> str | None:
     named = head.card_data.get("base_model") if isinstance(head.card_data, dict) else None
     models = [named] if isinstance(named, str) else []
     models += [m for m in named if isinstance(m, str)] if isinstance(named, list) else []
-    if target_repo.lower() in (m.lower() for m in models):
+    if target.lower() in (m.lower() for m in models):
         return None
     if PROVENANCE_FILE in head.sizes:
         try:
             exported = reader.target_record(head.repo_id, revision=head.sha)
         except BotError as error:
             return f"its record could not be read ({error.message})"
-        if exported is not None and (exported.target.repo or "").lower() == target_repo.lower():
+        if exported is not None and (exported.target.repo or "").lower() == target.lower():
             return None
         if exported is not None:
-            return f"its record names {exported.target.repo or 'no repo'} as its model, not {target_repo}"
+            return f"its record names {exported.target.repo or 'no repo'} as its model, not {target}"
     if models:
-        return f"its card names {', '.join(models[:3])} as its model (base_model), not {target_repo}"
-    return f"neither its card (base_model) nor a record names {target_repo} as its model"
+        return f"its card names {', '.join(models[:3])} as its model (base_model), not {target}"
+    return f"neither its card (base_model) nor a record names {target} as its model"
 
 
 def pin_official(head: RepoFiles, *, is_vlm: bool) -> tuple[OfficialRepo | None, str | None]:

@@ -37,7 +37,7 @@ from bot.publish.card import render_draft_card
 class Holder:
     """A format repo of a source as read now: its head and the record of the source's build it holds."""
 
-    repo: str
+    repo_id: str
     head: RepoFiles
     record: BuildRecord
 
@@ -83,16 +83,16 @@ def held_elsewhere(
     """
     source = built.source.repo or ""
     current = live(holders(hub, source, (*family, repo), {repo: seen}))
-    if current is None or current.repo == repo:
+    if current is None or current.repo_id == repo:
         return None
-    if current.repo == replacing and current.record.built_at <= built.built_at:
+    if current.repo_id == replacing and current.record.built_at <= built.built_at:
         return None  # the switch the plan foresaw: `settle` points its card here
     if not current.record.inputs().changes_to(built.inputs()):
-        log.step("%s already holds this build of %s: not published to %s too", current.repo, source, repo)
+        log.step("%s already holds this build of %s: not published to %s too", current.repo_id, source, repo)
         return current
     if current.record.built_at > built.built_at:
         raise Skip(
-            f"{current.repo} holds a newer build of {source} (source {str(current.record.source.revision)[:7]}, "
+            f"{current.repo_id} holds a newer build of {source} (source {str(current.record.source.revision)[:7]}, "
             f"built {current.record.built_at}), published by another run since this one planned: this bundle is "
             f"stale and is not published to {repo}",
             subject=source,
@@ -118,7 +118,7 @@ def settle(
     current = live(found)
     for holder in found:
         if current is not None and holder is not current:
-            supersede(hub, holder, current.repo, commits, private)
+            supersede(hub, holder, current.repo_id, commits, private)
     return current
 
 
@@ -131,18 +131,18 @@ def supersede(hub: Hub, old: Holder, new_repo: str, commits: list[tuple[str, str
     """
     if old.record.repos is None:
         log.step(
-            "%s holds no published build of %s: no card to point to %s", old.repo, old.record.source.repo, new_repo
+            "%s holds no published build of %s: no card to point to %s", old.repo_id, old.record.source.repo, new_repo
         )
         return
     try:
-        card = hub.read_file(old.repo, "README.md", revision=old.head.sha) or b""
+        card = hub.read_file(old.repo_id, "README.md", revision=old.head.sha) or b""
         if f"Superseded by [{new_repo}]".encode() in card:
             return
         with tempfile.TemporaryDirectory(prefix="dflash-bot-superseded-") as tmp:
             folder = Path(tmp)
             (folder / "README.md").write_text(render_draft_card(old.record, superseded_by=new_repo), encoding="utf-8")
             result = hub.publish_folder(
-                old.repo,
+                old.repo_id,
                 folder,
                 message=f"Superseded by {new_repo}",
                 private=private,
@@ -152,11 +152,11 @@ def supersede(hub: Hub, old: Holder, new_repo: str, commits: list[tuple[str, str
     except PreconditionFailed:
         raise  # another writer: the whole step is decided again
     except BotError as error:
-        log.get().warning("%s: card not pointed to %s (%s)", old.repo, new_repo, error.one_line())
+        log.get().warning("%s: card not pointed to %s (%s)", old.repo_id, new_repo, error.one_line())
         return
     if result.commit:
-        commits.append((old.repo, result.commit))
-        log.step("%s: commit %s (card points to %s)", old.repo, result.commit[:7], new_repo)
+        commits.append((old.repo_id, result.commit))
+        log.step("%s: commit %s (card points to %s)", old.repo_id, result.commit[:7], new_repo)
 
 
 def _read(hub: Hub, repo: str) -> tuple[RepoFiles | None, BuildRecord | None]:

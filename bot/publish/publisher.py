@@ -185,9 +185,9 @@ def _publish_once(
     for i in published + current:
         bundle, repos = members[i]
         now = settle(hub, bundle.record.source.repo or "", families[repos.draft], commits[i], private)
-        if now is not None and now.repo != repos.draft:  # another run published a newer build since our decision
-            log.step("%s: %s holds the live build, its card points there", repos.draft, now.repo)
-            update = {"draft": now.repo}
+        if now is not None and now.repo_id != repos.draft:  # another run published a newer build since our decision
+            log.step("%s: %s holds the live build, its card points there", repos.draft, now.repo_id)
+            update = {"draft": now.repo_id}
             results[i] = PublishResult(Status.UP_TO_DATE, repos.model_copy(update=update), commits[i], now.record)
         else:
             listed.append(i)
@@ -236,7 +236,7 @@ def _decide_drafts(
             continue
         if there is not None:
             results[i] = PublishResult(
-                Status.UP_TO_DATE, repos.model_copy(update={"draft": there.repo}), [], there.record
+                Status.UP_TO_DATE, repos.model_copy(update={"draft": there.repo_id}), [], there.record
             )
             continue
         seen[i] = (head, found)
