@@ -1,8 +1,9 @@
 """One draft's finish, once its exports and the target's are done: inspect and validate each weight format, choose
 the one to publish, run the per-row concurrent gate, and write the repo folders.
 
-A draft at work is a `DraftWork`: the group's record of the draft (`bot.builder.jobs.DraftBuild`) with the handles
-its threads need (working copy, exports, the group's target); the finish adds what it measured to the same record.
+A draft at work is a `DraftWork`: the group's record of the draft (`bot.builder.draft_build.DraftBuild`) with the
+handles its threads need (working copy, exports, the group's target); the finish adds what it measured to the same
+record.
 Its build record is constructed from that once the whole group's cost is known (`bot.builder.draft_record`), so
 `openvino_export.json` is written once.
 """
@@ -15,9 +16,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.builder.bundle import StagedBundle, source_files, stage_bundle
+from bot.builder.draft_build import DraftBuild, GroupContext, VerifiedPair, run_step
 from bot.builder.export import ExportResult
 from bot.builder.inspect_child import inspect_draft_in_child
-from bot.builder.jobs import DraftBuild, GroupContext, VerifiedPair, run_step
 from bot.builder.target import GroupTarget, ir_digests
 from bot.builder.validate import BASELINE_FILE, validate_pair
 from bot.builder.validate_per_row import validate_per_row_pair

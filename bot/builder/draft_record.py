@@ -13,8 +13,8 @@ from dataclasses import replace
 from bot import __version__
 from bot.builder.bundle import StagedBundle, seal_bundle
 from bot.builder.draft import DraftWork, MeasuredFormat
+from bot.builder.draft_build import DraftBuild, GroupContext, run_step
 from bot.builder.export import ExportResult
-from bot.builder.jobs import DraftBuild, GroupContext, run_step
 from bot.builder.quality import quality_gate
 from bot.builder.target import license_fields
 from bot.core import log

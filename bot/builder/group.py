@@ -7,9 +7,10 @@ run side by side, and each draft is finished in its own thread as soon as the ex
 Each draft's outcome is independent: one broken draft never stops its siblings. Once the whole group is done, each
 draft's record is constructed and written into its bundle, once (`bot.builder.draft_record`).
 
-One draft is one `bot.builder.jobs.DraftBuild` (the plan's `BuildJob`, its files, its bundle folder) from the call
-to the result, each step adding what it found: while its threads run it is held in a `bot.builder.draft.DraftWork`
-(its exports and the group's target), and it ends with its bundle or the error that stopped it.
+One draft is one `bot.builder.draft_build.DraftBuild` (the plan's `BuildJob`, its files, its bundle folder) from the
+call to the result, each step adding what it found: while its threads run it is held in a
+`bot.builder.draft.DraftWork` (its exports and the group's target), and it ends with its bundle or the error that
+stopped it.
 
 This module is the entry point (`build_group`, and `build_folders` / `build_pair` for local folders) and schedules
 the exports.
@@ -25,9 +26,9 @@ from pathlib import Path
 
 from bot.builder.bundle import Bundle
 from bot.builder.draft import DraftWork, finish_draft
+from bot.builder.draft_build import Checkout, DraftBuild, GroupContext, Schedule, VerifiedPair, child_home
 from bot.builder.draft_record import seal_draft
 from bot.builder.export import ExportRequest, ExportResult
-from bot.builder.jobs import Checkout, DraftBuild, GroupContext, Schedule, VerifiedPair, child_home
 from bot.builder.official_target import OfficialCheck
 from bot.builder.quantization import weight_format_args
 from bot.builder.target import GroupTarget, ReusedIr, start_target
@@ -50,7 +51,7 @@ from bot.plan.sizing import BuildEstimate, BuildTime, estimate_for, gb, local_ru
 from bot.sandbox.confinement import Confinement, confinement
 from bot.sandbox.resources import measure
 
-# The records callers hand in and get back are defined in bot.builder.jobs; they are part of this entry point.
+# The records callers hand in and get back are defined in bot.builder.draft_build; they are part of this entry point.
 __all__ = [
     "Checkout",
     "DraftBuild",

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from bot.builder.bundle import TARGET_CONFIGS, source_files
+from bot.builder.draft_build import Checkout, GroupContext, run_step
 from bot.builder.export import ExportRequest, ExportResult
 from bot.builder.inspect_child import inspect_target_in_child
-from bot.builder.jobs import Checkout, GroupContext, run_step
 from bot.builder.official_target import OfficialCheck, OfficialIr
 from bot.builder.quality import QualityReport, measure_quality
 from bot.builder.quantization import Int4Settings, calibration_unavailable, recommended_int4, with_calibration

@@ -33,8 +33,8 @@ def build(
     Either from local folders (--draft and --target) or from the Hub (--job, the build job of the Actions fan-out).
     """
     needs_build_extra("build")
+    from bot.builder.draft_build import Checkout
     from bot.builder.group import build_pair
-    from bot.builder.jobs import Checkout
     from bot.core.recipe import load_recipe
 
     if job is not None:

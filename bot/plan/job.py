@@ -79,7 +79,7 @@ class BuildJob(BaseModel):
     """One build: discovery's `Candidate` (a draft and its target pinned to revisions), why, and where it publishes.
 
     The candidate is held as discovery made it, never copied field by field: the build verifies its downloads
-    against it, and the builder's record of the draft (`bot.builder.jobs.DraftBuild`) holds this job as it is.
+    against it, and the builder's record of the draft (`bot.builder.draft_build.DraftBuild`) holds this job as it is.
     Written by `plan --matrix` into the Actions matrix and read back by `build --job` (`BuildJob.model_validate`: a
     field missing, unknown or of the wrong type is refused, and so is a candidate without both repos and revisions
     pinned). A build of local folders has no plan and makes a job of its own (`BuildJob.local`): no output repos,

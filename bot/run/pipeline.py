@@ -29,8 +29,8 @@ from pathlib import Path
 import yaml
 
 from bot.builder.bundle import Bundle
+from bot.builder.draft_build import Checkout, DraftBuild
 from bot.builder.group import build_group, estimate_group
-from bot.builder.jobs import Checkout, DraftBuild
 from bot.builder.official_target import check_official
 from bot.core import log
 from bot.core.draft_formats import report_note

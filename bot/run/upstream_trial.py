@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.builder.draft_build import Checkout, DraftBuild
 from bot.builder.group import build_group
-from bot.builder.jobs import Checkout, DraftBuild
 from bot.core.errors import BotError, Failure, Stage
 from bot.core.profiles import Bounds, Profile, detect_in, ensure_environment, json_from
 from bot.core.recipe import load_recipe

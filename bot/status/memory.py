@@ -332,7 +332,7 @@ def run_stamp(previous: StatusFile | None, *, schedule: str | None, now: dt.date
     """The `last_run` this run records: the previous one while it is younger than `RESTAMP_PERIODS` schedule
     periods, else `now`.
 
-    The trade-off: a run with nothing new commits nothing to the status repo (tests/status/test_step.py), so
+    The trade-off: a run with nothing new commits nothing to the status repo (tests/status/test_sync.py), so
     stamping every run would cost a commit every run. Kept for one and a half periods, the stamp moves with every
     second run of a regular schedule (one commit a day at the shipped 6 h; a threshold of one period would commit
     on nearly every run, GitHub's runs start minutes late), the page is at most 1.5 periods behind the last run,

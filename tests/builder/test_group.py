@@ -141,8 +141,8 @@ def test_both_draft_weight_formats_are_measured_and_the_faster_one_is_published(
     recorded with the reason, and the target measured against its original weights once."""
     import tempfile
 
+    from bot.builder.draft_build import Checkout
     from bot.builder.group import build_folders
-    from bot.builder.jobs import Checkout
     from bot.core.record import Repos, TargetRecord
     from bot.publish.card import render_draft_card, render_target_card
     from tests.conftest import fast_recipe

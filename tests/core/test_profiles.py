@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.builder.draft_build import Checkout
 from bot.builder.group import build_folders
-from bot.builder.jobs import Checkout
 from bot.core.errors import Skip
 from bot.core.profiles import (
     Bounds,

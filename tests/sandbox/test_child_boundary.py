@@ -121,8 +121,8 @@ def test_a_draft_export_child_cannot_plant_files_in_the_target_exports_folders(t
     """The group layout `bot.builder.group` gives its export children (`child_home`, `export_command`): the draft
     export's own grants and environment, with the tool swapped for an intruder, try the target export's TMPDIR (where
     optimum-cli stages the target IR) and its output. A shared HOME/TMPDIR let this through before."""
+    from bot.builder.draft_build import child_home
     from bot.builder.export import ExportRequest, export_command
-    from bot.builder.jobs import child_home
     from bot.core.exporter import TASK_LLM
     from bot.core.recipe import load_recipe
 

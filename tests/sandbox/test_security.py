@@ -455,8 +455,8 @@ def test_injected_license_and_alias_bomb_leave_small_records_and_well_formed_car
     injected text."""
     from huggingface_hub import ModelCard
 
+    from bot.builder.draft_build import Checkout, DraftBuild
     from bot.builder.group import build_group
-    from bot.builder.jobs import Checkout, DraftBuild
     from bot.core.record import Repos, TargetRecord
     from bot.discover.candidates import classify_folders
     from bot.plan.job import BuildJob

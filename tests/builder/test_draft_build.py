@@ -1,4 +1,4 @@
-"""`bot.builder.jobs`: each export child's own home under the group's scratch folder, the records a group build
+"""`bot.builder.draft_build`: each export child's own home under the group's scratch folder, the records a group build
 passes between its modules (checkout names, a draft's build and how it ends, the schedule's default layers), how a
 step's error is labelled, and what `GroupContext` keeps out of public messages."""
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bot.builder.jobs import Checkout, DraftBuild, GroupContext, Schedule, child_home, run_step
+from bot.builder.draft_build import Checkout, DraftBuild, GroupContext, Schedule, child_home, run_step
 from bot.core.errors import Failure, Stage
 from bot.core.recipe import load_recipe
 from bot.core.settings import SANDBOX_LAYERS
