@@ -81,10 +81,10 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def built(tiny, tmp_path_factory):
-    """built(kind, sweep=None) -> DraftOutcome (or the BotError classification found), from one real build per
+    """built(kind, sweep=None) -> DraftBuild (its bundle, or the BotError that stopped it), from one real build per
     kind and sweep (default: fast_recipe's)."""
+    from bot.builder.draft_build import Checkout
     from bot.builder.group import build_folders
-    from bot.builder.jobs import Checkout
 
     results = {}
 
@@ -208,27 +208,37 @@ def venv(wheel, tmp_path_factory) -> Path:
     return folder
 
 
-# The modules that run real builds, longest first (by full runs' `--durations` and which module ended last). With
-# `--dist loadfile` a worker takes the next module when it is free; collected first, the long ones start first and
-# the short ones fill in at the end, so neither worker waits alone on one long module.
+# The modules that take longest, longest first: each module's total (setup, call and teardown of its tests) in a full
+# run's junit report (`pytest --junitxml`, 2026-12-05), every module over 45 s. With `--dist loadfile` a worker takes
+# the next module when it is free; sent first, the long ones start first and the short ones fill in at the end, so
+# neither worker waits alone on one long module. pyproject's `--no-loadscope-reorder` keeps this order: by default
+# pytest-xdist sends the modules with the most tests first, which left the one-test scenarios (the offline demo,
+# the runs-at-once race) to the end of the run, one worker idle.
 LONG_MODULES = (
-    "tests/reliability/test_reliability_concurrency.py",
-    "tests/reliability/test_reliability_egress.py",
     "tests/run/test_pipeline.py",
-    "tests/test_deploy.py",
     "tests/reliability/test_reliability.py",
-    "tests/publish/test_format_names.py",
-    "tests/run/test_who_gets_published.py",
     "tests/run/test_fanout.py",
-    "tests/tinymodels/test_vlm.py",
-    "tests/builder/test_moe.py",
-    "tests/status/test_step.py",
+    "tests/reliability/test_reliability_egress.py",
     "tests/builder/test_official_target.py",
+    "tests/publish/test_format_names.py",
+    "tests/reliability/test_reliability_concurrency.py",
     "tests/builder/test_group.py",
-    "tests/builder/test_quality.py",
-    "tests/run/test_try_install.py",
+    "tests/builder/test_moe.py",
+    "tests/tinymodels/test_vlm.py",
+    "tests/run/test_upstream.py",
+    "tests/run/test_who_gets_published.py",
+    "tests/test_deploy.py",
+    "tests/status/test_sync.py",
     "tests/run/test_try_pair.py",
     "tests/sandbox/test_security.py",
+    "tests/run/test_light_install.py",
+    "tests/builder/test_quality.py",
+    "tests/run/test_try_install.py",
+    "tests/builder/test_validate_per_row.py",
+    "tests/publish/test_card_commands.py",
+    "tests/builder/test_per_row_rules.py",
+    "tests/reliability/test_reliability_network.py",
+    "tests/reliability/test_reliability_cli.py",
 )
 
 

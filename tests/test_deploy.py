@@ -55,9 +55,15 @@ def test_the_check_the_section_gives_refuses_the_shipped_recipe_and_passes_the_e
     assert "deployer (write token) may publish to my-org" in capsys.readouterr().out
 
 
-def _edited_recipe(folder: Path) -> Path:
+def _edited_recipe(folder: Path, *, short_sweep: bool = False) -> Path:
+    """The shipped recipe with step 1 of the section done. `short_sweep` also shortens the validation sweep to one
+    setting and one weight format: the shipped sweep itself runs end to end in the offline demo (`dflash-bot demo`
+    builds on the shipped recipe: tests/reliability/test_reliability_egress.py), so here only the edit is walked."""
     raw = yaml.safe_load(DEFAULT_RECIPE.read_text())
     raw["publish"].update(namespace="my-org", bot_user="deployer")  # step 1 of the section
+    if short_sweep:
+        raw["validation"].update(num_assistant_tokens=[3], repeats=1, timing_budget_s=0.01)
+        raw["export"].update(draft_weight_formats=["int4"])
     edited = folder / "dflash.yaml"
     edited.write_text(yaml.safe_dump(raw))
     return edited
@@ -77,7 +83,7 @@ def _run(hub, recipe: Path, work: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.slow  # a real `run` with the shipped recipe: both weight formats, its full sweep
+@pytest.mark.slow  # a real `run`: the shipped recipe's refusal, then the edited one's build and publish
 def test_a_run_stops_before_any_download_on_the_shipped_recipe_and_publishes_on_the_edited_one(hub, tmp_path):
     hub.add_token(TOKEN, "deployer", write=True, orgs=["my-org"])
     demo.seed(hub.url, HUB_TOKEN, tmp_path / "seed", demo.DEMO_REPOS[:2])  # the demo's target and DFlash draft
@@ -87,7 +93,7 @@ def test_a_run_stops_before_any_download_on_the_shipped_recipe_and_publishes_on_
     assert "'OpenVINO-drafts'" in refused.stderr
     fetched = [r for r in hub.requests() if "/resolve/" in r["path"] or "/tree/" in r["path"]]
     assert fetched == [], fetched  # nothing listed or downloaded before the refusal
-    done = _run(hub, _edited_recipe(tmp_path), tmp_path / "work")
+    done = _run(hub, _edited_recipe(tmp_path, short_sweep=True), tmp_path / "work")
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     published = Hub(hub.url, HUB_TOKEN).api.list_models(author="my-org")
     names = sorted(model.id for model in published)

@@ -24,6 +24,7 @@ from tests.run.test_try_pair import DRAFT_OUT, TOKEN, publish_oracle_pair
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 GITHUB_REPOSITORY = "someone/dflash-bot"
+REAL_BUILDS = ("server",)  # slow (tests/conftest.py): the server holds a real build of the oracle pair
 
 
 def _head() -> str:

@@ -336,6 +336,7 @@ def test_probe_runs_in_an_environments_python():
     assert found.bounds == {"qwen3_5": "transformers >=5.2.0,<=5.2.99", "qwen3": "transformers (any version)"}
 
 
+@pytest.mark.slow  # a real build of the oracle pair in the candidate's environment
 def test_try_candidate_probes_and_runs_the_oracle_pair_in_the_candidates_environment(tmp_path, repo_root):
     """try_candidate end to end, except the pip install: the candidate's cached environment is prepared as a
     wrapper script of this environment's python (what `ensure_environment` would have left after building it)."""
