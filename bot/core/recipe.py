@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from bot.core import package_data
 from bot.core.errors import RecipeError, Skip, Stage
 from bot.core.naming import DRAFT_WEIGHT_FORMATS, default_collection_title, template_parts, validate_repo_id
 from bot.core.naming import status_repo_id as naming_status_repo_id
+from bot.core.recipe_section import RecipeSection
 from bot.core.runners import RunnerSettings, SizingModel
 from bot.core.schedule import period as schedule_period
 from bot.core.watch import WatchRules
@@ -32,11 +33,7 @@ WeightFormat = Literal["int4", "int8"]
 MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TargetRules(_Strict):
+class TargetRules(RecipeSection):
     """How a draft's target is found: the draft config does not name it (docs/design.md §4)."""
 
     order: list[TargetRule] = Field(
@@ -50,7 +47,7 @@ class TargetRules(_Strict):
     )
 
 
-class WeightCompression(_Strict):
+class WeightCompression(RecipeSection):
     """NNCF's weight compression as optimum-cli's flags take it, defined once: the recipe's `export` section asks
     for it (`ExportSettings`), the build record keeps what the IRs were exported with (`bot.core.record.ExportInfo`)
     and a target's int4 settings extend it (`bot.builder.quantization.Int4Settings`). Each holds these fields at
@@ -102,7 +99,7 @@ class ExportSettings(WeightCompression):
         return list(dict.fromkeys(formats))
 
 
-class ValidationSettings(_Strict):
+class ValidationSettings(RecipeSection):
     """GenAI gates and the speed sweep; part of the recipe fingerprint."""
 
     prompts: list[str] = Field(min_length=3)
@@ -156,7 +153,7 @@ class ValidationSettings(_Strict):
         return sorted(set(values))
 
 
-class CollectionSettings(_Strict):
+class CollectionSettings(RecipeSection):
     """The Hub collection that lists every published draft and target repo (kept in sync by publish)."""
 
     title: str | None = Field(
@@ -203,7 +200,7 @@ def official_repo_id(template: str, target_repo: str) -> str:
         raise ValueError(skip.message) from None
 
 
-class PublishSettings(_Strict):
+class PublishSettings(RecipeSection):
     """Where outputs go and how they are named (the naming rule is in `bot/core/naming.py`)."""
 
     namespace: str
@@ -332,7 +329,7 @@ class PublishSettings(_Strict):
         return self.collection.namespace or self.namespace
 
 
-class HubSettings(_Strict):
+class HubSettings(RecipeSection):
     """How long the bot waits for the Hub; not part of the recipe fingerprint (it changes no built file).
 
     Every Hub request gets these connect and read timeouts, whatever huggingface_hub's call site asks for, and an
@@ -365,7 +362,7 @@ class HubSettings(_Strict):
     )
 
 
-class Recipe(_Strict):
+class Recipe(RecipeSection):
     name: str
     description: str = ""
     watch: WatchRules = Field(default_factory=WatchRules)

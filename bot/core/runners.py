@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     field_validator,
@@ -19,17 +17,14 @@ from pydantic import (
     model_validator,
 )
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)  # as `bot.core.recipe`'s sections
-
+from bot.core.recipe_section import RecipeSection
 
 # The build job's `timeout-minutes` in .github/workflows/watch.yml (330), in seconds: what a class's build must finish
 # within unless the class states its own limit (tests/test_workflows.py holds the two equal).
 BUILD_JOB_SECONDS = 330 * 60
 
 
-class RunnerClass(_Strict):
+class RunnerClass(RecipeSection):
     """One kind of GitHub Actions runner a build can be sent to, by the memory, disk, cores and time it has."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
@@ -47,7 +42,7 @@ class RunnerClass(_Strict):
     )
 
 
-class LinearFit(_Strict):
+class LinearFit(RecipeSection):
     """``a × bytes + b``: one stage's measured peak as a line in the bytes it reads."""
 
     a: float = Field(ge=0, allow_inf_nan=False)
@@ -70,7 +65,7 @@ RECIPE_KINDS = (*LINE_KINDS, "seconds")
 BASE_FAMILY = "qwen3"
 
 
-class StageLines(_Strict):
+class StageLines(RecipeSection):
     """One stage's lines: its anonymous peak (`memory`), its file-backed working set (`file`) and its wall seconds on
     the measuring machine's cores (`seconds`; None: not measured, so the stage adds no time to an estimate)."""
 
@@ -108,7 +103,7 @@ _FITTED: dict[SizedStage, StageLines] = {
 }
 
 
-class SizingModel(_Strict):
+class SizingModel(RecipeSection):
     """Peaks and seconds per stage, fitted by bench/scale.py on real-shape random-weight builds; see docs/scale.md.
 
     `bytes` is the safetensors (bf16) size of what the stage reads: one model for an export and its IR, the target
@@ -215,7 +210,7 @@ class SizingModel(_Strict):
         return {**lines, **dumped}
 
 
-class RunnerSettings(_Strict):
+class RunnerSettings(RecipeSection):
     """Runner classes for the GitHub Actions fan-out (`plan --matrix`); not part of the recipe fingerprint.
 
     A build goes to the smallest class whose memory, disk and time limit take its estimates with `headroom` to spare

@@ -10,17 +10,15 @@ import datetime as dt
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from bot.core.recipe_section import RecipeSection
 
 DraftKind = Literal["dflash", "dflash-other-base", "dflash2", "dspark", "unknown"]
 MAX_DURATION = dt.timedelta(days=3650)  # an odd value is refused with a message rather than overflowing a date later
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SourceQuery(_Strict):
+class SourceQuery(RecipeSection):
     """One server-side filtered listing (author + search + tags): a page of results costs one request."""
 
     author: str | None = None
@@ -39,7 +37,7 @@ def _query_key(query: SourceQuery) -> tuple[str, str, tuple[str, ...]]:
     return ((query.author or "").lower(), (query.search or "").lower(), tuple(sorted(query.filter_tags)))
 
 
-class TrustRules(_Strict):
+class TrustRules(RecipeSection):
     """Who gets published on schedule (docs/design.md §14): the authors whose drafts are built without asking, and
     the authors whose models may be their targets. Anything else the searches find is seen, not approved: reported
     with the two ways to approve it (name its author here, or dispatch that repo once), never built on schedule."""
@@ -60,7 +58,7 @@ class TrustRules(_Strict):
         return list(first.values())
 
 
-class WatchRules(_Strict):
+class WatchRules(RecipeSection):
     """Which Hub repos are candidates, found with server-side filters so a run costs few requests.
 
     Each trusted author is listed whole for every search word (`authored_queries`), so no number of other repos can
