@@ -67,8 +67,6 @@ UNMEASURED_FAMILIES = {
     "35B-A3B width is 1.7 GB of experts a layer: depths 2 to 4 are 6 to 10 GB of weights, whose export fuses the "
     "experts at load (qwen3_moe's export held 3.3 x its bytes) beyond this 24 GB machine; the recipe sizes it by "
     "qwen3_moe's lines (`measured_on: qwen3_moe`), and the plan says so",
-    "gemma4": "not measured: its profile needs transformers 5.5.4 (the gemma4 profile's environment), and "
-    "tinymodels/shapes.py has no gemma4 shape yet; sized by the Qwen3 lines, and the plan says so",
 }
 
 

@@ -154,6 +154,7 @@ def markdown(results: dict[str, dict], unmeasured: dict[str, str]) -> list[str]:
     for family, rs in families.items():
         lines += ["", f"### {family} ({', '.join(r['shape'] for r in rs)})", ""]
         lines += [f"{r['shape']}: {r['restored_from_log']}.  " for r in rs if r.get("restored_from_log")]
+        lines += [f"{r['shape']}: {r['note']}.  " for r in rs if r.get("note")]  # how it was measured, if unusual
         lines += [f"{r['shape']}: 5-minute load average {r.get('load_average')} when measured.  " for r in rs]
         lines += [""]
         lines += ["| line | fixed | per layer |", "|---|---|---|"]
