@@ -214,7 +214,13 @@ def _validate(stage: str, work: Path, out: Path, scratch: Path, recipe_validatio
     python, _, target_spec = _specs(work)
     settings = validation_settings(recipe_validation)
     report = validate_pair(
-        work / "ir" / "target", work / "ir" / "draft", settings, work=out, is_vlm=target_spec.is_vlm, python=python
+        work / "ir" / "target",
+        work / "ir" / "draft",
+        settings,
+        work=out,
+        is_vlm=target_spec.is_vlm,
+        linear_attention=target_spec.linear_attention,
+        python=python,
     )
     run = next(r for r in report.runs if r.num_assistant_tokens == settings.num_assistant_tokens[0])
     return {

@@ -35,6 +35,7 @@ TARGET_MODELS = (
     "openvino_model",
     "openvino_language_model",
     "openvino_text_embeddings_model",
+    "openvino_text_embeddings_per_layer_model",  # Gemma 4's per-layer embeddings (its VLM export writes them)
     "openvino_vision_embeddings_model",
     "openvino_vision_embeddings_merger_model",
     "openvino_vision_embeddings_pos_model",

@@ -170,6 +170,7 @@ def _measure_format(
             ctx.recipe.validation,
             work=ctx.scratch / f"validate-{work.index}-{weight_format}",
             is_vlm=work.pair.target.is_vlm,
+            linear_attention=work.pair.target.linear_attention,
             python=ctx.toolchain.python,
             memory_budget_bytes=ctx.schedule.memory_budget_bytes,
             baseline=_baseline(ctx.scratch, work.index),  # plain greedy measured once for every format

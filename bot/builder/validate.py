@@ -47,6 +47,7 @@ class ValidationRequest(Request):
     draft: Path
     settings: ValidationSettings
     vlm: bool = False
+    linear_attention: bool = False  # the target has linear-attention layers: GenAI needs their state pool
     baseline: Path | None = None
     baseline_out: Path | None = None
 
@@ -58,6 +59,7 @@ def validate_pair(
     *,
     work: Path,
     is_vlm: bool = False,
+    linear_attention: bool = False,
     python: str | None = None,
     memory_budget_bytes: int | None = None,
     baseline: Path | None = None,
@@ -65,7 +67,9 @@ def validate_pair(
 ) -> Validation:
     """Run the GenAI validation of one pair in a time-limited child process without Hub credentials.
 
-    `is_vlm` runs it through `VLMPipeline`; `python` is the interpreter of the job's toolchain profile;
+    `is_vlm` runs it through `VLMPipeline`; `linear_attention` (the target has linear-attention layers) sizes
+    GenAI's linear-attention state pool for the sweep's largest k, which GenAI refuses for a target without such
+    layers (Gemma 4); `python` is the interpreter of the job's toolchain profile;
     `memory_budget_bytes` stops the run when its process tree outgrows it (the runner class's memory).
     `baseline` is the `baseline.json` an earlier validation of the same target left in its own work folder: its
     exact plain greedy outputs are reused when they are for this target and settings (read-only here), so the
@@ -84,6 +88,7 @@ def validate_pair(
         draft=draft_dir,
         settings=settings,
         vlm=is_vlm,
+        linear_attention=linear_attention,
         baseline=earlier,
         baseline_out=work / BASELINE_FILE,
     )
@@ -280,6 +285,7 @@ def run_validation(
     settings: ValidationSettings,
     *,
     vlm: bool = False,
+    linear_attention: bool = False,
     baseline_file: Path | None = None,
     baseline_out: Path | None = None,
 ) -> Validation:
@@ -293,7 +299,7 @@ def run_validation(
     """
     key = {"target": str(target.resolve()), "settings": settings.model_dump(exclude={"timeout_s"}), "vlm": vlm}
     known = _load_baseline(baseline_file, key)
-    linear_blocks = linear_attention_blocks(settings.num_assistant_tokens) if vlm else None
+    linear_blocks = linear_attention_blocks(settings.num_assistant_tokens) if linear_attention else None
     cases = [(prompt, None) for prompt in settings.prompts]
     if vlm:
         cases.append((settings.prompts[0], generated_image()))
@@ -398,6 +404,7 @@ def _validate(request: ValidationRequest) -> Validation:
         request.draft,
         request.settings,
         vlm=request.vlm,
+        linear_attention=request.linear_attention,
         baseline_file=request.baseline,
         baseline_out=request.baseline_out,
     )

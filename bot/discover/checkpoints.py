@@ -109,6 +109,12 @@ class TargetSpec:
     full_attention_layers: int  # softmax-attention layers: all but Qwen3.5's linear-attention (GatedDeltaNet) ones
     quantization: str | None = None  # a pre-quantised target's `quantization_config.quant_method`
 
+    @property
+    def linear_attention(self) -> bool:
+        """Whether some layers are linear attention (Qwen3.5's GatedDeltaNet): GenAI then needs a linear-attention
+        state pool, and refuses one for a target without such layers (Gemma 4's sliding-window VLM)."""
+        return self.full_attention_layers < self.num_hidden_layers
+
 
 def target_quantization(config: Mapping[str, Any], *, subject: str | None = None) -> str | None:
     """The quantisation method of a pre-quantised target (its own `quantization_config`, or its language model's in

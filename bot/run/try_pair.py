@@ -172,7 +172,12 @@ def try_pair(
         target_dir = fetch_files(hub, pair.target_repo, pair.target_commit, files.target, options.cache, downloads)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as runs:
         running = runs.add_task(f"lossless check and k sweep on {device}", total=1)
-        measured = measure(draft_dir, target_dir, settings, is_vlm=pair.record.target.is_vlm, layers=layers)
+        record = pair.record
+        # The build sized GenAI's linear-attention state pool only for a target with such layers: so does this run.
+        linear = record.validation.num_linear_attention_blocks is not None
+        measured = measure(
+            draft_dir, target_dir, settings, is_vlm=record.target.is_vlm, linear_attention=linear, layers=layers
+        )
         runs.update(running, completed=1)
     return TryResult(pair, measured, genai=_version("openvino-genai"), hardware=full_device_name(device))
 
@@ -383,7 +388,13 @@ def fetch_files(hub: Hub, repo: str, commit: str, files: FileList, cache: Path, 
 
 
 def measure(
-    draft_dir: Path, target_dir: Path, settings: ValidationSettings, *, is_vlm: bool, layers: Sequence[str]
+    draft_dir: Path,
+    target_dir: Path,
+    settings: ValidationSettings,
+    *,
+    is_vlm: bool,
+    linear_attention: bool,
+    layers: Sequence[str],
 ) -> Validation:
     """The build's validation of the pair on `settings.device`: in the sandbox child on CPU, here otherwise.
 
@@ -392,9 +403,17 @@ def measure(
     """
     if settings.device == "CPU":
         with tempfile.TemporaryDirectory(prefix="dflash-bot-try-") as work:
-            return validate_pair(target_dir, draft_dir, settings, work=Path(work), is_vlm=is_vlm, layers=layers)
+            return validate_pair(
+                target_dir,
+                draft_dir,
+                settings,
+                work=Path(work),
+                is_vlm=is_vlm,
+                linear_attention=linear_attention,
+                layers=layers,
+            )
     try:
-        return run_validation(target_dir, draft_dir, settings, vlm=is_vlm)
+        return run_validation(target_dir, draft_dir, settings, vlm=is_vlm, linear_attention=linear_attention)
     except BotError:
         raise
     except Exception as exc:  # GenAI's RuntimeError: the device cannot run this pair (or with these properties)

@@ -92,6 +92,7 @@ def test_vlm_target_dimensions_come_from_text_config():
     target = read_target(config)
     assert (target.hidden_size, target.num_hidden_layers, target.vocab_size) == (256, 8, 1024)
     assert target.is_vlm and target.full_attention_layers == 2
+    assert target.linear_attention  # its GatedDeltaNet layers need GenAI's linear-attention state pool
 
 
 def test_gemma4_sliding_window_layers_count_as_attention_layers():
@@ -101,6 +102,7 @@ def test_gemma4_sliding_window_layers_count_as_attention_layers():
     text["layer_types"] = ["sliding_attention"] * 5 + ["full_attention"]
     target = read_target(config)
     assert target.is_vlm and (target.num_hidden_layers, target.full_attention_layers) == (6, 6)
+    assert not target.linear_attention  # GenAI refuses a linear-attention state pool for it (bot.builder.validate)
 
 
 def test_dspark_detected_by_projector_type():
