@@ -136,6 +136,7 @@ def test_cli_build_failure_is_one_line_with_stage_and_cause(tiny, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # a real build of its own, both weight formats
 def test_both_draft_weight_formats_are_measured_and_the_faster_one_is_published(tiny, tmp_path, monkeypatch):
     """The recipe's draft_weight_formats [int4, int8]: each exported and validated against one baseline, the choice
     recorded with the reason, and the target measured against its original weights once."""
