@@ -645,6 +645,12 @@ def _qwen3_5_target(shape: Shape, tokenizer, version: str):
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=shape.tied,
     )
+    return _as_written(config, model_class, version)
+
+
+def _as_written(config, model_class, version: str):
+    """A VLM target's config.json as its Hub repo holds it (bf16, every field, the transformers version that wrote
+    it) and the builder of its model from that config."""
     config.architectures = [model_class.__name__]
     config.dtype = torch.bfloat16
     raw = json.loads(config.to_json_string(use_diff=False))
@@ -721,11 +727,7 @@ def _gemma4_target(shape: Shape, tokenizer, version: str):
         eoa_token_index=None,
         tie_word_embeddings=shape.tied,
     )
-    config.architectures = [Gemma4ForConditionalGeneration.__name__]
-    config.dtype = torch.bfloat16
-    raw = json.loads(config.to_json_string(use_diff=False))
-    raw["transformers_version"] = version
-    return raw, lambda _: Gemma4ForConditionalGeneration(config)
+    return _as_written(config, Gemma4ForConditionalGeneration, version)
 
 
 def _gemma4_processor_files() -> dict[str, str]:
