@@ -19,7 +19,7 @@ from bot.cli.ending import run_command_line
 from bot.core.recipe import DEFAULT_RECIPE, load_recipe
 from bot.hub.client import Hub
 from bot.run import demo
-from tests.conftest import HUB_TOKEN
+from tests.conftest import HUB_TOKEN, SEEDED_REPOS
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "hf_deploy_my_org"
@@ -86,7 +86,7 @@ def _run(hub, recipe: Path, work: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow  # a real `run`: the shipped recipe's refusal, then the edited one's build and publish
 def test_a_run_stops_before_any_download_on_the_shipped_recipe_and_publishes_on_the_edited_one(hub, tmp_path):
     hub.add_token(TOKEN, "deployer", write=True, orgs=["my-org"])
-    demo.seed(hub.url, HUB_TOKEN, tmp_path / "seed", demo.DEMO_REPOS[:2])  # the demo's target and DFlash draft
+    demo.seed(hub.url, HUB_TOKEN, tmp_path / "seed", SEEDED_REPOS[:2])  # the demo's target and DFlash draft
     hub.clear_requests()
     refused = _run(hub, DEFAULT_RECIPE, tmp_path / "work-refused")
     assert refused.returncode == 2, (refused.stdout + refused.stderr)[-3000:]

@@ -35,7 +35,7 @@ from bot.status.memory import stale_published
 from bot.status.read import foreign_repos, read_status
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
-from tests.conftest import fast_recipe
+from tests.conftest import SEEDED_KIND, fast_recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
@@ -45,8 +45,8 @@ REAL_BUILDS = ("hub",)  # slow (tests/conftest.py): this module's hub holds a re
 OFFICIAL = "OpenVINO/Qwen3-Tiny-int4-ov"
 TARGET_OUT = naming.target_output_repo(RECIPE.publish, demo.TARGET_REPO)
 PAIR = (
-    demo.SeededRepo(demo.TARGET_REPO, "oracle-deep", "target"),
-    demo.SeededRepo(demo.DRAFT_REPO, "oracle-deep", "draft"),
+    demo.SeededRepo(demo.TARGET_REPO, SEEDED_KIND, "target"),
+    demo.SeededRepo(demo.DRAFT_REPO, SEEDED_KIND, "draft"),
 )
 ANNOTATION = re.compile(r"\s*<hidden_states_decoder_layers [^>]*/>")
 
@@ -138,7 +138,7 @@ def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
     demo.seed(hub.url, TOKEN, seed, PAIR)
     hub.add_token(READER, "reader")
     work = tmp_path_factory.mktemp("official")
-    source = safe_copy(seed / "oracle-deep" / "target", work / "src")
+    source = safe_copy(seed / SEEDED_KIND / "target", work / "src")
     request = ExportRequest(
         role="target", source=source, output=work / "ir", task=target_task(False), trust_remote_code=False
     )

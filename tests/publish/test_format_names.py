@@ -25,7 +25,7 @@ from bot.status.memory import README
 from bot.status.read import read_status
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
-from tests.conftest import fast_recipe
+from tests.conftest import SEEDED_REPOS, fast_recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 REAL_BUILDS = ("int8_run",)  # slow (tests/conftest.py): a real `run`: exports and GenAI validation in int8
@@ -53,7 +53,7 @@ TARGET_OUT = target_output_repo(INT8_ONLY.publish, demo.TARGET_REPO)
 @pytest.fixture(scope="module")
 def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
     """The shared local Hub (conftest) with the demo's target and draft (the broken and DSpark drafts left out)."""
-    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"), repos=demo.DEMO_REPOS[:2])
+    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"), repos=SEEDED_REPOS[:2])
     return hub
 
 

@@ -31,7 +31,7 @@ from bot.run.report import RunReport
 from bot.run.run_side import plan_step
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
-from tests.conftest import fast_recipe
+from tests.conftest import SEEDED_KIND, SEEDED_REPOS, fast_recipe
 from tests.reliability.rows import record, run_command
 
 CANARY = "hf_canary_0123456789abcdef"
@@ -45,7 +45,7 @@ def recipe_for(namespace: str):
 @pytest.fixture(scope="module")
 def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
     """The shared local Hub (conftest) with the demo's repos and a canary write token for the `rel-canary` org."""
-    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"))
+    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"), SEEDED_REPOS)
     hub.add_token(CANARY, "canary-bot", write=True, orgs=["rel-canary"])
     return hub
 
@@ -292,7 +292,7 @@ def _seed_hostile(hub, tmp_path, repo: str, files: dict[str, bytes], drop: tuple
     if not pair.exists():
         from tinymodels import make_tiny
 
-        make_tiny("oracle-deep", pair, target_repo=demo.TARGET_REPO)  # the demo's target is the deep one
+        make_tiny(SEEDED_KIND, pair, target_repo=demo.TARGET_REPO)  # the seeded target
     if "README.md" in files:
         # A card the Hub refuses (its metadata, issue 33) can only be one it held before it checked: seeded from
         # inside the server rather than committed.

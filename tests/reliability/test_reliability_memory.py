@@ -33,7 +33,7 @@ from bot.status.memory import STATUS_JSON, StatusEntry
 from bot.status.sync import load_memory, publish_status
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
-from tests.conftest import fast_recipe
+from tests.conftest import SEEDED_KIND, fast_recipe
 from tests.reliability.rows import record, run_command
 
 VICTIM_TOKEN = "hf_reliability_victim"
@@ -48,7 +48,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
     """The shared local Hub (conftest) with a target and two drafts that are never built, and a second writer."""
     repos = (
-        demo.SeededRepo(demo.TARGET_REPO, "oracle-deep", "target"),
+        demo.SeededRepo(demo.TARGET_REPO, SEEDED_KIND, "target"),
         demo.SeededRepo(demo.BROKEN_REPO, "broken-layer-ids", "draft"),
         demo.SeededRepo(BROKEN_B, "broken-layer-ids", "draft"),
     )

@@ -31,7 +31,7 @@ from bot.status.read import load_status
 from bot.status.sync import StatusMemory, entries_for
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
-from tests.conftest import fast_recipe
+from tests.conftest import SEEDED_REPOS, fast_recipe
 from tests.reliability.rows import record
 
 FAST = HubSettings(connect_timeout_s=2, read_timeout_s=0.5, min_bytes_per_s=2000, download_attempts=2)
@@ -43,7 +43,7 @@ DRAFT_WEIGHTS = f"^/{demo.DRAFT_REPO}/resolve/[^/]+/model.safetensors$"
 @pytest.fixture(scope="module")
 def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
     """The shared local Hub (conftest) with the demo's published pair."""
-    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"), repos=demo.DEMO_REPOS[:2])
+    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"), repos=SEEDED_REPOS[:2])
     return hub
 
 

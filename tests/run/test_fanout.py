@@ -36,7 +36,7 @@ from bot.run.actions import Actions, summary_markdown
 from bot.run.fanout import parse_jobs, plan_matrix
 from bot.run.handoff import artifact_name
 from bot.run.report import RunReport
-from tests.conftest import HUB_ORGS, fast_recipe
+from tests.conftest import HUB_ORGS, SEEDED_KIND, SEEDED_REPOS, fast_recipe
 
 TOKEN = "hf_actions_write_token_0123456789"
 READER = "hf_actions_read_token_9876543210"
@@ -233,7 +233,7 @@ def hubs(tmp_path_factory):
         LocalHub(root / "b", user="maintainer", token=TOKEN, orgs=HUB_ORGS) as b,
     ):
         for server, name in ((a, "a"), (b, "b")):
-            demo.seed(server.url, TOKEN, root / f"seed-{name}")
+            demo.seed(server.url, TOKEN, root / f"seed-{name}", SEEDED_REPOS)
             server.add_token(READER, "reader")
         yield a, b, root
 
@@ -497,7 +497,7 @@ def test_plan_defers_entries_over_the_limit_and_skips_builds_no_runner_takes(hub
     copy = demo.DRAFT_REPO + "-copy"
     api = HfApi(endpoint=hub_a.url, token=TOKEN)
     api.create_repo(copy)
-    api.upload_folder(repo_id=copy, folder_path=root / "seed-a" / "oracle-deep" / "draft")
+    api.upload_folder(repo_id=copy, folder_path=root / "seed-a" / SEEDED_KIND / "draft")
     # Two drafts of one target: one entry, one target download and export for both.
     planned = plan_matrix(reader, RECIPE, RunOptions(force=True))
     (entry,) = planned.entries

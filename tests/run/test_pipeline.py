@@ -27,7 +27,7 @@ from bot.run.handoff import artifact_name
 from bot.run.pipeline import BUNDLES, run
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
-from tests.conftest import fast_recipe
+from tests.conftest import SEEDED_KIND, SEEDED_REPOS, fast_recipe
 
 READER = "hf_test_reader_token"
 GATED_REPO = "z-lab/Qwen3-Tiny-DFlash-gated"
@@ -42,11 +42,11 @@ TARGET_OUT = target_output_repo(RECIPE.publish, demo.TARGET_REPO)
 def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
     """The shared local Hub (conftest) with the demo's repos, a gated and a private draft, and a reader token."""
     seed = tmp_path_factory.mktemp("seed")
-    demo.seed(hub.url, TOKEN, seed)
+    demo.seed(hub.url, TOKEN, seed, SEEDED_REPOS)
     api = HfApi(endpoint=hub.url, token=TOKEN)
     for repo, private in ((GATED_REPO, False), (PRIVATE_REPO, True)):
         api.create_repo(repo, private=private)
-        api.upload_folder(repo_id=repo, folder_path=seed / "oracle-deep" / "draft")
+        api.upload_folder(repo_id=repo, folder_path=seed / SEEDED_KIND / "draft")
     api.update_repo_settings(GATED_REPO, gated="auto")
     hub.add_token(READER, "reader")
     return hub

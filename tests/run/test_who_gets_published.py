@@ -21,7 +21,7 @@ from bot.run.pipeline import run
 from bot.run.report import MAX_TABLE_BYTES
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
-from tests.conftest import fast_recipe
+from tests.conftest import SEEDED_KIND, SEEDED_REPOS, fast_recipe
 from tinymodels import make_tiny
 
 REAL_BUILDS = ("dispatched",)  # slow (tests/conftest.py): a real build of the stranger's pair
@@ -54,8 +54,10 @@ def _flood(hub: LocalHub, folder: Path, first: int) -> None:
 def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
     seed = tmp_path_factory.mktemp("seed")
     api = HfApi(endpoint=hub.url, token=TOKEN)
-    demo.seed(hub.url, TOKEN, seed)  # the trusted pair z-lab/Qwen3-Tiny-DFlash-b16 over Qwen/Qwen3-Tiny, and more
-    make_tiny("oracle-deep", seed / "mine", target_repo=STRANGER_TARGET)
+    demo.seed(
+        hub.url, TOKEN, seed, SEEDED_REPOS
+    )  # the trusted pair z-lab/Qwen3-Tiny-DFlash-b16 over Qwen/Qwen3-Tiny, and more
+    make_tiny(SEEDED_KIND, seed / "mine", target_repo=STRANGER_TARGET)
     mine = seed / "mine"
     config = json.loads((mine / "draft" / "config.json").read_text())
     spam = seed / "spam"
@@ -67,7 +69,7 @@ def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
     _upload(api, STRANGER, mine / "draft")
     _upload(api, TRUSTED_ON_STRANGER, mine / "draft")
     for repo in (ON_TRUSTED_TARGET, LOOKALIKE):
-        _upload(api, repo, seed / "oracle-deep" / "draft")
+        _upload(api, repo, seed / SEEDED_KIND / "draft")
     _upload(api, STRANGER_DSPARK, seed / "dspark" / "draft")
     hostile = seed / "hostile"
     hostile.mkdir()

@@ -22,7 +22,7 @@ from bot.status.memory import CHART, README, STATUS_JSON
 from bot.status.read import read_status
 from hubserver import LocalHub
 from tests.conftest import HUB_TOKEN as TOKEN
-from tests.conftest import fast_recipe
+from tests.conftest import SEEDED_REPOS, fast_recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
@@ -36,7 +36,7 @@ STATUS_REPO = RECIPE.status_repo_id
 @pytest.fixture(scope="module")
 def server(hub: LocalHub, tmp_path_factory) -> LocalHub:
     """The shared local Hub (conftest) with the demo's repos."""
-    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"))
+    demo.seed(hub.url, TOKEN, tmp_path_factory.mktemp("seed"), SEEDED_REPOS)
     return hub
 
 
