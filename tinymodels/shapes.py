@@ -14,7 +14,8 @@ The tokenizer is the tiny pairs' 490-token one: the embedding keeps the real voc
 Qwen checkpoints pad their embedding past the tokenizer.
 
 A shape named ``NAME@N`` (`shape_named`) is NAME with its target cut to N decoder layers and every width kept: what
-bench/scale.py measures per target family when the whole model does not fit the machine (docs/scale.md). Mixture-of-
+bench/scale.py measures per target family when the whole model does not fit the machine (docs/scale.md);
+``NAME@NxE`` also cuts a MoE layer to E experts, for a MoE too wide for more than one or two depths here. Mixture-of-
 experts targets are written as their Hub repos store them, one tensor per expert (transformers fuses them at load).
 
 Gemma 4 (``gemma-4-31b``) needs transformers >= 5.5, which only its toolchain profile's environment has (the bot's own
@@ -141,8 +142,10 @@ class Shape:
     def is_vlm(self) -> bool:
         return self.family in ("qwen3_5", "qwen3_5_moe", "gemma4")
 
-    def at_depth(self, layers: int) -> Shape:
-        """This shape with its target cut to `layers` decoder layers (`NAME@N`), every width kept."""
+    def at_depth(self, layers: int, experts: int | None = None) -> Shape:
+        """This shape with its target cut to `layers` decoder layers (`NAME@N`), every width kept; for a MoE
+        shape `experts` also cuts each layer's expert count (`NAME@NxE`: routing, expert and shared widths kept),
+        so that more depths of a wide MoE fit the machine."""
         # A Qwen3.5 cut needs a linear- and a full-attention layer: optimum-intel's export looks up both; a Gemma 4
         # cut keeps a sliding-window layer beside its last, full-attention one, for the same reason.
         least = 2 if self.is_vlm else 1
@@ -152,10 +155,40 @@ class Shape:
                 f"{self.name} has {self.dims.layers} layers; a depth of {layers} is not {least}..that"
                 + (f" (a {self.family} cut needs {kinds} and a full-attention layer)" if self.is_vlm else "")
             )
+        if experts is None:
+            return dataclasses.replace(
+                self, name=f"{self.name}@{layers}", dims=dataclasses.replace(self.dims, layers=layers)
+            )
+        if self.experts is None or not self.experts.per_token <= experts <= self.experts.count:
+            having = f"{self.experts.count} experts, {self.experts.per_token} routed" if self.experts else "no experts"
+            raise ValueError(f"{self.name} has {having}; an expert count of {experts} is not a cut of them")
         return dataclasses.replace(
-            self, name=f"{self.name}@{layers}", dims=dataclasses.replace(self.dims, layers=layers)
+            self.at_depth(layers),
+            name=f"{self.name}@{layers}x{experts}",
+            experts=dataclasses.replace(self.experts, count=experts),
         )
 
+
+# Two of the catalogue's shapes (described in SHAPES below) that Qwen3.6 repeats under its own repos.
+_QWEN3_5_35B_A3B = Shape(
+    "qwen3.5-35b-a3b",
+    "Qwen/Qwen3.5-35B-A3B",
+    "qwen3_5_moe",
+    Dims(hidden=2048, layers=40, heads=16, kv_heads=2, head_dim=256, intermediate=512),
+    False,
+    experts=Experts(count=256, per_token=8, intermediate=512, shared=512),
+    linear_heads=(16, 32),
+    vision=(27, 1152, 4304, 16),
+)
+_QWEN3_5_27B = Shape(
+    "qwen3.5-27b",
+    "Qwen/Qwen3.5-27B",
+    "qwen3_5",
+    Dims(hidden=5120, layers=64, heads=24, kv_heads=4, head_dim=256, intermediate=17408),
+    False,
+    linear_heads=(16, 48),
+    vision=(27, 1152, 4304, 16),
+)
 
 SHAPES: Mapping[str, Shape] = MappingProxyType(
     {
@@ -209,25 +242,8 @@ SHAPES: Mapping[str, Shape] = MappingProxyType(
             False,
             experts=Experts(count=128, per_token=8, intermediate=768),
         ),
-        "qwen3.5-35b-a3b": Shape(
-            "qwen3.5-35b-a3b",
-            "Qwen/Qwen3.5-35B-A3B",
-            "qwen3_5_moe",
-            Dims(hidden=2048, layers=40, heads=16, kv_heads=2, head_dim=256, intermediate=512),
-            False,
-            experts=Experts(count=256, per_token=8, intermediate=512, shared=512),
-            linear_heads=(16, 32),
-            vision=(27, 1152, 4304, 16),
-        ),
-        "qwen3.5-27b": Shape(
-            "qwen3.5-27b",
-            "Qwen/Qwen3.5-27B",
-            "qwen3_5",
-            Dims(hidden=5120, layers=64, heads=24, kv_heads=4, head_dim=256, intermediate=17408),
-            False,
-            linear_heads=(16, 48),
-            vision=(27, 1152, 4304, 16),
-        ),
+        "qwen3.5-35b-a3b": _QWEN3_5_35B_A3B,
+        "qwen3.5-27b": _QWEN3_5_27B,
         # google/gemma-4-31B-it (gemma4, Gemma4ForConditionalGeneration with its vision tower, no audio), from its
         # published config.json as public parsers of it quote it: text 60 layers, hidden 5376, MLP 21504, 32 heads;
         # sliding-window layers (window 1024) with 16 KV heads of 256, every 6th layer full attention with 4 KV heads
@@ -249,13 +265,21 @@ SHAPES: Mapping[str, Shape] = MappingProxyType(
             draft_taps=6,
         ),
     }
+    # Qwen3.6-27B and Qwen3.6-35B-A3B reuse Qwen3.5's classes (model_type qwen3_5 and qwen3_5_moe) at the same sizes
+    # (their config.json: 64 layers of hidden 5120 with the 27-block vision tower; 40 layers of 256 experts of 512,
+    # 8 routed): the same shapes under their own repos.
+    | {
+        f"qwen3.6-{size}": dataclasses.replace(base, name=f"qwen3.6-{size}", target_repo=f"Qwen/Qwen3.6-{size.upper()}")
+        for size, base in (("27b", _QWEN3_5_27B), ("35b-a3b", _QWEN3_5_35B_A3B))
+    }
 )
 """Every shape `make_shape` writes; the 8B and larger shapes are for sizing (16 GB of weights and more), not for this
 machine, except cut to a few layers (`shape_named`)."""
 
 
 def shape_named(name: str) -> Shape:
-    """`SHAPES[name]`, or for ``NAME@N`` that shape cut to N decoder layers (`Shape.at_depth`).
+    """`SHAPES[name]`, or for ``NAME@N`` that shape cut to N decoder layers, for ``NAME@NxE`` (MoE shapes) also to
+    E experts a layer (`Shape.at_depth`).
 
     Raises:
         ValueError: Unknown shape (listing the known ones), or a depth that is not a whole number in range.
@@ -266,9 +290,13 @@ def shape_named(name: str) -> Shape:
         raise ValueError(f"Unknown shape {name!r}; choose one of {', '.join(SHAPES)} (NAME@N: cut to N layers).")
     if not depth:
         return shape
-    if not depth.isdigit():
-        raise ValueError(f"{name!r}: the depth after '@' must be a number of layers, e.g. {base}@2")
-    return shape.at_depth(int(depth))
+    layers, cut, experts = depth.partition("x")
+    if not layers.isdigit() or (cut and not experts.isdigit()):
+        raise ValueError(
+            f"{name!r}: after '@' come a number of layers and, for a MoE shape, 'x' and a number of experts, "
+            f"e.g. {base}@2 or {base}@2x64"
+        )
+    return shape.at_depth(int(layers), int(experts) if experts else None)
 
 
 def make_shape(name: str | Shape, out: Path, *, seed: int = 0, sparse: bool = False) -> TinyPair:

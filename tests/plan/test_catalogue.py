@@ -1,7 +1,7 @@
 """The catalogue's large pairs planned from their real configs and real byte sizes (issue 40's "done when").
 
 `make-tiny --shape NAME --sparse` checkouts (the real config.json and safetensors of the real byte sizes as sparse
-files: no disk, no download) of Qwen3-Coder-30B-A3B (qwen3_moe), Qwen3.5-35B-A3B (qwen3_5_moe), Qwen3.5-27B
+files: no disk, no download) of Qwen3-Coder-30B-A3B (qwen3_moe), Qwen3.5/3.6-35B-A3B (qwen3_5_moe), Qwen3.5/3.6-27B
 (qwen3_5) and gemma-4-31B (gemma4: written in the gemma4 toolchain profile's python, transformers 5.5), each with a
 DFlash draft of its width, read by discovery (`classify_folders`: configs, safetensors
 headers, the target family's profile) and laid out by the plan job's own `_entries` as `plan --matrix` lays them
@@ -34,6 +34,8 @@ CATALOGUE = {
     "qwen3.5-35b-a3b": "z-lab/Qwen3.5-35B-A3B-DFlash",
     "qwen3.5-27b": "z-lab/Qwen3.5-27B-DFlash",
     "gemma-4-31b": "z-lab/gemma-4-31B-it-DFlash",
+    "qwen3.6-35b-a3b": "z-lab/Qwen3.6-35B-A3B-DFlash",
+    "qwen3.6-27b": "z-lab/Qwen3.6-27B-DFlash",
 }
 
 
@@ -79,9 +81,11 @@ def test_the_real_sizes_and_families_are_what_discovery_reads(catalogue):
     assert sizes["z-lab/Qwen3.5-35B-A3B-DFlash"][0] == "qwen3_5_moe"
     assert sizes["z-lab/Qwen3.5-27B-DFlash"][0] == "qwen3_5"
     assert sizes["z-lab/gemma-4-31B-it-DFlash"][0] == "gemma4"
+    assert sizes["z-lab/Qwen3.6-35B-A3B-DFlash"] == sizes["z-lab/Qwen3.5-35B-A3B-DFlash"]  # Qwen3.5's classes, sizes
+    assert sizes["z-lab/Qwen3.6-27B-DFlash"] == sizes["z-lab/Qwen3.5-27B-DFlash"]
     # The checkpoints' bf16 bytes as tinymodels.shapes writes them from the published configs: 61, 70, 55 and 63 GB
     # (gemma-4-31B: 31,273,088,876 parameters, its published count, with the vision tower).
-    assert [round(n / 1e9) for _, n in sizes.values()] == [61, 70, 55, 63]
+    assert [round(n / 1e9) for _, n in sizes.values()] == [61, 70, 55, 63, 70, 55]
 
 
 def test_the_shipped_recipe_skips_each_large_pair_naming_the_class_it_needs(catalogue):

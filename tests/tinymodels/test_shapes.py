@@ -87,3 +87,21 @@ def test_a_gemma4_cut_keeps_both_attention_kinds_and_refuses_one_layer():
     assert shapes.gemma4_layer_types(2) == ["sliding_attention", "full_attention"]
     assert shapes.gemma4_layer_types(7) == ["sliding_attention"] * 5 + ["full_attention"] * 2
     assert SHAPES["gemma-4-31b"].target_layer_ids == (1, 12, 23, 34, 45, 56)  # six taps, as z-lab's 31B draft
+
+
+def test_a_moe_cut_keeps_the_widths_and_drops_whole_experts():
+    # bench/scale.py measures qwen3_5_moe at more depths than its 256 experts a layer fit here (`NAME@NxE`): the cut
+    # drops whole experts, so what it saves is exactly their tensors, and every width and the routing stay real.
+    cut = shapes.shape_named("qwen3.5-35b-a3b@3x64")
+    whole = shapes.shape_named("qwen3.5-35b-a3b@3")
+    assert (cut.name, cut.dims, cut.experts.count) == ("qwen3.5-35b-a3b@3x64", whole.dims, 64)
+    assert dataclasses.replace(cut.experts, count=256) == whole.experts
+    expert_bytes = (3 * 2048 * 512 + 2048) * 2  # gate, up and down of one expert and its router row, bf16
+    saved = checkpoint_bytes(target_shapes(whole)) - checkpoint_bytes(target_shapes(cut))
+    assert saved == 3 * (256 - 64) * expert_bytes
+    with pytest.raises(ValueError, match="no experts"):
+        shapes.shape_named("qwen3-8b@2x4")
+    with pytest.raises(ValueError, match="256 experts, 8 routed"):
+        shapes.shape_named("qwen3.5-35b-a3b@2x4")
+    with pytest.raises(ValueError, match=r"or qwen3\.5-35b-a3b@2x64"):
+        shapes.shape_named("qwen3.5-35b-a3b@2x")
