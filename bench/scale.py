@@ -62,12 +62,7 @@ REPORT = ROOT / "docs" / "scale.md"
 OUTPUT_MEASURED = ("download", "copy", "draft export", "target export", "bundle")  # the others' outputs are logs
 # The catalogue's target families not measured at real width yet, and why (docs/scale.md says so; the plan sizes
 # them by another family's lines and names that in its reason).
-UNMEASURED_FAMILIES = {
-    "qwen3_5_moe": "not measured: a Qwen3.5 cut needs two layers or more (one of each attention kind), and its "
-    "35B-A3B width is 1.7 GB of experts a layer: depths 2 to 4 are 6 to 10 GB of weights, whose export fuses the "
-    "experts at load (qwen3_moe's export held 3.3 x its bytes) beyond this 24 GB machine; the recipe sizes it by "
-    "qwen3_moe's lines (`measured_on: qwen3_moe`), and the plan says so",
-}
+UNMEASURED_FAMILIES: dict[str, str] = {}
 
 
 def measure_shape(shape: str, root: Path, *, recipe_validation: bool = False) -> dict:

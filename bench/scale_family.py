@@ -7,8 +7,11 @@ bytes are themselves fixed + depth x bytes per layer, that is a line in bytes, t
 `runners.sizing.families` holds (`bot.core.runners.SizingModel`), which the plan evaluates at the real depth's bytes.
 
 The extrapolation is checked where it can be: fit on the two shallowest depths, predict the deepest, within
-`HELD_OUT_TOLERANCE` (the recipe's `runners.headroom` covers that error). The draft (a Qwen3 DFlash trunk whatever
-its target) keeps the Qwen3 lines.
+`HELD_OUT_TOLERANCE` (the recipe's `runners.headroom` covers that error). A MoE too wide for three depths here is
+measured at three depths with fewer experts a layer (``NAME@NxE``: every width and the routing kept) and at its
+whole width where that fits; then the depth check runs on the cut series, and a second check predicts the
+whole-width depths from the cut series' lines (the bytes the experts add, held out). The recipe's lines are fitted
+on every depth measured. The draft (a Qwen3 DFlash trunk whatever its target) keeps the Qwen3 lines.
 """
 
 from __future__ import annotations
@@ -37,9 +40,15 @@ FAMILY_LINES = (
 
 
 def depth_of(shape: str) -> int | None:
-    """N of a ``NAME@N`` shape, None for a whole one."""
-    _, _, depth = shape.partition("@")
-    return int(depth) if depth.isdigit() else None
+    """N of a ``NAME@N`` or ``NAME@NxE`` shape, None for a whole one."""
+    layers = shape.partition("@")[2].partition("x")[0]
+    return int(layers) if layers.isdigit() else None
+
+
+def experts_of(shape: str) -> int | None:
+    """E of a ``NAME@NxE`` shape (its experts a layer), None where every expert is kept."""
+    experts = shape.partition("@")[2].partition("x")[2]
+    return int(experts) if experts.isdigit() else None
 
 
 def family_of(shape: str) -> str:
@@ -49,12 +58,23 @@ def family_of(shape: str) -> str:
 
 
 def by_family(results: dict[str, dict]) -> dict[str, list[dict]]:
-    """The cut shapes' results per family, shallowest first."""
+    """The cut shapes' results per family, shallowest first (an expert cut's before the whole width's)."""
     families: dict[str, list[dict]] = {}
     for key, result in results.items():
         if depth_of(key) is not None:
             families.setdefault(family_of(key), []).append(result)
-    return {family: sorted(rs, key=lambda r: depth_of(r["shape"]) or 0) for family, rs in families.items()}
+    return {
+        family: sorted(rs, key=lambda r: (experts_of(r["shape"]) is None, depth_of(r["shape"]) or 0))
+        for family, rs in families.items()
+    }
+
+
+def depth_series(results: list[dict]) -> list[dict]:
+    """The depths measured at one expert count, the most of them (a dense family's are all its depths)."""
+    counts: dict[int | None, list[dict]] = {}
+    for r in results:
+        counts.setdefault(experts_of(r["shape"]), []).append(r)
+    return max(counts.values(), key=len)
 
 
 def figure(result: dict, stage: str, kind: str) -> float:
@@ -110,29 +130,63 @@ def fit_family(results: list[dict]) -> dict[str, tuple[float, int]]:
 
 
 def per_layer(results: list[dict]) -> dict[str, tuple[float, float]]:
-    """Each line as the fixed part and the per-layer part (figure against depth): what a layer adds at this width."""
+    """Each line as the fixed part and the per-layer part (figure against depth) of the depth series: what a layer
+    adds at this width."""
+    series = depth_series(results)
     out = {}
     for name, stage, kind, _ in FAMILY_LINES:
-        if all(stage in r["stages"] for r in results):
-            slope, fixed = least_squares([(depth_of(r["shape"]) or 0, figure(r, stage, kind)) for r in results])
+        if all(stage in r["stages"] for r in series):
+            slope, fixed = least_squares([(depth_of(r["shape"]) or 0, figure(r, stage, kind)) for r in series])
             out[name] = (fixed, slope)
     return out
 
 
-def held_out(results: list[dict]) -> list[dict]:
-    """Fit each line on all depths but the deepest, predict the deepest: the extrapolation's error, per line."""
-    if len(results) < 3:
-        return []
-    fitted, deepest = results[:-1], results[-1]
+def predictions(fitted: list[dict], held: dict) -> list[dict]:
+    """Each line fitted on `fitted`, evaluated at `held`'s bytes, against what `held` measured."""
     rows = []
     for name, stage, kind, which in FAMILY_LINES:
-        if not all(stage in r["stages"] for r in results):
+        if not all(stage in r["stages"] for r in (*fitted, held)):
             continue
         a, b = least_squares([(reads(r, which), figure(r, stage, kind)) for r in fitted])
-        predicted, measured = a * reads(deepest, which) + b, figure(deepest, stage, kind)
+        predicted, measured = a * reads(held, which) + b, figure(held, stage, kind)
         error = abs(predicted - measured) / measured if measured else 0.0
         rows.append({"line": name, "predicted": predicted, "measured": measured, "error": error, "kind": kind})
     return rows
+
+
+def held_out(results: list[dict]) -> list[dict]:
+    """Fit each line on the depth series but its deepest, predict the deepest: the extrapolation's error, per line."""
+    series = depth_series(results)
+    return predictions(series[:-1], series[-1]) if len(series) >= 3 else []
+
+
+def held_out_width(results: list[dict]) -> list[tuple[dict, list[dict]]]:
+    """Each depth measured at another expert count than the depth series (a MoE's whole width), predicted by the
+    series' lines: what the experts the series left out add, held out."""
+    series = depth_series(results)
+    return [(r, predictions(series, r)) for r in results if r not in series]
+
+
+def worst_deciding(checks: list[dict]) -> dict:
+    """The largest error among the lines that decide a class: anonymous memory and disk, a GB or more. The small
+    ones (inspect: tens of MB), the file-backed ones (pages the kernel drops and re-reads: the plan reports them,
+    never refuses for them) and the seconds (a shared machine's load moves them) are reported beside them."""
+    deciding = [c for c in checks if c["kind"] not in ("seconds", "file") and c["measured"] >= 1e9]
+    return max(deciding, key=lambda c: c["error"])
+
+
+def check_table(checks: list[dict]) -> list[str]:
+    """A held-out check as markdown rows, and its verdict."""
+    lines = ["", "| line | predicted | measured | error |", "|---|---|---|---|"]
+    for c in checks:
+        fmt = (lambda n: f"{n:.1f} s") if c["kind"] == "seconds" else (lambda n: f"{n / 1e9:.3f} GB")
+        lines.append(f"| {c['line']} | {fmt(c['predicted'])} | {fmt(c['measured'])} | {c['error']:.1%} |")
+    worst = worst_deciding(checks)
+    verdict = "holds" if worst["error"] <= HELD_OUT_TOLERANCE else "does NOT hold"
+    file_backed = max((c for c in checks if c["kind"] == "file"), key=lambda c: c["error"])
+    said = f"Worst error of the lines that decide a class: {worst['error']:.1%} ({worst['line']}): the extrapolation"
+    also = f"(file-backed, reported only: worst {file_backed['error']:.1%}, {file_backed['line']})"
+    return [*lines, "", f"{said} {verdict} {also}."]
 
 
 def markdown(results: dict[str, dict], unmeasured: dict[str, str]) -> list[str]:
@@ -156,34 +210,29 @@ def markdown(results: dict[str, dict], unmeasured: dict[str, str]) -> list[str]:
         lines += [f"{r['shape']}: {r['restored_from_log']}.  " for r in rs if r.get("restored_from_log")]
         lines += [f"{r['shape']}: {r['note']}.  " for r in rs if r.get("note")]  # how it was measured, if unusual
         lines += [f"{r['shape']}: 5-minute load average {r.get('load_average')} when measured.  " for r in rs]
-        lines += [""]
+        series = depth_series(rs)
+        cut = experts_of(series[0]["shape"])
+        lines += ["", f"Per layer at {cut} experts a layer:", ""] if cut else [""]
         lines += ["| line | fixed | per layer |", "|---|---|---|"]
         for name, (fixed, slope) in per_layer(rs).items():
             unit = (lambda n: f"{n:.1f} s") if name.endswith("seconds") else (lambda n: f"{n / 1e9:.3f} GB")
             lines.append(f"| {name} | {unit(fixed)} | {unit(slope)} |")
         checks = held_out(rs)
         if checks:
-            # The lines that decide a class (a GB or more at the deepest cut); the small ones (inspect: tens of MB)
-            # and the seconds (a shared machine's load moves them) are reported beside them.
-            held = [c for c in checks if c["kind"] != "seconds" and c["measured"] >= 1e9]
-            worst = max(held, key=lambda c: c["error"])
             lines += [
                 "",
-                f"Held-out depth: fitted on {', '.join(r['shape'] for r in rs[:-1])}, predicting {rs[-1]['shape']} "
-                f"(goal: within {HELD_OUT_TOLERANCE:.0%} for the lines of a GB or more, which decide a class; "
-                "seconds and the small lines are reported, not held to it).",
-                "",
-                "| line | predicted | measured | error |",
-                "|---|---|---|---|",
+                f"Held-out depth: fitted on {', '.join(r['shape'] for r in series[:-1])}, predicting "
+                f"{series[-1]['shape']} (goal: within {HELD_OUT_TOLERANCE:.0%} for the lines that decide a class: "
+                "anonymous memory and disk, a GB or more; file-backed memory, seconds and the small lines are "
+                "reported, not held to it).",
+                *check_table(checks),
             ]
-            for c in checks:
-                fmt = (lambda n: f"{n:.1f} s") if c["kind"] == "seconds" else (lambda n: f"{n / 1e9:.3f} GB")
-                lines.append(f"| {c['line']} | {fmt(c['predicted'])} | {fmt(c['measured'])} | {c['error']:.1%} |")
-            verdict = "holds" if worst["error"] <= HELD_OUT_TOLERANCE else "does NOT hold"
+        for held, width_checks in held_out_width(rs):
             lines += [
                 "",
-                f"Worst error of the lines of a GB or more: {worst['error']:.1%} ({worst['line']}): the "
-                f"extrapolation {verdict}.",
+                f"Held-out width: fitted on {', '.join(r['shape'] for r in series)}, predicting {held['shape']} "
+                "(every expert: the bytes the cut left out).",
+                *check_table(width_checks),
             ]
         lines += [
             "",
@@ -191,7 +240,9 @@ def markdown(results: dict[str, dict], unmeasured: dict[str, str]) -> list[str]:
             "where the load changed between depths), so a family's time estimate is indicative; memory and disk "
             "are what decide a class.",
         ]
-        lines += ["", "As `runners.sizing.families` in a recipe:", "", "```yaml", "    families:", f"      {family}:"]
+        fitted_on = "" if len(series) == len(rs) else " (fitted on every depth above)"
+        lines += ["", f"As `runners.sizing.families` in a recipe{fitted_on}:", ""]
+        lines += ["```yaml", "    families:", f"      {family}:"]
         lines += [f"        {name}: {{a: {a}, b: {b}}}" for name, (a, b) in fit_family(rs).items()]
         lines += ["```"]
     if unmeasured:
