@@ -265,9 +265,9 @@ SHAPES: Mapping[str, Shape] = MappingProxyType(
             draft_taps=6,
         ),
     }
-    # Qwen3.6-27B and Qwen3.6-35B-A3B reuse Qwen3.5's classes (model_type qwen3_5 and qwen3_5_moe) at the same sizes
-    # (their config.json: 64 layers of hidden 5120 with the 27-block vision tower; 40 layers of 256 experts of 512,
-    # 8 routed): the same shapes under their own repos.
+    # Qwen3.6-27B and Qwen3.6-35B-A3B reuse Qwen3.5's classes (model_type qwen3_5 and qwen3_5_moe) at the same sizes,
+    # as public readings of their config.json state them (64 layers of hidden 5120 with the 27-block vision tower; 40
+    # layers of 256 experts of 512, 8 routed): the same shapes under their own repos.
     | {
         f"qwen3.6-{size}": dataclasses.replace(base, name=f"qwen3.6-{size}", target_repo=f"Qwen/Qwen3.6-{size.upper()}")
         for size, base in (("27b", _QWEN3_5_27B), ("35b-a3b", _QWEN3_5_35B_A3B))
