@@ -54,9 +54,8 @@ def _flood(hub: LocalHub, folder: Path, first: int) -> None:
 def hub(hub: LocalHub, tmp_path_factory) -> LocalHub:
     seed = tmp_path_factory.mktemp("seed")
     api = HfApi(endpoint=hub.url, token=TOKEN)
-    demo.seed(
-        hub.url, TOKEN, seed, SEEDED_REPOS
-    )  # the trusted pair z-lab/Qwen3-Tiny-DFlash-b16 over Qwen/Qwen3-Tiny, and more
+    # The trusted pair z-lab/Qwen3-Tiny-DFlash-b16 over Qwen/Qwen3-Tiny, and more.
+    demo.seed(hub.url, TOKEN, seed, SEEDED_REPOS)
     make_tiny(SEEDED_KIND, seed / "mine", target_repo=STRANGER_TARGET)
     mine = seed / "mine"
     config = json.loads((mine / "draft" / "config.json").read_text())
