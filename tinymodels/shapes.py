@@ -169,110 +169,107 @@ class Shape:
         )
 
 
-# Two of the catalogue's shapes (described in SHAPES below) that Qwen3.6 repeats under its own repos.
-_QWEN3_5_35B_A3B = Shape(
-    "qwen3.5-35b-a3b",
-    "Qwen/Qwen3.5-35B-A3B",
-    "qwen3_5_moe",
-    Dims(hidden=2048, layers=40, heads=16, kv_heads=2, head_dim=256, intermediate=512),
-    False,
-    experts=Experts(count=256, per_token=8, intermediate=512, shared=512),
-    linear_heads=(16, 32),
-    vision=(27, 1152, 4304, 16),
-)
-_QWEN3_5_27B = Shape(
-    "qwen3.5-27b",
-    "Qwen/Qwen3.5-27B",
-    "qwen3_5",
-    Dims(hidden=5120, layers=64, heads=24, kv_heads=4, head_dim=256, intermediate=17408),
-    False,
-    linear_heads=(16, 48),
-    vision=(27, 1152, 4304, 16),
-)
-
-SHAPES: Mapping[str, Shape] = MappingProxyType(
-    {
-        "qwen3-0.6b": Shape(
-            "qwen3-0.6b",
-            "Qwen/Qwen3-0.6B",
-            "qwen3",
-            Dims(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=3072),
-            True,
-        ),
-        "qwen3-1.7b": Shape(
-            "qwen3-1.7b",
-            "Qwen/Qwen3-1.7B",
-            "qwen3",
-            Dims(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=6144),
-            True,
-        ),
-        "qwen3-4b": Shape(
-            "qwen3-4b",
-            "Qwen/Qwen3-4B",
-            "qwen3",
-            Dims(hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=9728),
-            True,
-        ),
-        "qwen3-8b": Shape(
-            "qwen3-8b",
-            "Qwen/Qwen3-8B",
-            "qwen3",
-            Dims(hidden=4096, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=12288),
-            False,
-        ),
-        # Text sizes of Qwen3.5-0.8B (24 layers, hidden 1024, MLP 3584, 8/2 heads of 256); the linear-attention head
-        # counts and the vision tower are transformers' defaults scaled to that width, so its bytes are approximate.
-        "qwen3.5-0.8b": Shape(
-            "qwen3.5-0.8b",
-            "Qwen/Qwen3.5-0.8B",
-            "qwen3_5",
-            Dims(hidden=1024, layers=24, heads=8, kv_heads=2, head_dim=256, intermediate=3584),
-            True,
-        ),
-        # The catalogue's large targets, from their published config.json: Qwen3-Coder-30B-A3B (qwen3_moe, 48 layers,
-        # 128 experts of 768, 8 routed), Qwen3.5-35B-A3B (qwen3_5_moe, 40 layers, 256 experts of 512, 8 routed and a
-        # shared one, 32/16 linear heads) and Qwen3.5-27B (qwen3_5, 64 layers, MLP 17408, 48/16 linear heads), each
-        # with the real 27-block vision tower. Whole, they are for sizing (sparse); bench/scale.py builds them cut to
-        # a few layers (`NAME@N`).
-        "qwen3-coder-30b-a3b": Shape(
-            "qwen3-coder-30b-a3b",
-            "Qwen/Qwen3-Coder-30B-A3B-Instruct",
-            "qwen3_moe",
-            Dims(hidden=2048, layers=48, heads=32, kv_heads=4, head_dim=128, intermediate=6144),
-            False,
-            experts=Experts(count=128, per_token=8, intermediate=768),
-        ),
-        "qwen3.5-35b-a3b": _QWEN3_5_35B_A3B,
-        "qwen3.5-27b": _QWEN3_5_27B,
-        # google/gemma-4-31B-it (gemma4, Gemma4ForConditionalGeneration with its vision tower, no audio), from its
-        # published config.json as public parsers of it quote it: text 60 layers, hidden 5376, MLP 21504, 32 heads;
-        # sliding-window layers (window 1024) with 16 KV heads of 256, every 6th layer full attention with 4 KV heads
-        # of 512 and keys reused as values; vocabulary 262144, tied embedding. The vision tower (27 blocks, hidden
-        # 1152, MLP 4304, 16 heads of 72) is the one the 26B-A4B's config.json states; with it transformers 5.5.4
-        # instantiates 31,273,088,876 parameters, the 31B's published bf16 count (its card: 30.7B + ~550M vision).
-        # The draft has the widths of z-lab's Gemma-4-31B DFlash config as quoted by a public test of its schema
-        # (hidden 5376, 64 heads of 128, 8 KV heads, MLP 10752, 6 target layers, mask token 4) in this module's
-        # layout (5 full-attention layers: the published one makes 4 of them sliding-window, same tensors).
-        "gemma-4-31b": Shape(
-            "gemma-4-31b",
-            "google/gemma-4-31B-it",
-            "gemma4",
-            Dims(hidden=5376, layers=60, heads=32, kv_heads=16, head_dim=256, intermediate=21504),
-            True,
-            vision=(27, 1152, 4304, 16),
-            full_attention=FullAttention(head_dim=512, kv_heads=4, sliding_window=1024),
-            draft_dims=Dims(hidden=5376, layers=DRAFT_LAYERS, heads=64, kv_heads=8, head_dim=128, intermediate=10752),
-            draft_taps=6,
-        ),
-    }
-    # Qwen3.6-27B and Qwen3.6-35B-A3B reuse Qwen3.5's classes (model_type qwen3_5 and qwen3_5_moe) at the same sizes,
-    # as public readings of their config.json state them (64 layers of hidden 5120 with the 27-block vision tower; 40
-    # layers of 256 experts of 512, 8 routed): the same shapes under their own repos.
-    | {
-        f"qwen3.6-{size}": dataclasses.replace(base, name=f"qwen3.6-{size}", target_repo=f"Qwen/Qwen3.6-{size.upper()}")
-        for size, base in (("27b", _QWEN3_5_27B), ("35b-a3b", _QWEN3_5_35B_A3B))
-    }
-)
+_SHAPES: dict[str, Shape] = {
+    "qwen3-0.6b": Shape(
+        "qwen3-0.6b",
+        "Qwen/Qwen3-0.6B",
+        "qwen3",
+        Dims(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=3072),
+        True,
+    ),
+    "qwen3-1.7b": Shape(
+        "qwen3-1.7b",
+        "Qwen/Qwen3-1.7B",
+        "qwen3",
+        Dims(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=6144),
+        True,
+    ),
+    "qwen3-4b": Shape(
+        "qwen3-4b",
+        "Qwen/Qwen3-4B",
+        "qwen3",
+        Dims(hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=9728),
+        True,
+    ),
+    "qwen3-8b": Shape(
+        "qwen3-8b",
+        "Qwen/Qwen3-8B",
+        "qwen3",
+        Dims(hidden=4096, layers=36, heads=32, kv_heads=8, head_dim=128, intermediate=12288),
+        False,
+    ),
+    # Text sizes of Qwen3.5-0.8B (24 layers, hidden 1024, MLP 3584, 8/2 heads of 256); the linear-attention head
+    # counts and the vision tower are transformers' defaults scaled to that width, so its bytes are approximate.
+    "qwen3.5-0.8b": Shape(
+        "qwen3.5-0.8b",
+        "Qwen/Qwen3.5-0.8B",
+        "qwen3_5",
+        Dims(hidden=1024, layers=24, heads=8, kv_heads=2, head_dim=256, intermediate=3584),
+        True,
+    ),
+    # The catalogue's large targets, from their published config.json: Qwen3-Coder-30B-A3B (qwen3_moe, 48 layers,
+    # 128 experts of 768, 8 routed), Qwen3.5-35B-A3B (qwen3_5_moe, 40 layers, 256 experts of 512, 8 routed and a
+    # shared one, 32/16 linear heads) and Qwen3.5-27B (qwen3_5, 64 layers, MLP 17408, 48/16 linear heads), each
+    # with the real 27-block vision tower. Whole, they are for sizing (sparse); bench/scale.py builds them cut to
+    # a few layers (`NAME@N`).
+    "qwen3-coder-30b-a3b": Shape(
+        "qwen3-coder-30b-a3b",
+        "Qwen/Qwen3-Coder-30B-A3B-Instruct",
+        "qwen3_moe",
+        Dims(hidden=2048, layers=48, heads=32, kv_heads=4, head_dim=128, intermediate=6144),
+        False,
+        experts=Experts(count=128, per_token=8, intermediate=768),
+    ),
+    "qwen3.5-35b-a3b": Shape(
+        "qwen3.5-35b-a3b",
+        "Qwen/Qwen3.5-35B-A3B",
+        "qwen3_5_moe",
+        Dims(hidden=2048, layers=40, heads=16, kv_heads=2, head_dim=256, intermediate=512),
+        False,
+        experts=Experts(count=256, per_token=8, intermediate=512, shared=512),
+        linear_heads=(16, 32),
+        vision=(27, 1152, 4304, 16),
+    ),
+    "qwen3.5-27b": Shape(
+        "qwen3.5-27b",
+        "Qwen/Qwen3.5-27B",
+        "qwen3_5",
+        Dims(hidden=5120, layers=64, heads=24, kv_heads=4, head_dim=256, intermediate=17408),
+        False,
+        linear_heads=(16, 48),
+        vision=(27, 1152, 4304, 16),
+    ),
+    # google/gemma-4-31B-it (gemma4, Gemma4ForConditionalGeneration with its vision tower, no audio), from its
+    # published config.json as public parsers of it quote it: text 60 layers, hidden 5376, MLP 21504, 32 heads;
+    # sliding-window layers (window 1024) with 16 KV heads of 256, every 6th layer full attention with 4 KV heads
+    # of 512 and keys reused as values; vocabulary 262144, tied embedding. The vision tower (27 blocks, hidden
+    # 1152, MLP 4304, 16 heads of 72) is the one the 26B-A4B's config.json states; with it transformers 5.5.4
+    # instantiates 31,273,088,876 parameters, the 31B's published bf16 count (its card: 30.7B + ~550M vision).
+    # The draft has the widths of z-lab's Gemma-4-31B DFlash config as quoted by a public test of its schema
+    # (hidden 5376, 64 heads of 128, 8 KV heads, MLP 10752, 6 target layers, mask token 4) in this module's
+    # layout (5 full-attention layers: the published one makes 4 of them sliding-window, same tensors).
+    "gemma-4-31b": Shape(
+        "gemma-4-31b",
+        "google/gemma-4-31B-it",
+        "gemma4",
+        Dims(hidden=5376, layers=60, heads=32, kv_heads=16, head_dim=256, intermediate=21504),
+        True,
+        vision=(27, 1152, 4304, 16),
+        full_attention=FullAttention(head_dim=512, kv_heads=4, sliding_window=1024),
+        draft_dims=Dims(hidden=5376, layers=DRAFT_LAYERS, heads=64, kv_heads=8, head_dim=128, intermediate=10752),
+        draft_taps=6,
+    ),
+}
+# Qwen3.6-27B and Qwen3.6-35B-A3B reuse Qwen3.5's classes (model_type qwen3_5 and qwen3_5_moe) at the same sizes, as
+# public readings of their config.json state them (64 layers of hidden 5120 with the 27-block vision tower; 40 layers
+# of 256 experts of 512, 8 routed): the same shapes under their own repos.
+_SHAPES |= {
+    f"qwen3.6-{size}": dataclasses.replace(
+        _SHAPES[f"qwen3.5-{size}"], name=f"qwen3.6-{size}", target_repo=f"Qwen/Qwen3.6-{size.upper()}"
+    )
+    for size in ("27b", "35b-a3b")
+}
+SHAPES: Mapping[str, Shape] = MappingProxyType(_SHAPES)
 """Every shape `make_shape` writes; the 8B and larger shapes are for sizing (16 GB of weights and more), not for this
 machine, except cut to a few layers (`shape_named`)."""
 
